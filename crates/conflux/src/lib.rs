@@ -19,3 +19,11 @@ pub use error::{Error, Result, Status};
 pub use handle::{Device, Handle};
 pub use tensor::TensorDesc;
 pub use types::*;
+pub mod memory;
+pub mod fusion;
+pub mod solver;
+pub mod backend;
+
+pub use fusion::{FusionPlan, OpArg, OpArgs};
+pub use handle::Buffer;
+pub use memory::DevPtr;

@@ -1,7 +1,9 @@
 //! Convolution descriptors and problems.
 
 mod desc;
+mod geom;
 mod problem;
 
 pub use desc::{output_desc_like, ConvDesc};
+pub use geom::{spatial3, strides5, Geom};
 pub use problem::ConvProblem;

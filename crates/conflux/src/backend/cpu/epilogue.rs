@@ -1,0 +1,106 @@
+//! The epilogue on the CPU: the plan's pointwise chain, resolved at execute time from the
+//! ops (compile-time) and their arguments (run-time), applied to each output value while it
+//! is still in registers.
+
+use super::access::{load, load_vec};
+use crate::activation::ActivationDesc;
+use crate::conv::strides5;
+use crate::error::{Error, Result};
+use crate::fusion::{EpiOp, OpArg};
+use crate::memory::DevPtr;
+use crate::tensor::TensorDesc;
+use crate::types::{BnMode, DataType};
+
+enum Step {
+    Bias(Vec<f32>),
+    /// `(v − mean)·scale + shift`, scale = γ/√(σ²+ε). Kept unfolded so large means do not
+    /// cancel catastrophically in f32.
+    Bn { mean: Vec<f32>, scale: Vec<f32>, shift: Vec<f32>, per_activation: bool },
+    Act(ActivationDesc),
+    Add { z: u64, dtype: DataType, strides: [usize; 5], alpha: f32 },
+}
+
+/// A resolved epilogue for one execution.
+pub struct CpuEpilogue {
+    steps: Vec<Step>,
+}
+
+pub(crate) fn need_ptr(p: DevPtr, what: &str, op: usize) -> Result<u64> {
+    if p.is_null() {
+        Err(Error::bad_parm(format!("op {op}: {what} pointer is NULL")))
+    } else {
+        Ok(p.0)
+    }
+}
+
+impl CpuEpilogue {
+    /// Resolve `ops` with their `args` for outputs shaped like `out`. `first_index` is the plan
+    /// position of ops[0], used in error messages.
+    pub fn new(ops: &[EpiOp], args: &[OpArg], out: &TensorDesc, first_index: usize) -> Result<CpuEpilogue> {
+        if ops.len() != args.len() {
+            return Err(Error::internal(format!("epilogue: {} ops but {} argument sets", ops.len(), args.len())));
+        }
+        let c = out.c();
+        let per_act = c * out.spatial().iter().product::<usize>();
+        let mut steps = Vec::with_capacity(ops.len());
+        for (i, (op, arg)) in ops.iter().zip(args).enumerate() {
+            let at = first_index + i;
+            let mismatch = || Error::bad_parm(format!("op {at}: arguments of a {} op given for a {:?} op", arg.kind_name(), op));
+            // SAFETY (all loads below): the pointers are the caller's parameter tensors, whose
+            // shapes were validated when the op was created.
+            let step = match (op, arg) {
+                (EpiOp::Bias { dtype }, OpArg::Bias { b }) => Step::Bias(unsafe { load_vec(*dtype, need_ptr(*b, "bias", at)?, c) }),
+                (EpiOp::BnInference { mode, dtype }, OpArg::BnInference { scale, bias, mean, var, eps }) => {
+                    let n = if *mode == BnMode::Spatial { c } else { per_act };
+                    let (g, b, m, v) = unsafe {
+                        (
+                            load_vec(*dtype, need_ptr(*scale, "bn scale", at)?, n),
+                            load_vec(*dtype, need_ptr(*bias, "bn bias", at)?, n),
+                            load_vec(*dtype, need_ptr(*mean, "bn estimated mean", at)?, n),
+                            load_vec(*dtype, need_ptr(*var, "bn estimated variance", at)?, n),
+                        )
+                    };
+                    let scale: Vec<f32> =
+                        (0..n).map(|j| (g[j] as f64 / (v[j] as f64 + eps).abs().sqrt()) as f32).collect();
+                    Step::Bn { mean: m, scale, shift: b, per_activation: *mode == BnMode::PerActivation }
+                }
+                (EpiOp::Activation { mode }, OpArg::Activation { alpha, beta, gamma }) => {
+                    Step::Act(ActivationDesc::new(*mode, *alpha, *beta, *gamma))
+                }
+                (EpiOp::AddTensor { z }, OpArg::AddTensor { z: zp, alpha }) => Step::Add {
+                    z: need_ptr(*zp, "residual z", at)?,
+                    dtype: z.dtype(),
+                    strides: strides5(z),
+                    alpha: *alpha as f32,
+                },
+                _ => return Err(mismatch()),
+            };
+            steps.push(step);
+        }
+        Ok(CpuEpilogue { steps })
+    }
+
+    pub fn is_empty(&self) -> bool { self.steps.is_empty() }
+
+    /// Apply the chain to value `v` at (n, c, d, h, w); `sp` is the linear spatial index
+    /// d·H·W + h·W + w.
+    #[inline]
+    pub fn apply(&self, mut v: f32, n: usize, c: usize, pos: [usize; 3], sp: usize, sp_size: usize) -> f32 {
+        for s in &self.steps {
+            v = match s {
+                Step::Bias(b) => v + b[c],
+                Step::Bn { mean, scale, shift, per_activation } => {
+                    let j = if *per_activation { c * sp_size + sp } else { c };
+                    (v - mean[j]) * scale[j] + shift[j]
+                }
+                Step::Act(a) => a.forward(v),
+                Step::Add { z, dtype, strides, alpha } => {
+                    let off = n * strides[0] + c * strides[1] + pos[0] * strides[2] + pos[1] * strides[3] + pos[2] * strides[4];
+                    // SAFETY: z has the output's shape (checked at op creation).
+                    v + alpha * unsafe { load(*dtype, *z, off) }
+                }
+            };
+        }
+        v
+    }
+}

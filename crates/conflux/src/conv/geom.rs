@@ -1,0 +1,75 @@
+//! Convolution geometry normalised to three spatial dimensions (a 2-D problem gets D = 1),
+//! so every kernel, CPU or GPU, has one set of loops.
+
+use super::ConvProblem;
+use crate::tensor::TensorDesc;
+
+/// Five strides N, C, D, H, W of a 4-D or 5-D tensor (D stride 0 for 4-D).
+pub fn strides5(t: &TensorDesc) -> [usize; 5] {
+    let s = t.strides();
+    if t.rank() == 4 {
+        [s[0], s[1], 0, s[2], s[3]]
+    } else {
+        [s[0], s[1], s[2], s[3], s[4]]
+    }
+}
+
+/// Three spatial lengths D, H, W (D = 1 for 4-D tensors).
+pub fn spatial3(t: &TensorDesc) -> [usize; 3] {
+    let l = t.spatial();
+    if l.len() == 2 {
+        [1, l[0], l[1]]
+    } else {
+        [l[0], l[1], l[2]]
+    }
+}
+
+/// Geometry of the normal convolution of a problem, in 3-D form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geom {
+    pub n: usize,
+    /// Input channels (all groups) and output channels (all groups).
+    pub c: usize,
+    pub k: usize,
+    pub groups: usize,
+    pub input: [usize; 3],
+    pub output: [usize; 3],
+    pub filter: [usize; 3],
+    pub pad: [usize; 3],
+    pub stride: [usize; 3],
+    pub dilation: [usize; 3],
+    pub x_strides: [usize; 5],
+    pub w_strides: [usize; 5],
+    pub y_strides: [usize; 5],
+}
+
+impl Geom {
+    pub fn of(p: &ConvProblem) -> Geom {
+        let nd = p.spatial_dims();
+        let lift = |v: &[usize], fill: usize| -> [usize; 3] {
+            if nd == 2 { [fill, v[0], v[1]] } else { [v[0], v[1], v[2]] }
+        };
+        Geom {
+            n: p.x.n(),
+            c: p.x.c(),
+            k: p.w.n(),
+            groups: p.groups(),
+            input: spatial3(&p.x),
+            output: spatial3(&p.y),
+            filter: spatial3(&p.w),
+            pad: lift(p.conv.pads(), 0),
+            stride: lift(p.conv.strides(), 1),
+            dilation: lift(p.conv.dilations(), 1),
+            x_strides: strides5(&p.x),
+            w_strides: strides5(&p.w),
+            y_strides: strides5(&p.y),
+        }
+    }
+    /// Input channels per group.
+    pub fn cg(&self) -> usize { self.c / self.groups }
+    /// Output channels per group.
+    pub fn kg(&self) -> usize { self.k / self.groups }
+    pub fn filter_size(&self) -> usize { self.filter.iter().product() }
+    pub fn output_size(&self) -> usize { self.output.iter().product() }
+    pub fn input_size(&self) -> usize { self.input.iter().product() }
+}

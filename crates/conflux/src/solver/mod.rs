@@ -1,0 +1,61 @@
+//! The solver machinery shared by convolutions, fusion plans and every backend.
+//!
+//! A `Solver` looks at a `FusedProblem`, says whether it applies (and why not), how much
+//! workspace it needs, and builds an `Invoker`: the compiled artifact that runs many times.
+//! Solvers live in one ordered registry (`registry.rs`); immediate mode takes the first
+//! applicable one, Find times all applicable ones.
+
+mod registry;
+pub mod cpu_naive;
+pub mod cpu_pointwise;
+
+pub use registry::{applicable, find_by_id, find_by_name, registry, select_first, SolverInfo};
+
+use crate::error::Result;
+use crate::fusion::{FusedProblem, OpArg};
+use crate::handle::{DeviceKind, Handle};
+use crate::memory::DevPtr;
+use crate::types::ConvAlgorithm;
+use std::sync::Arc;
+
+/// Run-time arguments of one invocation.
+#[derive(Clone, Copy, Debug)]
+pub struct RunArgs<'a> {
+    /// Tensors by role. For convolutions these are the normal convolution's x, w and y; the
+    /// direction says which one is written (y forward, x backward-data, w backward-weights).
+    /// For pointwise and batch-norm problems x is the plan input and y the plan output.
+    pub x: DevPtr,
+    pub w: DevPtr,
+    pub y: DevPtr,
+    /// `out = α·result + β·out` for convolutions.
+    pub alpha: f64,
+    pub beta: f64,
+    pub workspace: DevPtr,
+    pub workspace_bytes: usize,
+    /// Arguments of the problem's epilogue / pointwise / batch-norm ops, in problem order.
+    pub ops: &'a [OpArg],
+}
+
+/// A compiled solution: runs many times, from many threads at once.
+pub trait Invoker: Send + Sync {
+    fn run(&self, handle: &Handle, args: &RunArgs) -> Result<()>;
+}
+
+/// A way to compute a class of problems on one kind of device.
+pub trait Solver: Send + Sync {
+    /// Stable literal id, never reused.
+    fn name(&self) -> &'static str;
+    /// Numeric solution id for the immediate-mode API (append-only, never 0).
+    fn solution_id(&self) -> u64;
+    /// The algorithm bucket this solver reports under.
+    fn algorithm(&self) -> ConvAlgorithm;
+    fn device(&self) -> DeviceKind;
+    /// `Ok(())` when applicable, else the reason it refuses.
+    fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String>;
+    /// Exact workspace bytes for this problem (0 for most).
+    fn workspace_bytes(&self, _problem: &FusedProblem) -> usize { 0 }
+    /// A rough time estimate in ms, used to order immediate-mode solutions without Find.
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64;
+    /// Build the invoker (compiles kernels on GPU backends). Only called after `check` passed.
+    fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>>;
+}

@@ -1,0 +1,70 @@
+//! The one ordered list of solvers. Order matters: immediate mode picks the first applicable
+//! solver, so faster specialised solvers come first and the always-applicable naive ones last.
+//! Ids are literal and never reused; append new solution ids, never renumber.
+
+use super::cpu_naive::CpuNaive;
+use super::cpu_pointwise::CpuPointwise;
+use super::Solver;
+use crate::fusion::FusedProblem;
+use crate::handle::Handle;
+
+static CPU_POINTWISE: CpuPointwise = CpuPointwise;
+static CPU_NAIVE: CpuNaive = CpuNaive;
+
+/// Every solver, best first; the reference-like naive solvers end each device's list.
+pub fn registry() -> &'static [&'static dyn Solver] {
+    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_NAIVE];
+    LIST
+}
+
+pub fn find_by_id(id: u64) -> Option<&'static dyn Solver> {
+    registry().iter().copied().find(|s| s.solution_id() == id)
+}
+
+pub fn find_by_name(name: &str) -> Option<&'static dyn Solver> {
+    registry().iter().copied().find(|s| s.name() == name)
+}
+
+/// One row of the support matrix: a solver and whether it applies (else why not).
+pub struct SolverInfo {
+    pub solver: &'static dyn Solver,
+    pub verdict: Result<(), String>,
+}
+
+/// Every solver for the handle's device with its verdict on `problem`, in registry order.
+pub fn applicable(problem: &FusedProblem, handle: &Handle) -> Vec<SolverInfo> {
+    registry()
+        .iter()
+        .copied()
+        .filter(|s| s.device() == handle.device_kind())
+        .map(|s| SolverInfo { solver: s, verdict: s.check(problem, handle) })
+        .collect()
+}
+
+/// Immediate-mode choice: the first applicable solver for the handle's device, optionally
+/// restricted to one algorithm. A refusal lists every solver's reason.
+pub fn select_first(
+    problem: &FusedProblem,
+    handle: &Handle,
+    algo: Option<crate::types::ConvAlgorithm>,
+) -> crate::Result<&'static dyn Solver> {
+    let mut reasons = Vec::new();
+    for info in applicable(problem, handle) {
+        if let Some(a) = algo {
+            if info.solver.algorithm() != a {
+                reasons.push(format!("{}: algorithm {:?} not requested", info.solver.name(), info.solver.algorithm()));
+                continue;
+            }
+        }
+        match info.verdict {
+            Ok(()) => return Ok(info.solver),
+            Err(why) => reasons.push(format!("{}: {why}", info.solver.name())),
+        }
+    }
+    Err(crate::Error::unsupported(format!(
+        "no {} solver applies to {}: {}",
+        handle.device().name(),
+        problem.short_name(),
+        reasons.join("; ")
+    )))
+}
