@@ -1,6 +1,8 @@
 //! The handle: which device runs the work, profiling state, and the cache of compiled
 //! invokers (so a plan or convolution compiled once runs many times).
 
+use crate::backend::cuda::driver::DeviceMemory;
+use crate::backend::cuda::CudaBackend;
 use crate::error::{Error, Result};
 use crate::fusion::FusedProblem;
 use crate::memory::{DevPtr, HostBuffer};
@@ -13,6 +15,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeviceKind {
     Cpu,
+    Cuda,
 }
 
 /// The device a handle runs on.
@@ -20,17 +23,28 @@ pub enum DeviceKind {
 pub enum Device {
     /// Host memory and CPU threads (rayon).
     Cpu,
+    /// An NVIDIA GPU through the dynamically loaded CUDA driver and NVRTC.
+    Cuda(Arc<CudaBackend>),
 }
 
 impl Device {
     pub fn kind(&self) -> DeviceKind {
         match self {
             Device::Cpu => DeviceKind::Cpu,
+            Device::Cuda(_) => DeviceKind::Cuda,
         }
     }
     pub fn name(&self) -> String {
         match self {
             Device::Cpu => "cpu".to_string(),
+            Device::Cuda(b) => format!("cuda:{} ({}, {})", b.dev.ordinal(), b.dev.name(), b.dev.arch()),
+        }
+    }
+    /// The CUDA backend, if this is a GPU.
+    pub fn cuda(&self) -> Option<&Arc<CudaBackend>> {
+        match self {
+            Device::Cuda(b) => Some(b),
+            Device::Cpu => None,
         }
     }
 }
@@ -39,17 +53,20 @@ impl Device {
 /// memory is never wrapped in this type; it is used through `DevPtr` only.
 pub enum Buffer {
     Host(HostBuffer),
+    Cuda(DeviceMemory),
 }
 
 impl Buffer {
     pub fn ptr(&self) -> DevPtr {
         match self {
             Buffer::Host(h) => h.ptr(),
+            Buffer::Cuda(d) => DevPtr(d.ptr()),
         }
     }
     pub fn len(&self) -> usize {
         match self {
             Buffer::Host(h) => h.len(),
+            Buffer::Cuda(d) => d.len(),
         }
     }
     pub fn is_empty(&self) -> bool { self.len() == 0 }
@@ -67,9 +84,55 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// A handle on the default device. `CONFLUX_DEVICE=cpu` forces the CPU.
+    /// A handle on the default device: GPU 0 when a CUDA driver, NVRTC and a GPU are
+    /// present, else the CPU. `CONFLUX_DEVICE=cpu` forces the CPU; `CONFLUX_DEVICE=cuda`
+    /// (or `cuda:N`) demands a GPU and fails with the reason when none can be opened.
     pub fn new() -> Result<Handle> {
-        Ok(Handle::with_device(Device::Cpu))
+        let choice = std::env::var("CONFLUX_DEVICE").unwrap_or_default().to_ascii_lowercase();
+        match choice.as_str() {
+            "cpu" => Ok(Handle::cpu()),
+            "" => Ok(Handle::cuda(0).unwrap_or_else(|e| {
+                tracing::debug!(reason = %e, "no usable GPU; using the CPU backend");
+                Handle::cpu()
+            })),
+            c if c.starts_with("cuda") => {
+                let ordinal = c.strip_prefix("cuda").unwrap().trim_start_matches(':');
+                let ordinal = if ordinal.is_empty() { 0 } else {
+                    ordinal.parse().map_err(|_| Error::bad_parm(format!("CONFLUX_DEVICE={c}: bad device ordinal")))?
+                };
+                Handle::cuda(ordinal)
+            }
+            other => Err(Error::bad_parm(format!("CONFLUX_DEVICE={other}: expected cpu, cuda or cuda:N"))),
+        }
+    }
+
+    /// A handle on GPU `ordinal` using the default stream.
+    pub fn cuda(ordinal: usize) -> Result<Handle> {
+        Ok(Handle::with_device(Device::Cuda(Arc::new(CudaBackend::open(ordinal)?))))
+    }
+
+    /// A handle on GPU `ordinal` that queues work on the caller's `CUstream` (borrowed).
+    pub fn cuda_with_stream(ordinal: usize, stream: u64) -> Result<Handle> {
+        let h = Handle::cuda(ordinal)?;
+        h.set_stream(stream)?;
+        Ok(h)
+    }
+
+    /// `miopenSetStream`: the raw `CUstream` work is queued on (GPU handles; 0 = default).
+    pub fn set_stream(&self, stream: u64) -> Result<()> {
+        match &self.device {
+            Device::Cuda(b) => {
+                b.dev.set_stream(stream);
+                Ok(())
+            }
+            Device::Cpu if stream == 0 => Ok(()),
+            Device::Cpu => Err(Error::bad_parm("set stream: a CPU handle has no streams")),
+        }
+    }
+
+    /// `miopenGetStream`: the raw stream (0 for the default stream and for CPU handles).
+    pub fn stream(&self) -> u64 {
+        self.device.cuda().map(|b| b.dev.stream_raw()).unwrap_or(0)
     }
 
     pub fn cpu() -> Handle {
@@ -132,6 +195,7 @@ impl Handle {
     pub fn alloc(&self, bytes: usize) -> Result<Buffer> {
         match &self.device {
             Device::Cpu => Ok(Buffer::Host(HostBuffer::zeroed(bytes)?)),
+            Device::Cuda(b) => Ok(Buffer::Cuda(b.dev.alloc(bytes)?)),
         }
     }
 
@@ -142,6 +206,7 @@ impl Handle {
         }
         match buf {
             Buffer::Host(h) => h.as_mut_slice()[..data.len()].copy_from_slice(data),
+            Buffer::Cuda(d) => self.cuda_backend()?.dev.copy_to_device(d.ptr(), data)?,
         }
         Ok(())
     }
@@ -150,11 +215,23 @@ impl Handle {
     pub fn read(&self, buf: &Buffer) -> Result<Vec<u8>> {
         match buf {
             Buffer::Host(h) => Ok(h.as_slice().to_vec()),
+            Buffer::Cuda(d) => {
+                let mut out = vec![0u8; d.len()];
+                self.cuda_backend()?.dev.copy_to_host(&mut out, d.ptr())?;
+                Ok(out)
+            }
         }
     }
 
     /// Wait until all work queued on the handle has finished.
     pub fn synchronize(&self) -> Result<()> {
-        Ok(())
+        match &self.device {
+            Device::Cpu => Ok(()),
+            Device::Cuda(b) => b.dev.synchronize(),
+        }
+    }
+
+    fn cuda_backend(&self) -> Result<&Arc<CudaBackend>> {
+        self.device.cuda().ok_or_else(|| Error::internal("GPU buffer used with a CPU handle"))
     }
 }

@@ -20,6 +20,7 @@ pub use handle::{Device, Handle};
 pub use tensor::TensorDesc;
 pub use types::*;
 pub mod memory;
+pub mod cache;
 pub mod fusion;
 pub mod solver;
 pub mod backend;

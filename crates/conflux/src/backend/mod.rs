@@ -2,3 +2,4 @@
 //! backends hold how it runs.
 
 pub mod cpu;
+pub mod cuda;

@@ -4,24 +4,29 @@
 use super::ConvProblem;
 use crate::tensor::TensorDesc;
 
-/// Five strides N, C, D, H, W of a 4-D or 5-D tensor (D stride 0 for 4-D).
-pub fn strides5(t: &TensorDesc) -> [usize; 5] {
-    let s = t.strides();
-    if t.rank() == 4 {
-        [s[0], s[1], 0, s[2], s[3]]
-    } else {
-        [s[0], s[1], s[2], s[3], s[4]]
+/// Logical N, C, (D, H, W) lengths and the five matching strides of a tensor. 4-D and 5-D
+/// tensors map directly (D = 1, stride 0 for 4-D); lower ranks are read as N, C, W.
+pub fn shape5(t: &TensorDesc) -> ([usize; 2], [usize; 3], [usize; 5]) {
+    let (l, s) = (t.lens(), t.strides());
+    match t.rank() {
+        4 => ([l[0], l[1]], [1, l[2], l[3]], [s[0], s[1], 0, s[2], s[3]]),
+        5 => ([l[0], l[1]], [l[2], l[3], l[4]], [s[0], s[1], s[2], s[3], s[4]]),
+        r => {
+            let get = |i: usize| if i < r { (l[i], s[i]) } else { (1, 0) };
+            let ((n, sn), (c, sc), (w, sw)) = (get(0), get(1), get(2));
+            ([n, c], [1, 1, w], [sn, sc, 0, 0, sw])
+        }
     }
+}
+
+/// Five strides N, C, D, H, W (D stride 0 for 4-D).
+pub fn strides5(t: &TensorDesc) -> [usize; 5] {
+    shape5(t).2
 }
 
 /// Three spatial lengths D, H, W (D = 1 for 4-D tensors).
 pub fn spatial3(t: &TensorDesc) -> [usize; 3] {
-    let l = t.spatial();
-    if l.len() == 2 {
-        [1, l[0], l[1]]
-    } else {
-        [l[0], l[1], l[2]]
-    }
+    shape5(t).1
 }
 
 /// Geometry of the normal convolution of a problem, in 3-D form.

@@ -4,26 +4,10 @@
 use super::access::{load, store};
 use super::epilogue::CpuEpilogue;
 use crate::activation::ActivationDesc;
-use crate::conv::{spatial3, strides5};
 use crate::tensor::TensorDesc;
 use rayon::prelude::*;
 
-/// Logical shape N, C, D, H, W of a 4-D/5-D tensor, or of a 1-D..3-D one padded with 1s.
-pub(crate) fn shape5(t: &TensorDesc) -> ([usize; 2], [usize; 3], [usize; 5]) {
-    match t.rank() {
-        4 | 5 => ([t.n(), t.c()], spatial3(t), strides5(t)),
-        r => {
-            // Treat lower-rank tensors as N×C×1×1×W-like: pad with length-1 dims.
-            let l = t.lens();
-            let s = t.strides();
-            let get = |i: usize| if i < r { (l[i], s[i]) } else { (1, 0) };
-            let (n, sn) = get(0);
-            let (c, sc) = get(1);
-            let (w, sw) = get(2);
-            ([n, c], [1, 1, w], [sn, sc, 0, 0, sw])
-        }
-    }
-}
+pub(crate) use crate::conv::shape5;
 
 /// Visit every element of an N×C×D×H×W shape, threaded over (n, c): `f(n, c, pos, sp)`.
 pub(crate) fn par_for_each(nc: [usize; 2], sp: [usize; 3], f: impl Fn(usize, usize, [usize; 3], usize) + Sync) {

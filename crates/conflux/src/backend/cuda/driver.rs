@@ -1,0 +1,206 @@
+//! The CUDA device: dynamically loaded driver, primary context, stream, memory and events.
+//! Everything goes through raw driver handles so caller memory and streams are used as they
+//! are, never wrapped in owning types.
+
+use crate::error::{Error, Result};
+use cudarc::driver::{result as cu, sys};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub(crate) fn driver_err(what: &str, e: cu::DriverError) -> Error {
+    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
+    Error::internal(format!("CUDA {what} failed: {name}"))
+}
+
+/// An opened CUDA device with its primary context.
+pub struct CudaDevice {
+    ordinal: usize,
+    device: sys::CUdevice,
+    context: sys::CUcontext,
+    name: String,
+    cc: (i32, i32),
+    sm_count: i32,
+    /// The handle's stream as a raw `CUstream` (0 = the legacy default stream).
+    stream: AtomicU64,
+}
+
+// SAFETY: CUcontext and CUdevice are process-wide handles usable from any thread once the
+// context is made current there (`bind`).
+unsafe impl Send for CudaDevice {}
+unsafe impl Sync for CudaDevice {}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaDevice({} #{}, sm_{}{})", self.name, self.ordinal, self.cc.0, self.cc.1)
+    }
+}
+
+/// True when the CUDA driver library can be loaded on this machine.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the library.
+    unsafe { sys::is_culib_present() }
+}
+
+impl CudaDevice {
+    /// Open GPU `ordinal`. Without a driver or a GPU this returns an error, never panics.
+    pub fn open(ordinal: usize) -> Result<CudaDevice> {
+        if !driver_present() {
+            return Err(Error::not_implemented("CUDA backend: no CUDA driver library (libcuda.so) found on this machine"));
+        }
+        cu::init().map_err(|e| driver_err("cuInit", e))?;
+        let count = cu::device::get_count().map_err(|e| driver_err("cuDeviceGetCount", e))?;
+        if ordinal as i64 >= count as i64 {
+            return Err(Error::bad_parm(format!("CUDA backend: device ordinal {ordinal} requested, {count} device(s) present")));
+        }
+        let device = cu::device::get(ordinal as i32).map_err(|e| driver_err("cuDeviceGet", e))?;
+        // SAFETY: device is valid; the primary context is retained for the process lifetime.
+        let context = unsafe { cu::primary_ctx::retain(device) }.map_err(|e| driver_err("cuDevicePrimaryCtxRetain", e))?;
+        let attr = |a| unsafe { cu::device::get_attribute(device, a) };
+        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR).map_err(|e| driver_err("attribute", e))?;
+        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).map_err(|e| driver_err("attribute", e))?;
+        let sm_count = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(|e| driver_err("attribute", e))?;
+        let name = cu::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
+        let dev = CudaDevice { ordinal, device, context, name, cc: (major, minor), sm_count, stream: AtomicU64::new(0) };
+        dev.bind()?;
+        Ok(dev)
+    }
+
+    /// Make the context current on the calling thread (cheap; needed on every entry point
+    /// since callers may come from any thread).
+    pub fn bind(&self) -> Result<()> {
+        // SAFETY: context is a retained primary context.
+        unsafe { cu::ctx::set_current(self.context) }.map_err(|e| driver_err("cuCtxSetCurrent", e))
+    }
+
+    pub fn ordinal(&self) -> usize { self.ordinal }
+    pub fn name(&self) -> &str { &self.name }
+    pub fn compute_capability(&self) -> (i32, i32) { self.cc }
+    pub fn sm_count(&self) -> i32 { self.sm_count }
+    pub fn raw_device(&self) -> sys::CUdevice { self.device }
+    /// NVRTC architecture name, e.g. `sm_90`.
+    pub fn arch(&self) -> String { format!("sm_{}{}", self.cc.0, self.cc.1) }
+
+    pub fn stream(&self) -> sys::CUstream { self.stream.load(Ordering::Relaxed) as sys::CUstream }
+    /// Use the caller's stream (borrowed, never destroyed by conflux).
+    pub fn set_stream(&self, stream: u64) { self.stream.store(stream, Ordering::Relaxed) }
+    pub fn stream_raw(&self) -> u64 { self.stream.load(Ordering::Relaxed) }
+
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: stream is the handle's stream (or the default stream).
+        unsafe { cu::stream::synchronize(self.stream()) }.map_err(|e| driver_err("cuStreamSynchronize", e))
+    }
+
+    /// Allocate `bytes` of device memory (at least 1 byte), zeroed.
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceMemory> {
+        self.bind()?;
+        let n = bytes.max(1);
+        // SAFETY: context is current.
+        let ptr = unsafe { cu::malloc_sync(n) }.map_err(|e| Error::alloc(format!("cuMemAlloc of {bytes} bytes: {:?}", e.0)))?;
+        // SAFETY: ptr is a fresh allocation of n bytes.
+        unsafe { cu::memset_d8_sync(ptr, 0, n) }.map_err(|e| driver_err("cuMemsetD8", e))?;
+        Ok(DeviceMemory { ptr, bytes })
+    }
+
+    pub fn copy_to_device(&self, dst: u64, src: &[u8]) -> Result<()> {
+        self.bind()?;
+        self.synchronize()?;
+        // SAFETY: dst is a device allocation of at least src.len() bytes (caller's promise).
+        unsafe { cu::memcpy_htod_sync(dst, src) }.map_err(|e| driver_err("cuMemcpyHtoD", e))
+    }
+
+    pub fn copy_to_host(&self, dst: &mut [u8], src: u64) -> Result<()> {
+        self.bind()?;
+        self.synchronize()?;
+        // SAFETY: src is a device allocation of at least dst.len() bytes (caller's promise).
+        unsafe { cu::memcpy_dtoh_sync(dst, src) }.map_err(|e| driver_err("cuMemcpyDtoH", e))
+    }
+}
+
+/// Device memory owned by conflux (tests, driver, benchmarks). Freed on drop.
+pub struct DeviceMemory {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+}
+
+impl DeviceMemory {
+    pub fn ptr(&self) -> u64 { self.ptr }
+    pub fn len(&self) -> usize { self.bytes }
+    pub fn is_empty(&self) -> bool { self.bytes == 0 }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemAlloc in `alloc`; freeing synchronizes with pending work.
+        unsafe {
+            let _ = cu::free_sync(self.ptr);
+        }
+    }
+}
+
+/// A pair of events timing work on a stream (profiling, benchmarks).
+pub struct EventTimer {
+    start: sys::CUevent,
+    stop: sys::CUevent,
+}
+
+// SAFETY: events are plain driver handles.
+unsafe impl Send for EventTimer {}
+
+impl EventTimer {
+    pub fn new() -> Result<EventTimer> {
+        let f = sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let start = cu::event::create(f).map_err(|e| driver_err("cuEventCreate", e))?;
+        let stop = cu::event::create(f).map_err(|e| driver_err("cuEventCreate", e))?;
+        Ok(EventTimer { start, stop })
+    }
+    pub fn start(&self, stream: sys::CUstream) -> Result<()> {
+        // SAFETY: valid event and stream.
+        unsafe { cu::event::record(self.start, stream) }.map_err(|e| driver_err("cuEventRecord", e))
+    }
+    /// Record the stop event and wait for it; returns elapsed milliseconds.
+    pub fn stop(&self, stream: sys::CUstream) -> Result<f32> {
+        // SAFETY: valid events, recorded on the same stream.
+        unsafe {
+            cu::event::record(self.stop, stream).map_err(|e| driver_err("cuEventRecord", e))?;
+            cu::event::synchronize(self.stop).map_err(|e| driver_err("cuEventSynchronize", e))?;
+            cu::event::elapsed(self.start, self.stop).map_err(|e| driver_err("cuEventElapsedTime", e))
+        }
+    }
+}
+
+impl Drop for EventTimer {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`.
+        unsafe {
+            let _ = cu::event::destroy(self.start);
+            let _ = cu::event::destroy(self.stop);
+        }
+    }
+}
+
+/// Stream-ordered scratch memory for one execution (freed on drop, in stream order), so a
+/// compiled invoker can run from many threads without sharing a workspace.
+pub struct Scratch {
+    ptr: sys::CUdeviceptr,
+    stream: sys::CUstream,
+}
+
+impl Scratch {
+    pub fn new(dev: &CudaDevice, bytes: usize) -> Result<Scratch> {
+        dev.bind()?;
+        let stream = dev.stream();
+        // SAFETY: context current; memory used only on this stream.
+        let ptr = unsafe { cu::malloc_async(stream, bytes.max(1)) }.map_err(|e| Error::alloc(format!("cuMemAllocAsync of {bytes} bytes: {:?}", e.0)))?;
+        Ok(Scratch { ptr, stream })
+    }
+    pub fn ptr(&self) -> u64 { self.ptr }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: allocated on this stream in `new`.
+        unsafe {
+            let _ = cu::free_async(self.ptr, self.stream);
+        }
+    }
+}

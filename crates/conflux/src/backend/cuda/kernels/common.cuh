@@ -1,0 +1,116 @@
+// conflux CUDA kernels: shared definitions. Compiled by NVRTC after a small generated
+// preamble that defines CONFLUX_T (the element type), CONFLUX_PARAMS_SIZE and the epilogue
+// function `conflux_epilogue`. No CUDA headers are needed: 16-bit types are bit containers
+// converted with PTX instructions.
+
+typedef long long i64;
+
+struct h16 { unsigned short u; };   // IEEE half
+struct b16 { unsigned short u; };   // bfloat16
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(h16 v) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.u));
+    return f;
+}
+__device__ __forceinline__ float to_f(b16 v) { return __uint_as_float(((unsigned)v.u) << 16); }
+
+template <class T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ h16 from_f<h16>(float v) {
+    h16 r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.u) : "f"(v));
+    return r;
+}
+template <> __device__ __forceinline__ b16 from_f<b16>(float v) {
+    // Round to nearest even; NaN stays NaN.
+    unsigned u = __float_as_uint(v);
+    b16 r;
+    if ((u & 0x7fffffffu) > 0x7f800000u) { r.u = 0x7fc0; return r; }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    r.u = (unsigned short)(u >> 16);
+    return r;
+}
+
+template <class T> __device__ __forceinline__ float ld(const void* p, i64 i) { return to_f(((const T*)p)[i]); }
+template <class T> __device__ __forceinline__ void st(void* p, i64 i, float v) { ((T*)p)[i] = from_f<T>(v); }
+
+// Arguments of one epilogue op (mirrors `EpiArgC` in cuda/params.rs).
+struct EpiArg {
+    const void* p[4];   // bias | bn scale, bias, mean, var | z
+    i64 s[5];           // strides N,C,D,H,W of z
+    float f[4];         // activation alpha, beta, gamma | bn epsilon | add alpha
+};
+
+#define CONFLUX_MAX_EPI 8
+
+// One parameter block for every kernel (mirrors `Params` in cuda/params.rs).
+struct Params {
+    const void* x;
+    const void* w;
+    void* y;
+    const void* aux[12];
+    i64 xs[5], ws[5], ys[5];
+    int n, c, k, groups;
+    int in[3], out[3], fil[3], pad[3], str[3], dil[3];
+    float alpha, beta;
+    float f[6];
+    EpiArg epi[CONFLUX_MAX_EPI];
+};
+static_assert(sizeof(Params) == CONFLUX_PARAMS_SIZE, "Params layout differs from the Rust mirror");
+
+// MIOpen's activations (reference doc 2.1); a, b, g are the descriptor's alpha, beta, gamma.
+#define ACT_EPS 1e-6f
+__device__ __forceinline__ float act_passthru(float x, float, float, float) { return x; }
+__device__ __forceinline__ float act_logistic(float x, float, float, float) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float act_tanh(float x, float a, float b, float) { return b * tanhf(a * x); }
+__device__ __forceinline__ float act_relu(float x, float, float, float) { return x > 0.f ? x : 0.f; }
+__device__ __forceinline__ float act_softrelu(float x, float, float, float) {
+    return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+__device__ __forceinline__ float act_abs(float x, float, float, float) { return fabsf(x); }
+__device__ __forceinline__ float act_power(float x, float a, float b, float g) {
+    float v = a + b * x;
+    return v <= ACT_EPS ? 0.f : powf(v, g);
+}
+__device__ __forceinline__ float act_clippedrelu(float x, float a, float, float) { return fminf(a, fmaxf(0.f, x)); }
+__device__ __forceinline__ float act_leakyrelu(float x, float a, float, float) { return x > 0.f ? x : a * x; }
+__device__ __forceinline__ float act_elu(float x, float a, float, float) { return x > 0.f ? x : a * expm1f(x); }
+
+// Backward: dx from dy, forward input x and forward output y (MIOpen's quirks kept).
+__device__ __forceinline__ float actb_passthru(float dy, float, float, float, float, float) { return dy; }
+__device__ __forceinline__ float actb_logistic(float dy, float, float y, float, float, float) { return dy * y * (1.f - y); }
+__device__ __forceinline__ float actb_tanh(float dy, float, float y, float a, float b, float) {
+    return fabsf(b) <= ACT_EPS ? 0.f : dy * a * (b - y * y / b);
+}
+__device__ __forceinline__ float actb_relu(float dy, float x, float, float, float, float) { return x > 0.f ? dy : 0.f; }
+__device__ __forceinline__ float actb_softrelu(float dy, float x, float, float, float, float) {
+    float e = expf(fminf(x, 50.f));
+    return dy * e / (e + 1.f);
+}
+__device__ __forceinline__ float actb_abs(float dy, float x, float, float, float, float) { return x > 0.f ? dy : -dy; }
+__device__ __forceinline__ float actb_power(float, float x, float y, float a, float b, float g) {
+    float v = a + b * x;
+    return v <= ACT_EPS ? 0.f : g * b * y / v;
+}
+__device__ __forceinline__ float actb_clippedrelu(float dy, float x, float, float a, float, float) {
+    return (x > 0.f && x <= a) ? dy : 0.f;
+}
+__device__ __forceinline__ float actb_leakyrelu(float dy, float x, float, float a, float, float) { return x > 0.f ? dy : dy * a; }
+__device__ __forceinline__ float actb_elu(float dy, float x, float y, float a, float, float) { return x > 0.f ? dy : dy * (y + a); }
+
+// Epilogue building blocks, called by the generated `conflux_epilogue`.
+template <class TP> __device__ __forceinline__ float epi_bias(float v, const EpiArg& e, int c) { return v + ld<TP>(e.p[0], c); }
+template <class TP> __device__ __forceinline__ float epi_bn(float v, const EpiArg& e, i64 j) {
+    float g = ld<TP>(e.p[0], j), b = ld<TP>(e.p[1], j), m = ld<TP>(e.p[2], j), var = ld<TP>(e.p[3], j);
+    return (v - m) * (g / sqrtf(fabsf(var + e.f[0]))) + b;
+}
+template <class TZ> __device__ __forceinline__ float epi_add(float v, const EpiArg& e, int n, int c, int d, int h, int w) {
+    return v + e.f[0] * ld<TZ>(e.p[0], n * e.s[0] + c * e.s[1] + d * e.s[2] + h * e.s[3] + w * e.s[4]);
+}
+
+// Offset of logical element (n, c, d, h, w) through five strides.
+__device__ __forceinline__ i64 off5(const i64* s, int n, int c, int d, int h, int w) {
+    return n * s[0] + c * s[1] + d * s[2] + h * s[3] + (i64)w * s[4];
+}

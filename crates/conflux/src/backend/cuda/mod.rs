@@ -1,0 +1,60 @@
+//! CUDA backend: dynamically loaded driver and NVRTC, kernels compiled at run time from
+//! `.cu` templates plus a generated preamble, module cache in memory and on disk.
+
+pub mod compile;
+pub mod driver;
+pub mod module;
+pub mod params;
+pub mod preamble;
+
+use crate::error::Result;
+use crate::handle::Handle;
+use driver::{CudaDevice, EventTimer};
+use module::{Module, ModuleCache};
+use std::sync::Arc;
+
+/// A device plus its module cache: what a CUDA handle holds.
+pub struct CudaBackend {
+    pub dev: CudaDevice,
+    pub modules: ModuleCache,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.dev.fmt(f)
+    }
+}
+
+impl CudaBackend {
+    pub fn open(ordinal: usize) -> Result<CudaBackend> {
+        compile::nvrtc_version()?;
+        Ok(CudaBackend { dev: CudaDevice::open(ordinal)?, modules: ModuleCache::default() })
+    }
+
+    /// Module for `template` specialised by a generated preamble (cached).
+    pub fn module(&self, name: &str, source: &str) -> Result<Arc<Module>> {
+        self.modules.get(&self.dev, name, source, &[])
+    }
+}
+
+/// Run `launches` on the handle's stream; with profiling on, time them with events and
+/// record the time on the handle (`miopenGetKernelTime`).
+pub fn timed(handle: &Handle, be: &CudaBackend, launches: impl FnOnce() -> Result<()>) -> Result<()> {
+    be.dev.bind()?;
+    if !handle.profiling() {
+        return launches();
+    }
+    let timer = EventTimer::new()?;
+    timer.start(be.dev.stream())?;
+    launches()?;
+    let ms = timer.stop(be.dev.stream())?;
+    handle.set_kernel_time_ms(ms);
+    Ok(())
+}
+
+/// Grid size for a grid-stride loop over `total` items with `block` threads: enough blocks
+/// to fill the device several times over, never more than needed.
+pub fn grid_for(be: &CudaBackend, total: u64, block: u32) -> u32 {
+    let need = total.div_ceil(block as u64).max(1);
+    need.min(be.dev.sm_count() as u64 * 32).min(i32::MAX as u64) as u32
+}

@@ -1,0 +1,125 @@
+//! The small generated part of every kernel source: type and size constants, the epilogue
+//! function for the problem's op chain, and the activation macros. Everything else is the
+//! hand-written `.cu` templates under `kernels/`.
+
+use super::params::{s5, EpiArgC, Params, MAX_EPI};
+use crate::backend::cpu::epilogue::need_ptr;
+use crate::conv::strides5;
+use crate::error::{Error, Result};
+use crate::fusion::{EpiOp, OpArg};
+use crate::types::{ActivationMode, BnMode, DataType};
+use std::fmt::Write;
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+
+/// CUDA type name of an element type.
+pub fn ctype(dt: DataType) -> Result<&'static str> {
+    Ok(match dt {
+        DataType::Float => "float",
+        DataType::Half => "h16",
+        DataType::BFloat16 => "b16",
+        other => return Err(Error::not_implemented(format!("CUDA backend: element type {other:?} not supported"))),
+    })
+}
+
+/// Name suffix of the activation functions in common.cuh.
+pub fn act_name(mode: ActivationMode) -> &'static str {
+    match mode {
+        ActivationMode::PassThru => "passthru",
+        ActivationMode::Logistic => "logistic",
+        ActivationMode::Tanh => "tanh",
+        ActivationMode::Relu => "relu",
+        ActivationMode::SoftRelu => "softrelu",
+        ActivationMode::Abs => "abs",
+        ActivationMode::Power => "power",
+        ActivationMode::ClippedRelu => "clippedrelu",
+        ActivationMode::LeakyRelu => "leakyrelu",
+        ActivationMode::Elu => "elu",
+    }
+}
+
+/// Options of a kernel source beyond the element type and the epilogue.
+#[derive(Default)]
+pub struct Extra<'a> {
+    pub act: Option<ActivationMode>,
+    pub defines: &'a [(&'a str, String)],
+}
+
+/// Full source: defines, common.cuh, the generated epilogue, then `template`.
+pub fn source(dt: DataType, epilogue: &[EpiOp], extra: &Extra, template: &str) -> Result<String> {
+    if epilogue.len() > MAX_EPI {
+        return Err(Error::unsupported(format!("CUDA backend: {} epilogue ops; at most {MAX_EPI}", epilogue.len())));
+    }
+    let mut s = String::new();
+    writeln!(s, "// generated preamble").unwrap();
+    writeln!(s, "#define CONFLUX_T {}", ctype(dt)?).unwrap();
+    writeln!(s, "#define CONFLUX_PARAMS_SIZE {}", std::mem::size_of::<Params>()).unwrap();
+    for (k, v) in extra.defines {
+        writeln!(s, "#define {k} {v}").unwrap();
+    }
+    s.push_str(COMMON);
+    let act = act_name(extra.act.unwrap_or(ActivationMode::PassThru));
+    writeln!(s, "#define CONFLUX_ACT(x, a, b, g) act_{act}(x, a, b, g)").unwrap();
+    writeln!(s, "#define CONFLUX_ACTB(dy, x, y, a, b, g) actb_{act}(dy, x, y, a, b, g)").unwrap();
+    s.push_str(&epilogue_fn(epilogue)?);
+    s.push_str("// template\n");
+    s.push_str(template);
+    Ok(s)
+}
+
+/// `conflux_epilogue`: one line per op, in plan order.
+fn epilogue_fn(ops: &[EpiOp]) -> Result<String> {
+    let mut s = String::from(
+        "__device__ __forceinline__ float conflux_epilogue(float v, const EpiArg* e, int n, int c, int d, int h, int w, int sp, int sp_size) {\n",
+    );
+    for (i, op) in ops.iter().enumerate() {
+        let line = match op {
+            EpiOp::Bias { dtype } => format!("v = epi_bias<{}>(v, e[{i}], c);", ctype(*dtype)?),
+            EpiOp::BnInference { mode, dtype } => {
+                let j = if *mode == BnMode::Spatial { "c" } else { "(i64)c * sp_size + sp" };
+                format!("v = epi_bn<{}>(v, e[{i}], {j});", ctype(*dtype)?)
+            }
+            EpiOp::Activation { mode } => format!("v = act_{}(v, e[{i}].f[0], e[{i}].f[1], e[{i}].f[2]);", act_name(*mode)),
+            EpiOp::AddTensor { z } => format!("v = epi_add<{}>(v, e[{i}], n, c, d, h, w);", ctype(z.dtype())?),
+        };
+        writeln!(s, "    {line}").unwrap();
+    }
+    s.push_str("    return v;\n}\n");
+    Ok(s)
+}
+
+/// Kernel arguments of the epilogue ops (plan index of ops[0] is `first_index`).
+pub fn epilogue_args(ops: &[EpiOp], args: &[OpArg], first_index: usize) -> Result<[EpiArgC; MAX_EPI]> {
+    if ops.len() != args.len() {
+        return Err(Error::internal(format!("epilogue: {} ops but {} argument sets", ops.len(), args.len())));
+    }
+    let mut out = [EpiArgC::default(); MAX_EPI];
+    for (i, (op, arg)) in ops.iter().zip(args).enumerate() {
+        let at = first_index + i;
+        out[i] = match (op, arg) {
+            (EpiOp::Bias { .. }, OpArg::Bias { b }) => EpiArgC { p: [need_ptr(*b, "bias", at)?, 0, 0, 0], ..Default::default() },
+            (EpiOp::BnInference { .. }, OpArg::BnInference { scale, bias, mean, var, eps }) => EpiArgC {
+                p: [
+                    need_ptr(*scale, "bn scale", at)?,
+                    need_ptr(*bias, "bn bias", at)?,
+                    need_ptr(*mean, "bn estimated mean", at)?,
+                    need_ptr(*var, "bn estimated variance", at)?,
+                ],
+                f: [*eps as f32, 0.0, 0.0, 0.0],
+                ..Default::default()
+            },
+            (EpiOp::Activation { .. }, OpArg::Activation { alpha, beta, gamma }) => {
+                EpiArgC { f: [*alpha as f32, *beta as f32, *gamma as f32, 0.0], ..Default::default() }
+            }
+            (EpiOp::AddTensor { z }, OpArg::AddTensor { z: zp, alpha }) => EpiArgC {
+                p: [need_ptr(*zp, "residual z", at)?, 0, 0, 0],
+                s: s5(strides5(z)),
+                f: [*alpha as f32, 0.0, 0.0, 0.0],
+            },
+            _ => {
+                return Err(Error::bad_parm(format!("op {at}: arguments of a {} op given for a {:?} op", arg.kind_name(), op)));
+            }
+        };
+    }
+    Ok(out)
+}

@@ -1,0 +1,61 @@
+//! The on-disk cache: one file per key, written to a temporary file and renamed so concurrent
+//! processes never see a torn file. Every file carries a magic tag and a SHA-256 of its
+//! payload; a truncated, corrupt or foreign file reads as a miss and is rewritten.
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Bump when any on-disk format changes; it names the versioned subfolder.
+pub const CACHE_FORMAT: u32 = 1;
+
+/// `$CONFLUX_CACHE_DIR`, else `$XDG_CACHE_HOME/conflux`, else `~/.cache/conflux`, with a
+/// versioned subfolder.
+pub fn cache_dir() -> Option<PathBuf> {
+    let base = if let Some(d) = std::env::var_os("CONFLUX_CACHE_DIR").filter(|d| !d.is_empty()) {
+        PathBuf::from(d)
+    } else if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        PathBuf::from(d).join("conflux")
+    } else {
+        PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("conflux")
+    };
+    Some(base.join(format!("v{CACHE_FORMAT}")))
+}
+
+/// Hex SHA-256 of `parts`, each length-prefixed so boundaries cannot collide.
+pub fn hash_key(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Write `payload` under `dir/name` atomically, tagged with `magic` (8 bytes).
+pub fn write_entry(dir: &Path, name: &str, magic: &[u8; 8], payload: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut data = Vec::with_capacity(payload.len() + 40);
+    data.extend_from_slice(magic);
+    data.extend_from_slice(&Sha256::digest(payload));
+    data.extend_from_slice(payload);
+    let tmp = dir.join(format!(".{name}.{}.{:?}.tmp", std::process::id(), std::thread::current().id()));
+    std::fs::write(&tmp, &data)?;
+    std::fs::rename(&tmp, dir.join(name)).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Read `dir/name` if it exists, carries `magic` and its checksum matches.
+pub fn read_entry(dir: &Path, name: &str, magic: &[u8; 8]) -> Option<Vec<u8>> {
+    let data = std::fs::read(dir.join(name)).ok()?;
+    if data.len() < 40 || &data[..8] != magic {
+        tracing::warn!(file = %dir.join(name).display(), "cache entry has a foreign or truncated header; ignoring it");
+        return None;
+    }
+    let payload = &data[40..];
+    if Sha256::digest(payload).as_slice() != &data[8..40] {
+        tracing::warn!(file = %dir.join(name).display(), "cache entry fails its checksum; ignoring it");
+        return None;
+    }
+    Some(payload.to_vec())
+}

@@ -1,0 +1,228 @@
+//! CUDA solver for the plans without a convolution: pointwise chains (16-byte vector paths
+//! for packed NCHW and NHWC), activation backward, BN forward training (+A) and BN backward
+//! (+A backward).
+
+use super::cuda_direct::{check_dtype, cuda_of};
+use super::{Invoker, RunArgs, Solver};
+use crate::backend::cpu::epilogue::need_ptr;
+use crate::backend::cuda::driver::Scratch;
+use crate::backend::cuda::module::Module;
+use crate::backend::cuda::params::Params;
+use crate::backend::cuda::preamble::{self, Extra};
+use crate::backend::cuda::{grid_for, timed, CudaBackend};
+use crate::conv::shape5;
+use crate::error::{Error, Result};
+use crate::fusion::{FusedKind, FusedProblem, OpArg};
+use crate::handle::{DeviceKind, Handle};
+use crate::tensor::TensorDesc;
+use crate::types::{ActivationMode, BnMode, ConvAlgorithm};
+use std::sync::Arc;
+
+const POINTWISE: &str = include_str!("../backend/cuda/kernels/pointwise.cu");
+const BN: &str = include_str!("../backend/cuda/kernels/bn.cu");
+
+pub struct CudaPointwise;
+
+/// Which pointwise-chain kernel a tensor pair can use.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Path {
+    Nchw,
+    Nhwc,
+    Generic,
+}
+
+fn chain_path(x: &TensorDesc, y: &TensorDesc) -> Path {
+    let vec = 16 / x.dtype().size();
+    let (nc, sp, _) = shape5(x);
+    let sp_size: usize = sp.iter().product();
+    let small = x.element_count() / vec < u32::MAX as usize;
+    if x != y || !x.is_packed() || !small || x.rank() < 4 {
+        return Path::Generic;
+    }
+    if TensorDesc::new(x.dtype(), x.lens()).map(|d| &d == x).unwrap_or(false) && sp_size % vec == 0 {
+        Path::Nchw
+    } else if x.is_channels_last() && nc[1] % vec == 0 {
+        Path::Nhwc
+    } else {
+        Path::Generic
+    }
+}
+
+struct PwInvoker {
+    be: Arc<CudaBackend>,
+    module: Arc<Module>,
+    problem: FusedProblem,
+    path: Path,
+}
+
+impl Solver for CudaPointwise {
+    fn name(&self) -> &'static str { "CudaPointwise" }
+    fn solution_id(&self) -> u64 { 102 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Direct }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, _handle: &Handle) -> std::result::Result<(), String> {
+        if problem.conv_problem().is_some() {
+            return Err("has a convolution".into());
+        }
+        check_dtype(problem)
+    }
+
+    fn estimate_ms(&self, _problem: &FusedProblem) -> f64 { 0.05 }
+
+    fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(handle)?.clone();
+        let dt = problem.dtype();
+        let (src, path) = match &problem.kind {
+            FusedKind::Pointwise { x, y, ops } => (preamble::source(dt, ops, &Extra::default(), POINTWISE)?, chain_path(x, y)),
+            FusedKind::ActivationBackward { mode, .. } => {
+                (preamble::source(dt, &[], &Extra { act: Some(*mode), defines: &[] }, POINTWISE)?, Path::Generic)
+            }
+            FusedKind::BnTrain { mode, act, .. } | FusedKind::BnBackward { mode, act, .. } => {
+                let defs = [
+                    ("CONFLUX_BN_SPATIAL", ((*mode == BnMode::Spatial) as i32).to_string()),
+                    ("CONFLUX_BN_ACT", (act.is_some() as i32).to_string()),
+                ];
+                let act = Some(act.unwrap_or(ActivationMode::PassThru));
+                (preamble::source(dt, &[], &Extra { act, defines: &defs }, BN)?, Path::Generic)
+            }
+            FusedKind::Conv { .. } => return Err(Error::internal("CudaPointwise: convolution problem")),
+        };
+        let name = if matches!(problem.kind, FusedKind::BnTrain { .. } | FusedKind::BnBackward { .. }) { "bn" } else { "pointwise" };
+        let module = be.module(name, &src)?;
+        Ok(Arc::new(PwInvoker { be, module, problem: problem.clone(), path }))
+    }
+}
+
+fn shape_params(x: &TensorDesc, y: &TensorDesc) -> Params {
+    let (nc, sp, xs) = shape5(x);
+    Params::shape(nc, sp, xs, shape5(y).2)
+}
+
+/// Activation parameters (α, β, γ) and the forward output pointer of an activation op arg.
+fn act_args(arg: Option<&OpArg>, at: usize) -> Result<([f32; 3], u64)> {
+    match arg {
+        Some(OpArg::Activation { alpha, beta, gamma }) => Ok(([*alpha as f32, *beta as f32, *gamma as f32], 0)),
+        Some(OpArg::ActivationBackward { y, alpha, beta, gamma, .. }) => Ok(([*alpha as f32, *beta as f32, *gamma as f32], y.0)),
+        Some(o) => Err(Error::bad_parm(format!("op {at}: arguments of a {} op given for an activation op", o.kind_name()))),
+        None => Err(Error::bad_parm(format!("op {at}: activation arguments missing"))),
+    }
+}
+
+impl PwInvoker {
+    fn launch(&self, name: &str, total: u64, per_block: bool, p: &Params) -> Result<()> {
+        let k = self.module.function(name)?;
+        let grid = if per_block { total.clamp(1, 1 << 20) as u32 } else { grid_for(&self.be, total, 256) };
+        // SAFETY: Params mirrors the kernel struct; pointers were validated by the caller.
+        unsafe { k.launch(&self.be.dev, (grid, 1, 1), (256, 1, 1), 0, p) }
+    }
+}
+
+impl Invoker for PwInvoker {
+    fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
+        match &self.problem.kind {
+            FusedKind::Pointwise { x, y, ops } => {
+                let mut p = shape_params(x, y);
+                p.x = a.x.0;
+                p.y = a.y.0;
+                p.epi = preamble::epilogue_args(ops, a.ops, 0)?;
+                let aligned = a.x.0 % 16 == 0 && a.y.0 % 16 == 0;
+                let vec = (16 / x.dtype().size()) as u64;
+                let (name, total) = match (self.path, aligned) {
+                    (Path::Nchw, true) => ("pw_chain_nchw", x.element_count() as u64 / vec),
+                    (Path::Nhwc, true) => ("pw_chain_nhwc", x.element_count() as u64 / vec),
+                    _ => ("pw_chain_generic", x.element_count() as u64),
+                };
+                timed(handle, &self.be, || self.launch(name, total, false, &p))
+            }
+            FusedKind::ActivationBackward { dy, dx, mode } => {
+                let Some(OpArg::ActivationBackward { y, x, alpha, beta, gamma }) = a.ops.first() else {
+                    return Err(Error::bad_parm("op 0: activation backward arguments missing"));
+                };
+                let needs_x = crate::ActivationDesc::new(*mode, 0.0, 0.0, 0.0).backward_needs_x();
+                if needs_x && x.is_null() {
+                    return Err(Error::bad_parm(format!(
+                        "op 0: activation backward of {mode:?} needs the forward input x (the `reserved` argument)"
+                    )));
+                }
+                if y.is_null() && x.is_null() {
+                    return Err(Error::bad_parm("op 0: activation backward needs the forward output y"));
+                }
+                let mut p = shape_params(dy, dx);
+                p.x = a.x.0;
+                p.y = a.y.0;
+                p.aux[0] = x.0;
+                p.aux[1] = y.0;
+                p.f[..3].copy_from_slice(&[*alpha as f32, *beta as f32, *gamma as f32]);
+                timed(handle, &self.be, || self.launch("act_bwd_generic", dy.element_count() as u64, false, &p))
+            }
+            FusedKind::BnTrain { x, y, mode, act, running } => {
+                let Some(OpArg::BnForward { scale, bias, saved_mean, saved_inv_var, running_mean, running_var, exp_avg_factor, eps }) =
+                    a.ops.first()
+                else {
+                    return Err(Error::bad_parm("op 0: batch-norm forward training arguments missing"));
+                };
+                if *running && (running_mean.is_null() || running_var.is_null()) {
+                    return Err(Error::bad_parm("op 0: running mean/variance requested at op creation but NULL"));
+                }
+                let (af, _) = if act.is_some() { act_args(a.ops.get(1), 1)? } else { ([0.0; 3], 0) };
+                let count = crate::batchnorm::derive_bn_desc(x, *mode)?.element_count();
+                let ws = Scratch::new(&self.be.dev, count * 8)?;
+                let mut p = shape_params(x, y);
+                p.x = a.x.0;
+                p.y = a.y.0;
+                p.aux[0] = need_ptr(*scale, "bn scale", 0)?;
+                p.aux[1] = need_ptr(*bias, "bn bias", 0)?;
+                p.aux[2] = saved_mean.0;
+                p.aux[3] = saved_inv_var.0;
+                if *running {
+                    p.aux[4] = running_mean.0;
+                    p.aux[5] = running_var.0;
+                }
+                p.aux[6] = ws.ptr();
+                p.f = [*eps as f32, *exp_avg_factor as f32, af[0], af[1], af[2], 0.0];
+                timed(handle, &self.be, || {
+                    self.launch("bn_stats", count as u64, true, &p)?;
+                    self.launch("bn_apply", count as u64, true, &p)
+                })
+            }
+            FusedKind::BnBackward { dy, dx, mode, act } => {
+                let Some(OpArg::BnBackward { x, scale, bias, dscale, dbias, saved_mean, saved_inv_var, eps }) = a.ops.first() else {
+                    return Err(Error::bad_parm("op 0: batch-norm backward arguments missing"));
+                };
+                let (af, act_y) = if act.is_some() { act_args(a.ops.get(1), 1)? } else { ([0.0; 3], 0) };
+                if act.is_some() && bias.is_null() {
+                    return Err(Error::bad_parm("op 0: bn bias needed to recompute the activation input"));
+                }
+                let count = crate::batchnorm::derive_bn_desc(dy, *mode)?.element_count();
+                let ws = Scratch::new(&self.be.dev, count * 8)?;
+                let saved = !saved_mean.is_null() && !saved_inv_var.is_null();
+                // Statistics pass (only without saved statistics): x → stats workspace.
+                let mut ps = shape_params(dy, dx);
+                ps.x = need_ptr(*x, "bn forward input x", 0)?;
+                ps.aux[6] = ws.ptr();
+                ps.f[0] = *eps as f32;
+                let mut p = shape_params(dy, dx);
+                p.x = a.x.0;
+                p.y = a.y.0;
+                p.aux[0] = need_ptr(*scale, "bn scale", 0)?;
+                p.aux[1] = bias.0;
+                p.aux[2] = saved_mean.0;
+                p.aux[3] = saved_inv_var.0;
+                p.aux[4] = dscale.0;
+                p.aux[5] = dbias.0;
+                p.aux[6] = ws.ptr();
+                p.aux[7] = ps.x;
+                p.aux[8] = act_y;
+                p.f = [*eps as f32, 0.0, af[0], af[1], af[2], 0.0];
+                timed(handle, &self.be, || {
+                    if !saved {
+                        self.launch("bn_stats", count as u64, true, &ps)?;
+                    }
+                    self.launch("bn_bwd", count as u64, true, &p)
+                })
+            }
+            FusedKind::Conv { .. } => Err(Error::internal("CudaPointwise: convolution problem")),
+        }
+    }
+}
