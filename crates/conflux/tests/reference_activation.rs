@@ -1,0 +1,155 @@
+//! The reference activations: every mode forward and backward at hand-computed points
+//! (MIOpen's quirks included), and backward against central finite differences.
+
+mod common;
+
+use common::{channels_last, gapped, packed};
+use conflux::reference::*;
+use conflux::types::ActivationMode::{self, *};
+use conflux::{ActivationDesc, Status, TensorDesc};
+
+/// Runs forward and backward on a 1×1×1×n row through three different layouts, returning
+/// logical (y, dx).
+fn run(desc: &ActivationDesc, x: &[f64], dy: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let n = x.len();
+    let (xd, yd, dyd, dxd) = (gapped(&[1, 1, 1, n]), channels_last(&[1, 1, 1, n]), packed(&[1, 1, 1, n]), gapped(&[1, 1, 1, n]));
+    let xb = scatter(&xd, x);
+    let mut yb = poisoned(&yd);
+    activation_forward(desc, &xd, &xb, &yd, &mut yb).unwrap();
+    let mut dxb = poisoned(&dxd);
+    activation_backward(desc, &yd, &yb, &dyd, &scatter(&dyd, dy), &xd, &xb, &dxd, &mut dxb).unwrap();
+    (gather(&yd, &yb), gather(&dxd, &dxb))
+}
+
+fn close(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
+}
+
+fn hand(mode: ActivationMode, (a, b, g): (f64, f64, f64), x: &[f64], y: &[f64], dy: &[f64], dx: &[f64]) {
+    let (gy, gdx) = run(&ActivationDesc::new(mode, a, b, g), x, dy);
+    assert!(close(&gy, y), "{mode:?} forward: {gy:?} != {y:?}");
+    assert!(close(&gdx, dx), "{mode:?} backward: {gdx:?} != {dx:?}");
+}
+
+#[test]
+fn every_mode_by_hand() {
+    let e = std::f64::consts::E;
+    // PASTHRU: y = x, dx = dy.
+    hand(PassThru, (0.0, 0.0, 0.0), &[-1.5, 0.0, 2.0], &[-1.5, 0.0, 2.0], &[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]);
+    // LOGISTIC: σ(0) = 1/2, σ(ln 3) = 1/(1 + 1/3) = 3/4; dx = dy·y(1−y) = 1/4, 3/16.
+    hand(Logistic, (0.0, 0.0, 0.0), &[0.0, 3f64.ln()], &[0.5, 0.75], &[1.0, 1.0], &[0.25, 0.1875]);
+    // TANH α=2, β=3: y = 3·tanh(2x); dx = dy·α·(β − y²/β): at 0 → 1·2·3 = 6;
+    // at 0.5, y = 3·tanh 1 ≈ 2.28478, dx = 2·2·(3 − y²/3) ≈ 5.03969.
+    let t = 3.0 * 1f64.tanh();
+    hand(Tanh, (2.0, 3.0, 0.0), &[0.0, 0.5], &[0.0, t], &[1.0, 2.0], &[6.0, 4.0 * (3.0 - t * t / 3.0)]);
+    // TANH with β = 0: y = 0 and the kernel returns dx = 0 (|β| ≤ ε) instead of dividing.
+    hand(Tanh, (1.0, 0.0, 0.0), &[0.7], &[0.0], &[5.0], &[0.0]);
+    // RELU: dx = dy only for x > 0 (x = 0 gives 0).
+    hand(Relu, (0.0, 0.0, 0.0), &[-1.0, 0.0, 2.0], &[0.0, 0.0, 2.0], &[5.0; 3], &[0.0, 0.0, 5.0]);
+    // SOFTRELU: y(0) = ln 2, dx(0) = e⁰/(e⁰+1) = 1/2; x = 100 → y ≈ 100 and the backward
+    // clamps m = 50: e⁵⁰/(e⁵⁰+1); x = −100 → y = ln(1+e⁻¹⁰⁰), dx = e⁻¹⁰⁰/(e⁻¹⁰⁰+1).
+    let (e50, em100) = (50f64.exp(), (-100f64).exp());
+    hand(
+        SoftRelu,
+        (0.0, 0.0, 0.0),
+        &[0.0, 100.0, -100.0],
+        &[2f64.ln(), 100.0, em100.ln_1p()],
+        &[1.0; 3],
+        &[0.5, e50 / (e50 + 1.0), em100 / (em100 + 1.0)],
+    );
+    // ABS: dx = dy·(+1 if x > 0 else −1), so x = 0 gives −dy.
+    hand(Abs, (0.0, 0.0, 0.0), &[-3.0, 0.0, 2.0], &[3.0, 0.0, 2.0], &[1.0; 3], &[-1.0, -1.0, 1.0]);
+    // POWER α=1, β=2, γ=3: v = 1 + 2x = 2, 0, 3 → y = 8, 0 (v ≤ ε), 27;
+    // dx = γ·β·y/v = 3·2·8/2 = 24, 0, 3·2·27/3 = 54 — dy (= 7) is NOT multiplied in.
+    hand(Power, (1.0, 2.0, 3.0), &[0.5, -0.5, 1.0], &[8.0, 0.0, 27.0], &[7.0; 3], &[24.0, 0.0, 54.0]);
+    // CLIPPEDRELU α=1: y = min(1, max(0, x)); dx = dy for 0 < x ≤ α (x = α passes).
+    hand(
+        ClippedRelu,
+        (1.0, 0.0, 0.0),
+        &[-1.0, 0.0, 0.5, 1.0, 1.5],
+        &[0.0, 0.0, 0.5, 1.0, 1.0],
+        &[2.0; 5],
+        &[0.0, 0.0, 2.0, 2.0, 0.0],
+    );
+    // LEAKYRELU α=0.1: y = 0.1·x for x ≤ 0; dx = dy·0.1 there (x = 0 included).
+    hand(LeakyRelu, (0.1, 0.0, 0.0), &[-2.0, 0.0, 3.0], &[-0.2, 0.0, 3.0], &[1.0; 3], &[0.1, 0.1, 1.0]);
+    // ELU α=0.5: y = 0.5·(eˣ − 1) for x ≤ 0; dx = dy·(y + α) there: at −1, 0.5/e; at 0, 0.5.
+    hand(Elu, (0.5, 0.0, 0.0), &[-1.0, 0.0, 2.0], &[0.5 * (1.0 / e - 1.0), 0.0, 2.0], &[1.0; 3], &[0.5 / e, 0.5, 1.0]);
+}
+
+/// Points within 1e-3 of a kink (or, for POWER, where the base v is near ε) are skipped.
+fn near_kink(d: &ActivationDesc, x: f64) -> bool {
+    let near = |k: f64| (x - k).abs() < 1e-3;
+    match d.mode {
+        Relu | Abs | LeakyRelu | Elu => near(0.0),
+        ClippedRelu => near(0.0) || near(d.alpha),
+        Power => (d.alpha + d.beta * x) < 1e-3,
+        _ => false,
+    }
+}
+
+#[test]
+fn backward_matches_finite_differences() {
+    let descs = [
+        ActivationDesc::new(PassThru, 0.0, 0.0, 0.0),
+        ActivationDesc::new(Logistic, 0.0, 0.0, 0.0),
+        ActivationDesc::new(Tanh, 1.5, 0.7, 0.0),
+        ActivationDesc::new(Tanh, 0.3, -2.0, 0.0),
+        ActivationDesc::new(Relu, 0.0, 0.0, 0.0),
+        ActivationDesc::new(SoftRelu, 0.0, 0.0, 0.0),
+        ActivationDesc::new(Abs, 0.0, 0.0, 0.0),
+        ActivationDesc::new(Power, 0.5, 1.5, 2.5),
+        ActivationDesc::new(Power, 4.0, -1.0, 0.5),
+        ActivationDesc::new(ClippedRelu, 1.2, 0.0, 0.0),
+        ActivationDesc::new(LeakyRelu, 0.05, 0.0, 0.0),
+        ActivationDesc::new(Elu, 1.3, 0.0, 0.0),
+    ];
+    // x and dx gapped, y channels-last, dy packed: 2×3×2×2 elements matched logically.
+    let lens = [2, 3, 2, 2];
+    let (xd, yd, dyd, dxd) = (gapped(&lens), channels_last(&lens), packed(&lens), gapped(&lens));
+    let h = 1e-6;
+    for (i, d) in descs.iter().enumerate() {
+        let x = fill_for(&xd, Fill::Uniform(-3.0, 3.0), 100 + i as u64);
+        let dy = fill_for(&dyd, Fill::Normal, 200 + i as u64);
+        let fwd = |xb: &[f64]| {
+            let mut y = poisoned(&yd);
+            activation_forward(d, &xd, xb, &yd, &mut y).unwrap();
+            y
+        };
+        let y = fwd(&x);
+        let mut dx = poisoned(&dxd);
+        activation_backward(d, &yd, &y, &dyd, &dy, &xd, &x, &dxd, &mut dx).unwrap();
+        let shift = |s: f64| x.iter().map(|v| v + s).collect::<Vec<_>>(); // NaN gaps stay NaN
+        let (yp, ym) = (gather(&yd, &fwd(&shift(h))), gather(&yd, &fwd(&shift(-h))));
+        let (gx, gdy, gdx) = (gather(&xd, &x), gather(&dyd, &dy), gather(&dxd, &dx));
+        let mut tested = 0;
+        for j in 0..gx.len() {
+            if near_kink(d, gx[j]) {
+                continue;
+            }
+            let deriv = (yp[j] - ym[j]) / (2.0 * h);
+            // POWER's backward is the derivative itself: MIOpen does not multiply by dy.
+            let want = if d.mode == Power { deriv } else { gdy[j] * deriv };
+            assert!((gdx[j] - want).abs() <= 1e-6 * (1.0 + want.abs()), "{d:?} at x={}: dx {} vs fd {want}", gx[j], gdx[j]);
+            tested += 1;
+        }
+        assert!(tested >= 8, "{d:?}: only {tested} points away from kinks");
+    }
+}
+
+#[test]
+fn element_counts_must_match_but_shapes_may_differ() {
+    let d = ActivationDesc::relu();
+    let (xd, yd) = (packed(&[1, 2, 3, 4]), packed(&[2, 3, 4, 1]));
+    let x = fill_for(&xd, Fill::Normal, 1);
+    let mut y = poisoned(&yd);
+    activation_forward(&d, &xd, &x, &yd, &mut y).unwrap();
+    // Matched by row-major position, not by multi-index.
+    let want: Vec<f64> = x.iter().map(|v| v.max(0.0)).collect();
+    assert_eq!(y, want);
+    let bad = TensorDesc::new(conflux::DataType::Float, &[1, 2, 3, 5]).unwrap();
+    let mut yb = poisoned(&bad);
+    let e = activation_forward(&d, &xd, &x, &bad, &mut yb).unwrap_err();
+    assert_eq!(e.status, Status::BadParm);
+    assert!(e.reason.contains("elements"), "{}", e.reason);
+}
