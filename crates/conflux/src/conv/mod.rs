@@ -1,5 +1,6 @@
 //! Convolution descriptors and problems.
 
+pub mod api;
 mod desc;
 mod geom;
 mod problem;

@@ -38,7 +38,7 @@ pub struct Compiled {
 /// Compile `source` (program `name`) for `arch` (e.g. `sm_90`), or load it from the disk cache.
 pub fn compile(name: &str, source: &str, arch: &str, extra_opts: &[&str]) -> Result<Compiled> {
     let (maj, min) = nvrtc_version()?;
-    let mut opts: Vec<String> = vec![format!("--gpu-architecture={arch}"), "--std=c++17".into(), "--use_fast_math=false".into()];
+    let mut opts: Vec<String> = vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()];
     opts.extend(extra_opts.iter().map(|s| s.to_string()));
     let opt_text = opts.join(" ");
     let ver = format!("nvrtc {maj}.{min}");

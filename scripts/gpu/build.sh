@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build the test binaries (and benchmark programs) here and stage them in .gpu/ (git-ignored)
+# for the GPU machine, which has no Rust toolchain. Usage: scripts/gpu/build.sh [cargo test filters]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rm -rf .gpu && mkdir -p .gpu/bin
+cargo test --release --no-run --message-format=json "$@" 2>/dev/null \
+  | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])
+' | while read -r exe; do cp "$exe" .gpu/bin/"$(basename "$exe" | sed 's/-[0-9a-f]*$//')"; done
+if cargo build --release --examples -q 2>/dev/null; then
+  for e in target/release/examples/*; do [ -x "$e" ] && [ -f "$e" ] && case "$e" in *-*) ;; *) cp "$e" .gpu/bin/;; esac; done
+fi
+cp scripts/gpu/*.sh scripts/gpu/*.py .gpu/ 2>/dev/null || true
+ls -la .gpu/bin
+du -sh .gpu

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run on the GPU machine from the repository root: every staged test binary, the CUDA
+# variants included, then a one-line summary per binary. Logs go to $OUT when set.
+set -uo pipefail
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export CONFLUX_CACHE_DIR=${CONFLUX_CACHE_DIR:-/tmp/conflux-cache}
+out=${OUT:-/tmp}
+filter=${1:-}
+status=0
+summary=""
+for t in .gpu/bin/*; do
+  name=$(basename "$t")
+  case "$name" in *example*|bench_*|conflux_*) continue;; esac
+  log="$out/test-$name.log"
+  "$t" $filter --test-threads=4 >"$log" 2>&1
+  rc=$?
+  line=$(grep -E '^test result' "$log" | tail -1)
+  summary+="$name: rc=$rc $line"$'\n'
+  if [ $rc -ne 0 ]; then status=1; grep -E 'panicked|FAILED|failed' "$log" | head -20; fi
+done
+echo "==== summary"
+printf '%s' "$summary"
+exit $status
