@@ -306,9 +306,9 @@ proptest! {
         let nd = if nd3 { 3 } else { 2 };
         let c = conv(ConvMode::Convolution, &vec![p; nd], &vec![s; nd], &vec![d; nd]);
         let mut xl = vec![1, 2];
-        xl.extend(std::iter::repeat(inp).take(nd));
+        xl.extend(std::iter::repeat_n(inp, nd));
         let mut wl = vec![3, 2];
-        wl.extend(std::iter::repeat(k).take(nd));
+        wl.extend(std::iter::repeat_n(k, nd));
         let out = c.output_lens(&t(&xl), &t(&wl)).unwrap();
         let (o, e, span) = (out[2] as i64, d * (k as i64 - 1) + 1, inp as i64 + 2 * p);
         prop_assert!(out[2..].iter().all(|&v| v == out[2]));

@@ -23,6 +23,17 @@ fn exact_match_passes_and_errors_are_measured() {
 }
 
 #[test]
+fn huge_finite_values_do_not_overflow_the_norms() {
+    // (1e300)² overflows; the scaled norms still give the true relative error 1e-7.
+    let b = [1e300, -2e300];
+    let a = [1e300 * (1.0 + 1e-7), -2e300 * (1.0 + 1e-7)];
+    assert!((rel_l2_error(&a, &b) - 1e-7).abs() < 1e-12);
+    assert!(check(&a, &b, 1e-6).is_ok());
+    assert!(check(&[-1e300, 2e300], &b, 1.0).is_err());
+    assert_eq!(rel_l2_error(&[1e-300, 0.0], &[0.0, 0.0]), 1e-300);
+}
+
+#[test]
 fn zero_reference_uses_absolute_norm() {
     let b = [0.0; 4];
     assert_eq!(rel_l2_error(&[0.0; 4], &b), 0.0);
