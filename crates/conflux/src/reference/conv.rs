@@ -42,7 +42,7 @@ impl<'a> Geo<'a> {
     fn output_pos(&self, i: &[usize], r: &[usize], out_sp: &[usize], out: &mut [usize]) -> bool {
         for d in 0..i.len() {
             let t = (i[d] + self.pads[d]) as isize - (r[d] * self.dils[d]) as isize;
-            if t < 0 || t as usize % self.strides[d] != 0 {
+            if t < 0 || !(t as usize).is_multiple_of(self.strides[d]) {
                 return false;
             }
             let o = t as usize / self.strides[d];
