@@ -14,8 +14,11 @@ for line in sys.stdin:
         print(m["executable"])
 ' | while read -r exe; do cp "$exe" .gpu/bin/"$(basename "$exe" | sed 's/-[0-9a-f]*$//')"; done
 if cargo build --release --examples -q 2>/dev/null; then
-  for e in target/release/examples/*; do [ -x "$e" ] && [ -f "$e" ] && case "$e" in *-*) ;; *) cp "$e" .gpu/bin/;; esac; done
+  for e in target/release/examples/*; do [ -x "$e" ] && [ -f "$e" ] && case "$e" in *-*) ;; *) mkdir -p .gpu/ex && cp "$e" .gpu/ex/;; esac; done
 fi
 cp scripts/gpu/*.sh scripts/gpu/*.py .gpu/ 2>/dev/null || true
+cp ../shared/bench/*.txt .gpu/ 2>/dev/null || true
+# Debug info is not needed there and would triple the transfer.
+for f in .gpu/bin/* .gpu/ex/*; do objcopy --strip-debug "$f" 2>/dev/null || true; done
 ls -la .gpu/bin
 du -sh .gpu

@@ -5,7 +5,7 @@ mod support;
 
 use conflux::reference::{activation, batchnorm, bias, compare::tolerance, conv as rconv, fill::Fill};
 use conflux::{
-    ActivationDesc, ActivationMode, BnMode, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg, OpArgs,
+    ActivationDesc, ActivationMode, BnMode, ConvAlgorithm, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg, OpArgs,
     TensorDesc,
 };
 use support::*;
@@ -96,7 +96,15 @@ fn random_case(r: &mut Rng, dt: DataType) -> Case {
 
 /// Build, compile, execute the plan; compare with the reference chain.
 fn run_case(h: &Handle, c: &Case, seed: u64) {
+    run_case_algo(h, c, seed, None)
+}
+
+/// As `run_case`, restricted to one algorithm's solvers (so every solver gets exercised).
+fn run_case_algo(h: &Handle, c: &Case, seed: u64, algo: Option<ConvAlgorithm>) {
     let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
+    if let Some(a) = algo {
+        plan.set_algo(a);
+    }
     plan.add_conv_forward(&c.conv, &c.w).unwrap();
     let ydesc = plan.output_desc().clone();
     let k = ydesc.c();
@@ -168,7 +176,9 @@ device_tests!(random_conv_chains, |h: &Handle| {
     for (i, dt) in [DataType::Float, DataType::Half, DataType::BFloat16].into_iter().enumerate() {
         for j in 0..25 {
             let c = random_case(&mut r, dt);
-            run_case(h, &c, (i * 1000 + j) as u64);
+            // Every other case forces the direct solvers, so both forward paths are checked.
+            let algo = if j % 2 == 1 { Some(ConvAlgorithm::Direct) } else { None };
+            run_case_algo(h, &c, (i * 1000 + j) as u64, algo);
         }
     }
 });

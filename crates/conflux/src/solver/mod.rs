@@ -9,6 +9,7 @@ mod registry;
 pub mod cpu_naive;
 pub mod cpu_pointwise;
 pub mod cuda_direct;
+pub mod cuda_igemm;
 pub mod cuda_pointwise;
 
 pub use registry::{applicable, find_by_id, find_by_name, registry, select_first, SolverInfo};

@@ -204,3 +204,12 @@ impl Drop for Scratch {
         }
     }
 }
+
+impl CudaDevice {
+    /// Zero `bytes` at `ptr` asynchronously on the handle's stream.
+    pub fn memset_async(&self, ptr: u64, bytes: usize) -> Result<()> {
+        self.bind()?;
+        // SAFETY: ptr is a device allocation of at least `bytes` (caller's promise).
+        unsafe { cu::memset_d8_async(ptr, 0, bytes, self.stream()) }.map_err(|e| driver_err("cuMemsetD8Async", e))
+    }
+}

@@ -1,0 +1,153 @@
+// Implicit-GEMM forward convolution on CUDA cores with the fused epilogue.
+// GEMM view per group g: M = N·OD·OH·OW output pixels, N = KG output channels,
+// K = CG·FD·FH·FW reduction; A (pixels × reduction) is gathered from x on the fly (no im2col
+// buffer), B (reduction × channels) is read from w. Tiles of BM × BN outputs per block,
+// BK-deep slices staged in shared memory (double buffered through registers), TM × TN
+// outputs per thread, f32 accumulation. Geometry except N is compile-time (preamble), so
+// index arithmetic divides by constants. CHANNEL_INNER orders the reduction c-fastest
+// (channels-last tensors) instead of filter-fastest (NCHW), matching memory order.
+typedef CONFLUX_T T;
+
+#define THREADS 256
+#define TM (BM / 16)
+#define TN (BN / 16)
+#define OSP (OD * OH * OW)
+#define FS (FD * FH * FW)
+#define KRED (CG * FS)
+#define A_PER_THREAD (BM * BK / THREADS)
+#define B_PER_THREAD (BN * BK / THREADS)
+
+// Reduction index → (c, rd, rh, rw).
+__device__ __forceinline__ void split_k(int kk, int& c, int& rd, int& rh, int& rw) {
+#if CHANNEL_INNER
+    c = kk % CG;
+    int r = kk / CG;
+#else
+    int r = kk % FS;
+    c = kk / FS;
+#endif
+    rw = r % FW;
+    r /= FW;
+    rh = r % FH;
+    rd = r / FH;
+}
+
+// A element (m, kk): x at the input position output pixel m reads for reduction index kk.
+__device__ __forceinline__ float load_a(const Params& p, int g, int m, int kk, int M) {
+    if (m >= M || kk >= KRED) return 0.f;
+    const int ow = m % OW;
+    int t = m / OW;
+    const int oh = t % OH;
+    t /= OH;
+    const int od = t % OD;
+    const int n = t / OD;
+    int c, rd, rh, rw;
+    split_k(kk, c, rd, rh, rw);
+    const int id = od * SD - PD + rd * DD;
+    const int ih = oh * SH - PH + rh * DH;
+    const int iw = ow * SW - PW + rw * DW;
+    if ((unsigned)id >= ID || (unsigned)ih >= IH || (unsigned)iw >= IW) return 0.f;
+    return ld<T>(p.x, off5(p.xs, n, g * CG + c, id, ih, iw));
+}
+
+// B element (kk, kn): weight of output channel g·KG + kn.
+__device__ __forceinline__ float load_b(const Params& p, int g, int kk, int kn) {
+    if (kn >= KG || kk >= KRED) return 0.f;
+    int c, rd, rh, rw;
+    split_k(kk, c, rd, rh, rw);
+    return ld<T>(p.w, off5(p.ws, g * KG + kn, c, rd, rh, rw));
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm(const Params p) {
+    __shared__ __align__(16) float As[2][BK][BM];
+    __shared__ __align__(16) float Bs[2][BK][BN];
+    const int tid = threadIdx.x;
+    const int g = blockIdx.z;
+    const int M = p.n * OSP;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+
+    // Which tile elements this thread stages: A along m (NCHW: pixels are contiguous) or
+    // along k (channels-last: channels are contiguous); B along k.
+    float ra[A_PER_THREAD], rb[B_PER_THREAD];
+    auto a_coord = [&](int i, int& mm, int& kk) {
+        const int e = tid + i * THREADS;
+#if CHANNEL_INNER
+        kk = e % BK; mm = e / BK;
+#else
+        mm = e % BM; kk = e / BM;
+#endif
+    };
+    auto b_coord = [&](int i, int& kk, int& nn) {
+        const int e = tid + i * THREADS;
+        kk = e % BK; nn = e / BK;
+    };
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int i = 0; i < A_PER_THREAD; ++i) { int mm, kk; a_coord(i, mm, kk); ra[i] = load_a(p, g, m0 + mm, k0 + kk, M); }
+#pragma unroll
+        for (int i = 0; i < B_PER_THREAD; ++i) { int kk, nn; b_coord(i, kk, nn); rb[i] = load_b(p, g, k0 + kk, n0 + nn); }
+    };
+    auto stash = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < A_PER_THREAD; ++i) { int mm, kk; a_coord(i, mm, kk); As[buf][kk][mm] = ra[i]; }
+#pragma unroll
+        for (int i = 0; i < B_PER_THREAD; ++i) { int kk, nn; b_coord(i, kk, nn); Bs[buf][kk][nn] = rb[i]; }
+    };
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+
+    const int tx = tid % 16, ty = tid / 16;   // tx picks output rows (m), ty columns (n)
+    fetch(0);
+    stash(0);
+    __syncthreads();
+    int buf = 0;
+    for (int k0 = 0; k0 < KRED; k0 += BK) {
+        const bool more = k0 + BK < KRED;
+        if (more) fetch(k0 + BK);            // global loads in flight during the math below
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int i = 0; i < TM; i += 4) *(float4*)&a[i] = *(const float4*)&As[buf][kk][tx * TM + i];
+#pragma unroll
+            for (int j = 0; j < TN; j += 4) *(float4*)&b[j] = *(const float4*)&Bs[buf][kk][ty * TN + j];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        if (more) {
+            stash(buf ^ 1);
+            __syncthreads();
+            buf ^= 1;
+        }
+    }
+
+    // Epilogue: alpha/beta, the generated chain, store.
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int m = m0 + tx * TM + i;
+        if (m >= M) continue;
+        const int ow = m % OW;
+        int t = m / OW;
+        const int oh = t % OH;
+        t /= OH;
+        const int od = t % OD;
+        const int n = t / OD;
+        const int sp = (od * OH + oh) * OW + ow;
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            const int kn = n0 + ty * TN + j;
+            if (kn >= KG) continue;
+            const int k = g * KG + kn;
+            const i64 o = off5(p.ys, n, k, od, oh, ow);
+            float v = p.alpha * acc[i][j];
+            if (p.beta != 0.f) v += p.beta * ld<T>(p.y, o);
+            st<T>(p.y, o, conflux_epilogue(v, p.epi, n, k, od, oh, ow, sp, OSP));
+        }
+    }
+}
