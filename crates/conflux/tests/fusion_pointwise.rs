@@ -41,7 +41,7 @@ fn run_chain(h: &Handle, x_desc: &TensorDesc, ops: &[Pw], seed: u64) {
     let dt = x_desc.dtype();
     let c = x_desc.c();
     let pk = packed_like(x_desc);
-    let label = format!("{} {:?} ops {:?} on {}", dt.short(), x_desc.key(), ops, h.device().name());
+    let label = format!("{} ops {:?} on {}", x_desc.key(), ops, h.device().name());
     let x = random(h, x_desc, Fill::Normal, seed);
     let mut cur = logical(x_desc, &x.host);
     let mut plan = FusionPlan::new(FusionDirection::Vertical, x_desc.clone());
