@@ -170,7 +170,7 @@ device_tests!(random_geometries_all_directions, |h: &Handle| {
     let mut case = 0u64;
     let (mut transposes, mut grouped, mut three_d) = (0, 0, 0);
     for dt in [DataType::Float, DataType::Half, DataType::BFloat16] {
-        for _ in 0..14 {
+        for _ in 0..20 {
             let geo = random_geo(&mut rng);
             transposes += (geo.conv.mode() == ConvMode::Transpose) as usize;
             grouped += (geo.conv.groups() > 1) as usize;
@@ -186,7 +186,7 @@ device_tests!(random_geometries_all_directions, |h: &Handle| {
     }
     eprintln!("coverage: {transposes} transpose, {grouped} grouped, {three_d} 3-D of {case}");
     // The generator really produced the interesting kinds.
-    assert!(transposes >= 5 && grouped >= 5 && three_d >= 5, "coverage: {transposes} transpose, {grouped} grouped, {three_d} 3-D");
+    assert!(transposes >= 8 && grouped >= 8 && three_d >= 8, "coverage: {transposes} transpose, {grouped} grouped, {three_d} 3-D");
 });
 
 device_tests!(hand_picked_geometries, |h: &Handle| {

@@ -620,6 +620,40 @@ device_tests!(concurrent_executes_match_serial, |h: &Handle| {
     assert_eq!(h.build_count(), built, "concurrent executes built invokers");
 });
 
+device_tests!(concurrent_compiles_build_once, |h: &Handle| {
+    // Eight threads compile identical plans on one handle at the same time: the handle's
+    // invoker cache builds the invoker once, and every plan runs correctly.
+    let x = random(h, &t(&[1, 3, 6, 6]), Fill::Normal, 1);
+    let w = random(h, &t(&[4, 3, 3, 3]), Fill::Normal, 2);
+    let b = random(h, &t(&[1, 4, 1, 1]), Fill::Normal, 3);
+    let build = || {
+        let mut p = plan(&x.desc);
+        p.add_conv_forward(&conv3x3(), &w.desc).unwrap();
+        p.add_bias(&b.desc).unwrap();
+        p.add_activation(ActivationMode::Relu).unwrap();
+        p
+    };
+    let yd = build().output_desc().clone();
+    let mut want = vec![0.0; yd.element_space()];
+    r::conv_forward(&conv3x3(), &x.desc, &x.host, &w.desc, &w.host, &yd, &mut want).unwrap();
+    r::bias_forward(&yd, &mut want, &b.desc, &b.host).unwrap();
+    let want: Vec<f64> = want.iter().map(|v| v.max(0.0)).collect();
+    let before = h.build_count();
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let (build, want, yd, x, w, b) = (&build, &want, &yd, &x, &w, &b);
+            s.spawn(move || {
+                let mut p = build();
+                p.compile(h).unwrap();
+                let y = poisoned(h, yd);
+                p.execute(h, &x.desc, x.ptr(), yd, y.ptr(), &cba_args(w.ptr(), b.ptr(), 0.0)).unwrap();
+                assert_close(&format!("thread {i}"), &download(h, &y), want, tolerance(F32));
+            });
+        }
+    });
+    assert_eq!(h.build_count(), before + 1, "racing compiles of one plan must build one invoker");
+});
+
 // ---------------------------------------------------------------------------------------
 // conv::api argument checks
 

@@ -138,9 +138,13 @@ device_tests!(na_inference_matrix, |h: &Handle| {
                             (_, true) => Lay::ChannelsLast,
                         };
                         let xd = desc(dt, &lens, lay);
-                        // Parameters are Float (the derived BN type) mostly, the data type
-                        // sometimes.
-                        let pdt = if case % 4 == 3 { dt } else { DataType::Float };
+                        // Parameters are Float (the derived BN type) mostly; sometimes of the
+                        // data type, or Half with Float data.
+                        let pdt = match (case % 4, dt) {
+                            (3, DataType::Float) => DataType::Half,
+                            (3, _) => dt,
+                            _ => DataType::Float,
+                        };
                         let act = modes[case % modes.len()];
                         run_chain(h, &xd, &[Pw::Bn(bn, pdt), Pw::Act(act)], 1000 + case as u64);
                         case += 1;
@@ -212,6 +216,18 @@ device_tests!(other_pointwise_chains, |h: &Handle| {
             }
         }
     }
+    // Chains without batch norm also run on 2-D and 3-D tensors (N, C(, W)).
+    for dt in TYPES {
+        for (lens, lay) in [(vec![3, 5], Lay::Packed), (vec![2, 4, 7], Lay::ChannelsLast), (vec![2, 3, 5], Lay::Gapped)] {
+            for chain in [
+                vec![Pw::Bias(DataType::Float), Pw::Act(Elu)],
+                vec![Pw::Add(Lay::Gapped), Pw::Act(Tanh), Pw::Bias(dt)],
+            ] {
+                run_chain(h, &desc(dt, &lens, lay), &chain, seed);
+                seed += 1;
+            }
+        }
+    }
 });
 
 // Activation backward alone, dy → dx, for every mode: with y given and with y NULL (then
@@ -276,12 +292,12 @@ enum Stats {
     NotRunningNull,
 }
 
-fn bn_train_case(h: &Handle, xd: &TensorDesc, mode: BnMode, act: Option<ActivationMode>, stats: Stats, seed: u64) {
+fn bn_train_case(h: &Handle, xd: &TensorDesc, mode: BnMode, act: Option<ActivationMode>, stats: Stats, factor: f64, seed: u64) {
     let dt = xd.dtype();
     let pk = packed_like(xd);
     let pd = derive_bn_desc(xd, mode).unwrap();
     assert_eq!(pd.dtype(), DataType::Float);
-    let label = format!("BN train {mode:?} {act:?} {stats:?} {} on {}", xd.key(), h.device().name());
+    let label = format!("BN train {mode:?} {act:?} {stats:?} factor {factor} {} on {}", xd.key(), h.device().name());
     let running = matches!(stats, Stats::All | Stats::NoSaved | Stats::HalfSaved);
     let mut plan = FusionPlan::new(FusionDirection::Vertical, xd.clone());
     plan.add_bn_forward(mode, running).unwrap();
@@ -299,7 +315,7 @@ fn bn_train_case(h: &Handle, xd: &TensorDesc, mode: BnMode, act: Option<Activati
     let rv = random(h, &pd, Fill::Uniform(0.5, 2.0), seed + 4);
     let sm = poisoned(h, &pd);
     let si = poisoned(h, &pd);
-    let (factor, eps) = (0.3, 1e-5);
+    let eps = 1e-5;
     let (smp, sip) = match stats {
         Stats::All | Stats::NotRunning | Stats::NotRunningNull => (sm.ptr(), si.ptr()),
         Stats::NoSaved => (DevPtr::NULL, DevPtr::NULL),
@@ -391,10 +407,14 @@ device_tests!(bn_forward_training_with_activation, |h: &Handle| {
                 let (lens, lay) = &shapes[(si + case) % shapes.len()];
                 // Every third case without an activation (a plain N(train) plan).
                 let act = if case % 3 == 2 { None } else { Some(modes[case % modes.len()]) };
-                bn_train_case(h, &desc(dt, lens, *lay), bn, act, st, 20_000 + 10 * case as u64);
+                bn_train_case(h, &desc(dt, lens, *lay), bn, act, st, 0.3, 20_000 + 10 * case as u64);
                 case += 1;
             }
         }
+        // Edge cases: one sample per statistic (per-activation with N = 1: variance 0, no
+        // unbiasing) and expAvgFactor = 1 (the running statistics are overwritten).
+        bn_train_case(h, &desc(dt, &[1, 3, 2, 5], Lay::Packed), BnMode::PerActivation, Some(ActivationMode::Elu), Stats::All, 1.0, 29_000);
+        bn_train_case(h, &desc(dt, &[2, 3, 2, 5], Lay::ChannelsLast), BnMode::Spatial, None, Stats::All, 1.0, 29_100);
     }
 });
 
