@@ -231,8 +231,7 @@ device_tests!(exact_small_integers_every_solver, |h: &Handle| {
     // the reference bit for bit, with each applicable solver chosen explicitly and with the
     // default choice.
     let mut rng = Rng(77);
-    let mut case = 0u64;
-    for _ in 0..10 {
+    for case in 0..10u64 {
         let geo = random_geo(&mut rng);
         let [lx, lw, ly] = layouts(&mut rng);
         let dt = DataType::Float;
@@ -256,6 +255,5 @@ device_tests!(exact_small_integers_every_solver, |h: &Handle| {
                 run_dir(h, &geo, (&xd, &wd, &yd), dir, ab, Fill::SmallInt(-2, 2), 0.0, 500 + 10 * case, sol);
             }
         }
-        case += 1;
     }
 });
