@@ -113,3 +113,99 @@ impl Rng {
         v[self.next() as usize % v.len()]
     }
 }
+
+/// Memory arrangement of a test tensor (lengths always N,C,(D,)H,W).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lay {
+    /// Packed NCHW / NCDHW.
+    Packed,
+    /// Packed NHWC / NDHWC.
+    ChannelsLast,
+    /// NCHW order with every extent padded by one (gaps after every row of every dim).
+    Gapped,
+    /// Channels-last order with every extent padded by one.
+    GappedChannelsLast,
+}
+
+/// Strides over `lens` taken in `order` (outermost first), each extent padded by `pad`.
+fn strides_in(lens: &[usize], order: &[usize], pad: usize) -> Vec<usize> {
+    let mut strides = vec![0; lens.len()];
+    let mut acc = 1;
+    for &d in order.iter().rev() {
+        strides[d] = acc;
+        acc *= lens[d] + pad;
+    }
+    strides
+}
+
+/// A descriptor of type `dt` with `lens` arranged as `lay`.
+pub fn desc(dt: conflux::DataType, lens: &[usize], lay: Lay) -> TensorDesc {
+    let nchw: Vec<usize> = (0..lens.len()).collect();
+    let mut cl: Vec<usize> = vec![0];
+    cl.extend(2..lens.len());
+    cl.push(1);
+    let (order, pad) = match lay {
+        Lay::Packed => (nchw, 0),
+        Lay::ChannelsLast => (cl, 0),
+        Lay::Gapped => (nchw, 1),
+        Lay::GappedChannelsLast => (cl, 1),
+    };
+    TensorDesc::with_strides(dt, lens, &strides_in(lens, &order, pad)).unwrap()
+}
+
+/// A tensor whose whole element space (gaps included) holds `v`: a sentinel for
+/// buffers that an operation must leave untouched.
+pub fn sentinel(h: &Handle, desc: &TensorDesc, v: f64) -> Dev {
+    upload(h, desc, &vec![v; desc.element_space()])
+}
+
+/// Assert that the device buffer still holds exactly what was uploaded (NaN matches NaN).
+#[track_caller]
+pub fn assert_unchanged(what: &str, h: &Handle, t: &Dev) {
+    let now = download(h, t);
+    for (i, (a, b)) in now.iter().zip(&t.host).enumerate() {
+        assert!(a == b || (a.is_nan() && b.is_nan()), "{what}: element {i} was changed from {b} to {a}");
+    }
+}
+
+/// Assert that every element-space position of `data` outside `desc`'s elements (the gaps)
+/// is still NaN, i.e. nothing was written between the described elements.
+#[track_caller]
+pub fn assert_gaps_untouched(what: &str, desc: &TensorDesc, data: &[f64]) {
+    let mut inside = vec![false; desc.element_space()];
+    for o in conflux::reference::strided::offsets(desc) {
+        inside[o] = true;
+    }
+    for (i, (&v, &ins)) in data.iter().zip(&inside).enumerate() {
+        assert!(ins || v.is_nan(), "{what}: gap position {i} was written ({v})");
+    }
+}
+
+/// Activation parameters (α, β, γ) that exercise each mode (TANH's β ≠ 0 for backward,
+/// POWER's base mostly positive, CLIPPEDRELU's clip inside the data range).
+pub fn act_params(mode: conflux::ActivationMode) -> (f64, f64, f64) {
+    use conflux::ActivationMode::*;
+    match mode {
+        Tanh => (0.8, 1.3, 0.0),
+        Power => (1.0, 0.3, 2.0),
+        ClippedRelu => (1.5, 0.0, 0.0),
+        LeakyRelu => (0.1, 0.0, 0.0),
+        Elu => (0.7, 0.0, 0.0),
+        _ => (0.0, 0.0, 0.0),
+    }
+}
+
+/// Assert an error with exactly `status` whose reason contains every one of `needles`.
+#[track_caller]
+pub fn expect_err<T: std::fmt::Debug>(what: &str, r: conflux::Result<T>, status: conflux::Status, needles: &[&str]) -> conflux::Error {
+    match r {
+        Ok(v) => panic!("{what}: expected {status:?}, got Ok({v:?})"),
+        Err(e) => {
+            assert_eq!(e.status, status, "{what}: wrong status; reason: {}", e.reason);
+            for n in needles {
+                assert!(e.reason.contains(n), "{what}: reason does not mention {n:?}: {}", e.reason);
+            }
+            e
+        }
+    }
+}
