@@ -153,15 +153,16 @@ impl EventTimer {
         let stop = cu::event::create(f).map_err(|e| driver_err("cuEventCreate", e))?;
         Ok(EventTimer { start, stop })
     }
-    pub fn start(&self, stream: sys::CUstream) -> Result<()> {
-        // SAFETY: valid event and stream.
-        unsafe { cu::event::record(self.start, stream) }.map_err(|e| driver_err("cuEventRecord", e))
+    /// Record the start event on the device's stream.
+    pub fn start(&self, dev: &CudaDevice) -> Result<()> {
+        // SAFETY: valid event; the stream is the handle's.
+        unsafe { cu::event::record(self.start, dev.stream()) }.map_err(|e| driver_err("cuEventRecord", e))
     }
     /// Record the stop event and wait for it; returns elapsed milliseconds.
-    pub fn stop(&self, stream: sys::CUstream) -> Result<f32> {
+    pub fn stop(&self, dev: &CudaDevice) -> Result<f32> {
         // SAFETY: valid events, recorded on the same stream.
         unsafe {
-            cu::event::record(self.stop, stream).map_err(|e| driver_err("cuEventRecord", e))?;
+            cu::event::record(self.stop, dev.stream()).map_err(|e| driver_err("cuEventRecord", e))?;
             cu::event::synchronize(self.stop).map_err(|e| driver_err("cuEventSynchronize", e))?;
             cu::event::elapsed(self.start, self.stop).map_err(|e| driver_err("cuEventElapsedTime", e))
         }

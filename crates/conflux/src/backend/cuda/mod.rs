@@ -45,9 +45,9 @@ pub fn timed(handle: &Handle, be: &CudaBackend, launches: impl FnOnce() -> Resul
         return launches();
     }
     let timer = EventTimer::new()?;
-    timer.start(be.dev.stream())?;
+    timer.start(&be.dev)?;
     launches()?;
-    let ms = timer.stop(be.dev.stream())?;
+    let ms = timer.stop(&be.dev)?;
     handle.set_kernel_time_ms(ms);
     Ok(())
 }
