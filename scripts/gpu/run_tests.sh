@@ -11,7 +11,7 @@ summary=""
 for t in .gpu/bin/*; do
   name=$(basename "$t")
   case "$name" in *example*|bench_*|conflux_*) continue;; esac
-  log="$out/test-$name.log"
+  mkdir -p "$out/tests"; log="$out/tests/$name.log"
   "$t" $filter --test-threads=4 >"$log" 2>&1
   rc=$?
   line=$(grep -E '^test result' "$log" | tail -1)
