@@ -23,29 +23,32 @@ const BN: &str = include_str!("../backend/cuda/kernels/bn.cu");
 
 pub struct CudaPointwise;
 
-/// Which pointwise-chain kernel a tensor pair can use.
+/// Which pointwise-chain kernel a tensor pair can use, with its vector width in bytes.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Path {
-    Nchw,
+    Nchw(usize),
     Nhwc,
     Generic,
 }
 
 fn chain_path(x: &TensorDesc, y: &TensorDesc) -> Path {
-    let vec = 16 / x.dtype().size();
+    let es = x.dtype().size();
     let (nc, sp, _) = shape5(x);
     let sp_size: usize = sp.iter().product();
-    let small = x.element_count() / vec < u32::MAX as usize;
+    let small = x.element_count() < u32::MAX as usize;
     if x != y || !x.is_packed() || !small || x.rank() < 4 {
         return Path::Generic;
     }
-    if TensorDesc::new(x.dtype(), x.lens()).map(|d| &d == x).unwrap_or(false) && sp_size % vec == 0 {
-        Path::Nchw
-    } else if x.is_channels_last() && nc[1] % vec == 0 {
-        Path::Nhwc
-    } else {
-        Path::Generic
+    let nchw = TensorDesc::new(x.dtype(), x.lens()).map(|d| &d == x).unwrap_or(false);
+    if nchw {
+        // The widest vector (16, 8, 4 or 2 bytes) that tiles every plane exactly.
+        if let Some(v) = [16, 8, 4, 2].into_iter().find(|&v| v >= es && (sp_size * es) % v == 0) {
+            return Path::Nchw(v);
+        }
+    } else if x.is_channels_last() && nc[1] % (16 / es) == 0 {
+        return Path::Nhwc;
     }
+    Path::Generic
 }
 
 struct PwInvoker {
@@ -74,7 +77,15 @@ impl Solver for CudaPointwise {
         let be = cuda_of(handle)?.clone();
         let dt = problem.dtype();
         let (src, path) = match &problem.kind {
-            FusedKind::Pointwise { x, y, ops } => (preamble::source(dt, ops, &Extra::default(), POINTWISE)?, chain_path(x, y)),
+            FusedKind::Pointwise { x, y, ops } => {
+                let path = chain_path(x, y);
+                let vec = match path {
+                    Path::Nchw(v) => v,
+                    _ => 16,
+                };
+                let defs = [("CONFLUX_VEC_BYTES", vec.to_string())];
+                (preamble::source(dt, ops, &Extra { act: None, defines: &defs }, POINTWISE)?, path)
+            }
             FusedKind::ActivationBackward { mode, .. } => {
                 (preamble::source(dt, &[], &Extra { act: Some(*mode), defines: &[] }, POINTWISE)?, Path::Generic)
             }
@@ -126,12 +137,14 @@ impl Invoker for PwInvoker {
                 p.x = a.x.0;
                 p.y = a.y.0;
                 p.epi = preamble::epilogue_args(ops, a.ops, 0)?;
-                let aligned = a.x.0 % 16 == 0 && a.y.0 % 16 == 0;
-                let vec = (16 / x.dtype().size()) as u64;
-                let (name, total) = match (self.path, aligned) {
-                    (Path::Nchw, true) => ("pw_chain_nchw", x.element_count() as u64 / vec),
-                    (Path::Nhwc, true) => ("pw_chain_nhwc", x.element_count() as u64 / vec),
-                    _ => ("pw_chain_generic", x.element_count() as u64),
+                let count = x.element_count() as u64;
+                let (name, total) = match self.path {
+                    // One thread per (c, vector); the batch is walked inside the kernel.
+                    Path::Nchw(v) if a.x.0 % v as u64 == 0 && a.y.0 % v as u64 == 0 => {
+                        ("pw_chain_nchw", count / x.n() as u64 / (v / x.dtype().size()) as u64)
+                    }
+                    Path::Nhwc if a.x.0 % 16 == 0 && a.y.0 % 16 == 0 => ("pw_chain_nhwc", count / (16 / x.dtype().size()) as u64),
+                    _ => ("pw_chain_generic", count),
                 };
                 timed(handle, &self.be, || self.launch(name, total, false, &p))
             }

@@ -3,9 +3,12 @@
 // tensors take 16-byte vector paths with 32-bit index arithmetic per vector; anything else
 // takes the generic strided path. Logical shape: n, c, in[3] (D, H, W).
 typedef CONFLUX_T T;
-#define VEC (16 / (int)sizeof(T))
+#ifndef CONFLUX_VEC_BYTES
+#define CONFLUX_VEC_BYTES 16
+#endif
+#define VEC (CONFLUX_VEC_BYTES / (int)sizeof(T))
 
-struct alignas(16) Vec16 { T v[VEC]; };
+struct alignas(CONFLUX_VEC_BYTES) Vec16 { T v[VEC]; };
 
 extern "C" __global__ void pw_chain_generic(const Params p) {
     const int D = p.in[0], H = p.in[1], W = p.in[2];
@@ -23,26 +26,32 @@ extern "C" __global__ void pw_chain_generic(const Params p) {
     }
 }
 
-// Packed NCHW-family: each plane (n, c) holds sp_size contiguous elements, sp_size % VEC == 0.
+// Packed NCHW-family: each plane (n, c) holds sp_size contiguous elements and sp_size is a
+// multiple of VEC (the preamble picks the widest vector, up to 16 bytes, that divides the
+// plane). One thread owns one (c, vector) position and walks the batch, so per-channel and
+// per-activation parameters are read once from L2 and then hit in L1.
 extern "C" __global__ void pw_chain_nchw(const Params p) {
     const int H = p.in[1], W = p.in[2];
     const unsigned sp_size = p.in[0] * H * W;
     const unsigned vec_per_plane = sp_size / VEC;
-    const unsigned total = (unsigned)p.n * p.c * vec_per_plane;
+    const unsigned items = (unsigned)p.c * vec_per_plane;
     const Vec16* x = (const Vec16*)p.x;
     Vec16* y = (Vec16*)p.y;
-    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-        const unsigned plane = i / vec_per_plane;
-        const unsigned sp0 = (i - plane * vec_per_plane) * VEC;
-        const int c = plane % p.c, n = plane / p.c;
-        Vec16 a = x[i], b;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
+        const int c = i / vec_per_plane;
+        const int sp0 = (i - c * vec_per_plane) * VEC;
+#pragma unroll 4
+        for (int n = 0; n < p.n; ++n) {
+            const size_t at = (size_t)n * items + i;
+            Vec16 a = x[at], b;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-            const int sp = sp0 + j;
-            const int w = sp % W, h = (sp / W) % H, d = sp / (W * H);
-            b.v[j] = from_f<T>(conflux_epilogue(to_f(a.v[j]), p.epi, n, c, d, h, w, sp, sp_size));
+            for (int j = 0; j < VEC; ++j) {
+                const int sp = sp0 + j;
+                const int w = sp % W, h = (sp / W) % H, d = sp / (W * H);
+                b.v[j] = from_f<T>(conflux_epilogue(to_f(a.v[j]), p.epi, n, c, d, h, w, sp, sp_size));
+            }
+            y[at] = b;
         }
-        y[i] = b;
     }
 }
 
