@@ -122,10 +122,15 @@ fn act_args(arg: Option<&OpArg>, at: usize) -> Result<([f32; 3], u64)> {
 
 impl PwInvoker {
     fn launch(&self, name: &str, total: u64, per_block: bool, p: &Params) -> Result<()> {
+        self.launch_y(name, total, per_block, 1, p)
+    }
+
+    /// As `launch`, with `grid_y` rows of blocks (the NCHW chain splits the batch over them).
+    fn launch_y(&self, name: &str, total: u64, per_block: bool, grid_y: u32, p: &Params) -> Result<()> {
         let k = self.module.function(name)?;
         let grid = if per_block { total.clamp(1, 1 << 20) as u32 } else { grid_for(&self.be, total, 256) };
         // SAFETY: Params mirrors the kernel struct; pointers were validated by the caller.
-        unsafe { k.launch(&self.be.dev, (grid, 1, 1), (256, 1, 1), 0, p) }
+        unsafe { k.launch(&self.be.dev, (grid, grid_y, 1), (256, 1, 1), 0, p) }
     }
 }
 
@@ -140,13 +145,15 @@ impl Invoker for PwInvoker {
                 let count = x.element_count() as u64;
                 let (name, total) = match self.path {
                     // One thread per (c, vector); the batch is walked inside the kernel.
-                    Path::Nchw(v) if a.x.0 % v as u64 == 0 && a.y.0 % v as u64 == 0 => {
+                    Path::Nchw(v) if a.x.0 % v as u64 == 0 && a.y.0 % v as u64 == 0 && x.n().div_ceil(4) <= 65535 => {
                         ("pw_chain_nchw", count / x.n() as u64 / (v / x.dtype().size()) as u64)
                     }
                     Path::Nhwc if a.x.0 % 16 == 0 && a.y.0 % 16 == 0 => ("pw_chain_nhwc", count / (16 / x.dtype().size()) as u64),
                     _ => ("pw_chain_generic", count),
                 };
-                timed(handle, &self.be, || self.launch(name, total, false, &p))
+                // Batch chunks of the NCHW kernel (NCHUNK = 4 in pointwise.cu).
+                let grid_y = if name == "pw_chain_nchw" { x.n().div_ceil(4) as u32 } else { 1 };
+                timed(handle, &self.be, || self.launch_y(name, total, false, grid_y, &p))
             }
             FusedKind::ActivationBackward { dy, dx, mode } => {
                 let Some(OpArg::ActivationBackward { y, x, alpha, beta, gamma }) = a.ops.first() else {
