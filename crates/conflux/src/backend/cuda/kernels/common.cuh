@@ -104,7 +104,9 @@ __device__ __forceinline__ float actb_elu(float dy, float x, float y, float a, f
 template <class TP> __device__ __forceinline__ float epi_bias(float v, const EpiArg& e, int c) { return v + ld<TP>(e.p[0], c); }
 template <class TP> __device__ __forceinline__ float epi_bn(float v, const EpiArg& e, i64 j) {
     float g = ld<TP>(e.p[0], j), b = ld<TP>(e.p[1], j), m = ld<TP>(e.p[2], j), var = ld<TP>(e.p[3], j);
-    return (v - m) * (g / sqrtf(fabsf(var + e.f[0]))) + b;
+    // rsqrtf (one special-function op, ~2 ulp) instead of sqrt + divide: per-activation BN
+    // on 16-bit data is otherwise bound by this arithmetic, not by memory.
+    return (v - m) * (g * rsqrtf(fabsf(var + e.f[0]))) + b;
 }
 template <class TZ> __device__ __forceinline__ float epi_add(float v, const EpiArg& e, int n, int c, int d, int h, int w) {
     return v + e.f[0] * ld<TZ>(e.p[0], n * e.s[0] + c * e.s[1] + d * e.s[2] + h * e.s[3] + w * e.s[4]);
