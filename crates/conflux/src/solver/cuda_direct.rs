@@ -69,16 +69,25 @@ impl Solver for CudaConvDirect {
     }
 }
 
+/// Kernel parameters of one convolution run: geometry, pointers, α/β and the epilogue's
+/// arguments (plan index 1 onwards: op 0 is the convolution).
+pub(crate) fn conv_run_params(geom: &Geom, problem: &FusedProblem, a: &RunArgs) -> Result<Params> {
+    let FusedKind::Conv { epilogue, .. } = &problem.kind else {
+        return Err(Error::internal("convolution invoker given a non-convolution problem"));
+    };
+    let mut p = Params::conv(geom);
+    p.x = a.x.0;
+    p.w = a.w.0;
+    p.y = a.y.0;
+    p.alpha = a.alpha as f32;
+    p.beta = a.beta as f32;
+    p.epi = preamble::epilogue_args(epilogue, a.ops, 1)?;
+    Ok(p)
+}
+
 impl Invoker for DirectInvoker {
     fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
-        let FusedKind::Conv { epilogue, .. } = &self.problem.kind else { unreachable!() };
-        let mut p = Params::conv(&self.geom);
-        p.x = a.x.0;
-        p.w = a.w.0;
-        p.y = a.y.0;
-        p.alpha = a.alpha as f32;
-        p.beta = a.beta as f32;
-        p.epi = preamble::epilogue_args(epilogue, a.ops, 1)?;
+        let p = conv_run_params(&self.geom, &self.problem, a)?;
         let g = &self.geom;
         let (total, block, per_block) = match self.direction {
             Direction::Forward => ((g.n * g.k * g.output_size()) as u64, 256, false),

@@ -1,7 +1,7 @@
 //! Implicit-GEMM forward convolution on CUDA cores (conv_igemm.cu) with the fused epilogue:
 //! any geometry, group count, layout and type; the batch size stays a run-time argument.
 
-use super::cuda_direct::{check_dtype, cuda_of};
+use super::cuda_direct::{check_dtype, conv_run_params, cuda_of};
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::params::Params;
@@ -78,15 +78,8 @@ impl Solver for CudaConvIgemm {
 
 impl Invoker for IgemmInvoker {
     fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
-        let FusedKind::Conv { epilogue, .. } = &self.problem.kind else { unreachable!() };
         let g = &self.geom;
-        let mut p = Params::conv(g);
-        p.x = a.x.0;
-        p.w = a.w.0;
-        p.y = a.y.0;
-        p.alpha = a.alpha as f32;
-        p.beta = a.beta as f32;
-        p.epi = preamble::epilogue_args(epilogue, a.ops, 1)?;
+        let p = conv_run_params(g, &self.problem, a)?;
         let m = g.n * g.output_size();
         let grid = (m.div_ceil(BM) as u32, g.kg().div_ceil(self.bn) as u32, g.groups as u32);
         if grid.1 > 65535 || grid.2 > 65535 {
