@@ -4,12 +4,11 @@
 use super::cuda_direct::{check_dtype, conv_run_params, cuda_of};
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cuda::module::Kernel;
-use crate::backend::cuda::params::Params;
 use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::conv::Geom;
 use crate::error::{Error, Result};
-use crate::fusion::{FusedKind, FusedProblem};
+use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
 use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
