@@ -3,8 +3,7 @@
 //! (+A backward).
 
 use super::cuda_direct::{check_dtype, cuda_of};
-use super::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::epilogue::need_ptr;
+use super::{op_args, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::module::Module;
 use crate::backend::cuda::params::Params;
@@ -12,7 +11,7 @@ use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{grid_for, timed, CudaBackend};
 use crate::conv::shape5;
 use crate::error::{Error, Result};
-use crate::fusion::{FusedKind, FusedProblem, OpArg};
+use crate::fusion::{FusedKind, FusedProblem};
 use crate::handle::{DeviceKind, Handle};
 use crate::tensor::TensorDesc;
 use crate::types::{ActivationMode, BnMode, ConvAlgorithm};
@@ -110,14 +109,9 @@ fn shape_params(x: &TensorDesc, y: &TensorDesc) -> Params {
     Params::shape(nc, sp, xs, shape5(y).2)
 }
 
-/// Activation parameters (α, β, γ) and the forward output pointer of an activation op arg.
-fn act_args(arg: Option<&OpArg>, at: usize) -> Result<([f32; 3], u64)> {
-    match arg {
-        Some(OpArg::Activation { alpha, beta, gamma }) => Ok(([*alpha as f32, *beta as f32, *gamma as f32], 0)),
-        Some(OpArg::ActivationBackward { y, alpha, beta, gamma, .. }) => Ok(([*alpha as f32, *beta as f32, *gamma as f32], y.0)),
-        Some(o) => Err(Error::bad_parm(format!("op {at}: arguments of a {} op given for an activation op", o.kind_name()))),
-        None => Err(Error::bad_parm(format!("op {at}: activation arguments missing"))),
-    }
+/// α, β, γ of an activation as the kernels take them.
+fn act_f32(a: &crate::ActivationDesc) -> [f32; 3] {
+    [a.alpha as f32, a.beta as f32, a.gamma as f32]
 }
 
 impl PwInvoker {
@@ -156,85 +150,47 @@ impl Invoker for PwInvoker {
                 timed(handle, &self.be, || self.launch_y(name, total, false, grid_y, &p))
             }
             FusedKind::ActivationBackward { dy, dx, mode } => {
-                let Some(OpArg::ActivationBackward { y, x, alpha, beta, gamma }) = a.ops.first() else {
-                    return Err(Error::bad_parm("op 0: activation backward arguments missing"));
-                };
-                let needs_x = crate::ActivationDesc::new(*mode, 0.0, 0.0, 0.0).backward_needs_x();
-                if needs_x && x.is_null() {
-                    return Err(Error::bad_parm(format!(
-                        "op 0: activation backward of {mode:?} needs the forward input x (the `reserved` argument)"
-                    )));
-                }
-                if y.is_null() && x.is_null() {
-                    return Err(Error::bad_parm("op 0: activation backward needs the forward output y"));
-                }
+                let r = op_args::activation_backward(*mode, a.ops)?;
                 let mut p = shape_params(dy, dx);
                 p.x = a.x.0;
                 p.y = a.y.0;
-                p.aux[0] = x.0;
-                p.aux[1] = y.0;
-                p.f[..3].copy_from_slice(&[*alpha as f32, *beta as f32, *gamma as f32]);
+                p.aux[0] = r.x;
+                p.aux[1] = r.y;
+                p.f[..3].copy_from_slice(&act_f32(&r.act));
                 timed(handle, &self.be, || self.launch("act_bwd_generic", dy.element_count() as u64, false, &p))
             }
             FusedKind::BnTrain { x, y, mode, act, running } => {
-                let Some(OpArg::BnForward { scale, bias, saved_mean, saved_inv_var, running_mean, running_var, exp_avg_factor, eps }) =
-                    a.ops.first()
-                else {
-                    return Err(Error::bad_parm("op 0: batch-norm forward training arguments missing"));
-                };
-                if *running && (running_mean.is_null() || running_var.is_null()) {
-                    return Err(Error::bad_parm("op 0: running mean/variance requested at op creation but NULL"));
-                }
-                let (af, _) = if act.is_some() { act_args(a.ops.get(1), 1)? } else { ([0.0; 3], 0) };
+                let r = op_args::bn_train(*running, *act, a.ops)?;
+                let af = r.act.as_ref().map(act_f32).unwrap_or([0.0; 3]);
                 let count = crate::batchnorm::derive_bn_desc(x, *mode)?.element_count();
                 let ws = Scratch::new(&self.be.dev, count * 8)?;
                 let mut p = shape_params(x, y);
                 p.x = a.x.0;
                 p.y = a.y.0;
-                p.aux[0] = need_ptr(*scale, "bn scale", 0)?;
-                p.aux[1] = need_ptr(*bias, "bn bias", 0)?;
-                p.aux[2] = saved_mean.0;
-                p.aux[3] = saved_inv_var.0;
-                if *running {
-                    p.aux[4] = running_mean.0;
-                    p.aux[5] = running_var.0;
-                }
+                p.aux[..6].copy_from_slice(&[r.scale, r.bias, r.saved_mean, r.saved_inv_var, r.running_mean, r.running_var]);
                 p.aux[6] = ws.ptr();
-                p.f = [*eps as f32, *exp_avg_factor as f32, af[0], af[1], af[2], 0.0];
+                p.f = [r.eps as f32, r.exp_avg as f32, af[0], af[1], af[2], 0.0];
                 timed(handle, &self.be, || {
                     self.launch("bn_stats", count as u64, true, &p)?;
                     self.launch("bn_apply", count as u64, true, &p)
                 })
             }
             FusedKind::BnBackward { dy, dx, mode, act } => {
-                let Some(OpArg::BnBackward { x, scale, bias, dscale, dbias, saved_mean, saved_inv_var, eps }) = a.ops.first() else {
-                    return Err(Error::bad_parm("op 0: batch-norm backward arguments missing"));
-                };
-                let (af, act_y) = if act.is_some() { act_args(a.ops.get(1), 1)? } else { ([0.0; 3], 0) };
-                if act.is_some() && bias.is_null() {
-                    return Err(Error::bad_parm("op 0: bn bias needed to recompute the activation input"));
-                }
+                let r = op_args::bn_backward(*act, a.ops)?;
+                let (af, act_y) = r.act.as_ref().map(|(d, y)| (act_f32(d), *y)).unwrap_or(([0.0; 3], 0));
                 let count = crate::batchnorm::derive_bn_desc(dy, *mode)?.element_count();
                 let ws = Scratch::new(&self.be.dev, count * 8)?;
-                let saved = !saved_mean.is_null() && !saved_inv_var.is_null();
                 // Statistics pass (only without saved statistics): x → stats workspace.
                 let mut ps = shape_params(dy, dx);
-                ps.x = need_ptr(*x, "bn forward input x", 0)?;
+                ps.x = r.x;
                 ps.aux[6] = ws.ptr();
-                ps.f[0] = *eps as f32;
+                ps.f[0] = r.eps as f32;
                 let mut p = shape_params(dy, dx);
                 p.x = a.x.0;
                 p.y = a.y.0;
-                p.aux[0] = need_ptr(*scale, "bn scale", 0)?;
-                p.aux[1] = bias.0;
-                p.aux[2] = saved_mean.0;
-                p.aux[3] = saved_inv_var.0;
-                p.aux[4] = dscale.0;
-                p.aux[5] = dbias.0;
-                p.aux[6] = ws.ptr();
-                p.aux[7] = ps.x;
-                p.aux[8] = act_y;
-                p.f = [*eps as f32, 0.0, af[0], af[1], af[2], 0.0];
+                p.aux[..10].copy_from_slice(&[r.scale, r.bias, r.saved_mean, r.saved_inv_var, r.dscale, r.dbias, ws.ptr(), r.x, act_y, 0]);
+                p.f = [r.eps as f32, 0.0, af[0], af[1], af[2], 0.0];
+                let saved = r.has_saved();
                 timed(handle, &self.be, || {
                     if !saved {
                         self.launch("bn_stats", count as u64, true, &ps)?;

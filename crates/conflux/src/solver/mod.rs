@@ -11,6 +11,7 @@ pub mod cpu_pointwise;
 pub mod cuda_direct;
 pub mod cuda_igemm;
 pub mod cuda_pointwise;
+pub(crate) mod op_args;
 
 pub use registry::{applicable, find_by_id, find_by_name, registry, select_first, SolverInfo};
 

@@ -7,7 +7,7 @@ use crate::activation::ActivationDesc;
 use crate::conv::strides5;
 use crate::error::{Error, Result};
 use crate::fusion::{EpiOp, OpArg};
-use crate::memory::DevPtr;
+use crate::solver::op_args::need_ptr;
 use crate::tensor::TensorDesc;
 use crate::types::{BnMode, DataType};
 
@@ -23,14 +23,6 @@ enum Step {
 /// A resolved epilogue for one execution.
 pub struct CpuEpilogue {
     steps: Vec<Step>,
-}
-
-pub(crate) fn need_ptr(p: DevPtr, what: &str, op: usize) -> Result<u64> {
-    if p.is_null() {
-        Err(Error::bad_parm(format!("op {op}: {what} pointer is NULL")))
-    } else {
-        Ok(p.0)
-    }
 }
 
 impl CpuEpilogue {

@@ -3,7 +3,7 @@
 //! hand-written `.cu` templates under `kernels/`.
 
 use super::params::{s5, EpiArgC, Params, MAX_EPI};
-use crate::backend::cpu::epilogue::need_ptr;
+use crate::solver::op_args::need_ptr;
 use crate::conv::strides5;
 use crate::error::{Error, Result};
 use crate::fusion::{EpiOp, OpArg};
