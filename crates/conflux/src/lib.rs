@@ -22,6 +22,7 @@ pub use types::*;
 pub mod memory;
 pub mod cache;
 pub mod fusion;
+pub mod ops;
 pub mod solver;
 pub mod backend;
 
