@@ -1,0 +1,149 @@
+//! Handle functions (reference doc §1a), `miopenGetErrorString`, `miopenGetVersion`, and the
+//! conflux extension `confluxGetLastErrorMessage`.
+
+use crate::guard::{create, destroy, guard, last_error_ptr, obj, obj_mut, write_opt, CStatus};
+use conflux::{Handle, Status};
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::Mutex;
+
+/// The MIOpen API level this library implements (MIOpen 3.3, ROCm 6.3); clients gate
+/// features on it, so it is MIOpen's number, not conflux's crate version.
+pub const API_VERSION: (usize, usize, usize) = (3, 3, 0);
+
+type AllocFn = Option<unsafe extern "C" fn(ctx: *mut c_void, bytes: usize) -> *mut c_void>;
+type FreeFn = Option<unsafe extern "C" fn(ctx: *mut c_void, mem: *mut c_void)>;
+
+/// A user allocator given to `miopenSetAllocator`. conflux's solvers allocate no caller
+/// visible memory today (workspace comes from the caller), so it is kept, not yet used.
+#[allow(dead_code)]
+#[derive(Clone, Copy)]
+struct Allocator {
+    alloc: AllocFn,
+    free: FreeFn,
+    ctx: usize,
+}
+
+/// `miopenHandle_t` points to this.
+pub struct HandleObj {
+    pub handle: Handle,
+    allocator: Mutex<Option<Allocator>>,
+}
+
+impl HandleObj {
+    fn new(handle: Handle) -> HandleObj {
+        HandleObj { handle, allocator: Mutex::new(None) }
+    }
+}
+
+pub type MiopenHandle = *mut HandleObj;
+
+/// The handle behind a C argument (NULL → BadParm).
+///
+/// # Safety
+/// A non-NULL `h` must come from `miopenCreate*` and be alive.
+pub unsafe fn handle<'a>(h: MiopenHandle) -> conflux::Result<&'a Handle> {
+    Ok(&obj(h, "handle")?.handle)
+}
+
+#[no_mangle]
+pub extern "C" fn miopenGetErrorString(error: CStatus) -> *const c_char {
+    let name: &'static CStr = match Status::from_i32(error) {
+        Some(Status::Success) => c"miopenStatusSuccess",
+        Some(Status::NotInitialized) => c"miopenStatusNotInitialized",
+        Some(Status::InvalidValue) => c"miopenStatusInvalidValue",
+        Some(Status::BadParm) => c"miopenStatusBadParm",
+        Some(Status::AllocFailed) => c"miopenStatusAllocFailed",
+        Some(Status::InternalError) => c"miopenStatusInternalError",
+        Some(Status::NotImplemented) => c"miopenStatusNotImplemented",
+        Some(Status::UnknownError) => c"miopenStatusUnknownError",
+        Some(Status::UnsupportedOp) => c"miopenStatusUnsupportedOp",
+        Some(Status::GpuOperationsSkipped) => c"miopenStatusGpuOperationsSkipped",
+        Some(Status::VersionMismatch) => c"miopenStatusVersionMismatch",
+        None => c"Unknown error status",
+    };
+    name.as_ptr()
+}
+
+/// conflux extension: the reason of the last failing call on this thread ("" if none).
+#[no_mangle]
+pub extern "C" fn confluxGetLastErrorMessage() -> *const c_char {
+    last_error_ptr()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn miopenGetVersion(major: *mut usize, minor: *mut usize, patch: *mut usize) -> CStatus {
+    guard("miopenGetVersion", || {
+        write_opt(major, API_VERSION.0);
+        write_opt(minor, API_VERSION.1);
+        write_opt(patch, API_VERSION.2);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn miopenCreate(handle: *mut MiopenHandle) -> CStatus {
+    guard("miopenCreate", || create(handle, "handle pointer", || Ok(HandleObj::new(Handle::new()?))))
+}
+
+/// `stream` is a `CUstream` / `cudaStream_t`, borrowed; NULL = the default stream.
+#[no_mangle]
+pub unsafe extern "C" fn miopenCreateWithStream(handle: *mut MiopenHandle, stream: *mut c_void) -> CStatus {
+    guard("miopenCreateWithStream", || {
+        create(handle, "handle pointer", || {
+            let h = Handle::new()?;
+            if !stream.is_null() {
+                h.set_stream(stream as usize as u64)?;
+            }
+            Ok(HandleObj::new(h))
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn miopenDestroy(handle: MiopenHandle) -> CStatus {
+    guard("miopenDestroy", || {
+        destroy(handle);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn miopenSetStream(handle: MiopenHandle, stream_id: *mut c_void) -> CStatus {
+    guard("miopenSetStream", || self::handle(handle)?.set_stream(stream_id as usize as u64))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn miopenGetStream(handle: MiopenHandle, stream_id: *mut *mut c_void) -> CStatus {
+    guard("miopenGetStream", || {
+        let h = self::handle(handle)?;
+        *obj_mut(stream_id, "stream output")? = h.stream() as usize as *mut c_void;
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn miopenSetAllocator(handle: MiopenHandle, allocator: AllocFn, deallocator: FreeFn, allocator_context: *mut c_void) -> CStatus {
+    guard("miopenSetAllocator", || {
+        let h = obj(handle, "handle")?;
+        // A NULL allocator restores the default.
+        *h.allocator.lock().unwrap() = allocator.map(|_| Allocator { alloc: allocator, free: deallocator, ctx: allocator_context as usize });
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn miopenGetKernelTime(handle: MiopenHandle, time: *mut f32) -> CStatus {
+    guard("miopenGetKernelTime", || {
+        let h = self::handle(handle)?;
+        *obj_mut(time, "time output")? = h.kernel_time_ms();
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn miopenEnableProfiling(handle: MiopenHandle, enable: bool) -> CStatus {
+    guard("miopenEnableProfiling", || {
+        self::handle(handle)?.enable_profiling(enable);
+        Ok(())
+    })
+}
