@@ -197,3 +197,45 @@ device_tests!(refusals_and_fallback, |h: &Handle| {
     inv.run(h, &args).unwrap();
     check(h, &c, &d, &out, false, "misaligned x (fallback)");
 });
+
+#[test]
+fn tile_space_is_consistent() {
+    use conflux::solver::cuda_igemm_tc::TileConfig;
+    for c in CONFIGS {
+        assert_eq!(TileConfig::parse(&c.label()), Some(*c), "{}", c.label());
+        assert!(c.bm % c.wm == 0 && c.bn % c.wn == 0 && c.wm % 16 == 0 && c.wn % 16 == 0, "{}", c.label());
+        assert!((c.bm * c.bk / 8) % c.threads() == 0 && (c.bn * c.bk / 8) % c.threads() == 0, "{}", c.label());
+        assert!(c.bk == 32 || c.bk == 64, "{}", c.label());
+        assert!(c.smem_bytes() * c.min_blocks().min(2) <= 227 * 1024, "{}: shared memory", c.label());
+    }
+    assert_eq!(TileConfig::parse("1x1x1w1x1s1"), None);
+}
+
+device_tests!(simt_tile_heights, |h: &Handle| {
+    // The CUDA-core kernel picks 64- or 128-pixel tiles by grid size; small test shapes would
+    // only ever see one, so both are built explicitly here (f32, both layouts, a 3-D case).
+    use conflux::solver::cuda_igemm::CudaConvIgemm;
+    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
+        return;
+    }
+    let mut r = Rng(77);
+    for (j, dt) in [DataType::Float, DataType::Float, DataType::Half, DataType::Float].into_iter().enumerate() {
+        let mut c = random_case(&mut r, dt);
+        if j == 1 {
+            // NCHW too.
+            c.x = desc(dt, c.x.lens(), Lay::Packed);
+            c.w = desc(dt, c.w.lens(), Lay::Packed);
+            c.y = c.conv.output_desc(&c.x, &c.w).unwrap();
+        }
+        let d = data(h, &c, j as u64, false, 0.5, 1.5);
+        let problem = plan_for(&c).problem().unwrap();
+        let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
+        for bm in [64, 128] {
+            let inv = CudaConvIgemm.build_with(&problem, h, bm).unwrap();
+            let y = upload(h, &c.y, &d.y0);
+            let args = RunArgs { x: d.x.ptr(), w: d.w.ptr(), y: y.ptr(), alpha: 0.5, beta: 1.5, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
+            inv.run(h, &args).unwrap();
+            check(h, &c, &d, &y, false, &format!("simt bm {bm}"));
+        }
+    }
+});

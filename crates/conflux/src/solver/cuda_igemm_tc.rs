@@ -17,59 +17,54 @@ use crate::types::{ConvAlgorithm, DataType, Direction};
 use std::sync::{Arc, OnceLock};
 
 const TEMPLATE: &str = include_str!("../backend/cuda/kernels/conv_igemm_tc.cu");
-const BK: usize = 32;
 
 /// One point of the kernel's configuration space: block tile, warp tile, pipeline depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileConfig {
     pub bm: usize,
     pub bn: usize,
+    pub bk: usize,
     pub wm: usize,
     pub wn: usize,
     pub stages: usize,
 }
 
 impl TileConfig {
-    pub const fn new(bm: usize, bn: usize, wm: usize, wn: usize, stages: usize) -> TileConfig {
-        TileConfig { bm, bn, wm, wn, stages }
+    pub const fn new(bm: usize, bn: usize, bk: usize, wm: usize, wn: usize, stages: usize) -> TileConfig {
+        TileConfig { bm, bn, bk, wm, wn, stages }
     }
     pub fn threads(&self) -> usize { (self.bm / self.wm) * (self.bn / self.wn) * 32 }
-    pub fn smem_bytes(&self) -> usize { self.stages * (self.bm + self.bn) * BK * 2 }
-    pub fn label(&self) -> String { format!("{}x{}w{}x{}s{}", self.bm, self.bn, self.wm, self.wn, self.stages) }
+    pub fn smem_bytes(&self) -> usize { self.stages * (self.bm + self.bn) * self.bk * 2 }
+    pub fn label(&self) -> String { format!("{}x{}x{}w{}x{}s{}", self.bm, self.bn, self.bk, self.wm, self.wn, self.stages) }
+    /// Blocks per SM the kernel asks registers for (two for 256-thread tiles).
+    pub fn min_blocks(&self) -> usize { if self.threads() >= 256 { 2 } else { 3 } }
 
-    /// Parse a label as written by `label`, e.g. `128x128w64x32s4`.
+    /// The configuration with this `label`, if it is in the tuning space.
     pub fn parse(s: &str) -> Option<TileConfig> {
-        let (tile, rest) = s.split_once('w')?;
-        let (warp, stages) = rest.split_once('s')?;
-        let (bm, bn) = tile.split_once('x')?;
-        let (wm, wn) = warp.split_once('x')?;
-        let c = TileConfig::new(bm.parse().ok()?, bn.parse().ok()?, wm.parse().ok()?, wn.parse().ok()?, stages.parse().ok()?);
-        CONFIGS.contains(&c).then_some(c)
+        CONFIGS.iter().copied().find(|c| c.label() == s)
     }
 }
 
 /// The tuning space (every entry satisfies the kernel's static_asserts).
 pub const CONFIGS: &[TileConfig] = &[
-    TileConfig::new(128, 128, 64, 32, 4),
-    TileConfig::new(128, 128, 64, 64, 3),
-    TileConfig::new(128, 64, 64, 32, 4),
-    TileConfig::new(64, 128, 32, 64, 4),
-    TileConfig::new(64, 64, 32, 32, 4),
-    TileConfig::new(128, 256, 64, 64, 3),
+    TileConfig::new(128, 128, 32, 64, 32, 4),
+    TileConfig::new(128, 128, 64, 64, 32, 3),
+    TileConfig::new(128, 64, 32, 64, 32, 4),
+    TileConfig::new(128, 64, 64, 64, 32, 3),
+    TileConfig::new(64, 128, 32, 32, 64, 4),
+    TileConfig::new(64, 64, 64, 32, 32, 4),
+    TileConfig::new(256, 64, 32, 64, 32, 4),
+    TileConfig::new(256, 128, 32, 64, 64, 3),
 ];
 
-/// Heuristic choice: the biggest tile that still fills the GPU with at least one wave of
-/// blocks (two resident per SM for the 256-thread tiles).
+/// Heuristic choice: channel tiles no wider than the channels need, then the tallest pixel
+/// tile that still gives every SM a block.
 pub fn heuristic(g: &Geom, sm_count: usize) -> TileConfig {
     let m = g.n * g.output_size();
+    let bn = if g.kg() <= 64 { 64 } else { 128 };
     let blocks = |c: &TileConfig| m.div_ceil(c.bm) * g.kg().div_ceil(c.bn) * g.groups;
-    let order = [CONFIGS[0], CONFIGS[2], CONFIGS[3], CONFIGS[4]];
-    for c in order {
-        if blocks(&c) >= sm_count * (c.threads() / 128).max(1) {
-            return c;
-        }
-    }
-    CONFIGS[4]
+    let pick = |bm: usize| CONFIGS.iter().copied().find(|c| c.bm == bm && c.bn == bn).unwrap_or(CONFIGS[0]);
+    [256, 128, 64].into_iter().map(pick).find(|c| blocks(c) >= 2 * sm_count).unwrap_or_else(|| pick(64))
 }
 
 pub struct CudaConvIgemmTc;
@@ -141,18 +136,11 @@ impl CudaConvIgemmTc {
         let ys = g.y_strides;
         let pair_store = ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 2 == 0) && (g.kg() % 2 == 0 || g.groups == 1);
         let mma = if conv.dtype() == DataType::Half { "\"f16\"" } else { "\"bf16\"" };
-        let d = |name: &str, v: usize| (name.to_string(), v.to_string());
-        let mut defs: Vec<(String, String)> = vec![
-            d("OD", g.output[0]), d("OH", g.output[1]), d("OW", g.output[2]),
-            d("ID", g.input[0]), d("IH", g.input[1]), d("IW", g.input[2]),
-            d("FD", g.filter[0]), d("FH", g.filter[1]), d("FW", g.filter[2]),
-            d("SD", g.stride[0]), d("SH", g.stride[1]), d("SW", g.stride[2]),
-            d("PD", g.pad[0]), d("PH", g.pad[1]), d("PW", g.pad[2]),
-            d("DD", g.dilation[0]), d("DH", g.dilation[1]), d("DW", g.dilation[2]),
-            d("CG", g.cg()), d("KG", g.kg()),
-            d("BM", cfg.bm), d("BN", cfg.bn), d("WM", cfg.wm), d("WN", cfg.wn), d("STAGES", cfg.stages),
-            d("PAIR_STORE", pair_store as usize),
-        ];
+        let mut defs = preamble::conv_geometry_defines(&g);
+        let tile = [("BM", cfg.bm), ("BN", cfg.bn), ("BK", cfg.bk), ("WM", cfg.wm), ("WN", cfg.wn), ("STAGES", cfg.stages)];
+        for (name, v) in tile.into_iter().chain([("MIN_BLOCKS", cfg.min_blocks()), ("PAIR_STORE", pair_store as usize)]) {
+            defs.push((name.to_string(), v.to_string()));
+        }
         defs.push(("MMA_AB".into(), mma.into()));
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;

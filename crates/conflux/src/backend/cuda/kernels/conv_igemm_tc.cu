@@ -5,12 +5,12 @@
 // reduction ordered channels fastest, as in memory. CG % 8 == 0 and 16-byte aligned rows
 // make every 8-element chunk of a reduction slice one 16-byte cp.async from a single filter
 // tap of x (zero-filled outside the image) and of w. Tiles: BM × BN outputs per block, BK = 32
-// deep, STAGES-deep cp.async pipeline in shared memory, warps of WM × WN outputs. Shared
-// tiles are stored row-major (pixel or channel rows of 32 elements) with the four 16-byte
+// (32 or 64) deep, STAGES-deep cp.async pipeline in shared memory, warps of WM × WN outputs.
+// Shared tiles are stored row-major (pixel or channel rows of BK elements) with the 16-byte
 // chunks of a row XOR-swizzled by row, so ldmatrix reads eight rows without bank conflicts.
+// All strides are compile-time constants (XS_*, WS_*, YS_*); only the batch size is not.
 typedef CONFLUX_T T;
 
-#define BK 32
 #define CHUNKS (BK / 8)
 #define WARPS_M (BM / WM)
 #define WARPS_N (BN / WN)
@@ -28,9 +28,14 @@ typedef CONFLUX_T T;
 static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "tile shape");
 static_assert((BM * CHUNKS) % THREADS == 0 && (BN * CHUNKS) % THREADS == 0, "tile loads per thread");
 static_assert(CG % 8 == 0, "channels per group must be a multiple of 8");
+static_assert(BK == 32 || BK == 64, "BK");
 
-// Element offset of logical chunk `chunk` of tile row `row`.
-__device__ __forceinline__ int swz(int row, int chunk) { return row * BK + ((chunk ^ ((row >> 1) & 3)) << 3); }
+// Element offset of logical chunk `chunk` of tile row `row`: 128-byte rows (BK = 64) swizzle
+// by row % 8, 64-byte rows (two per 128 bytes) by (row / 2) % 4.
+__device__ __forceinline__ int swz(int row, int chunk) {
+    const int s = BK == 64 ? (row & 7) : ((row >> 1) & 3);
+    return row * BK + ((chunk ^ s) << 3);
+}
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     unsigned a;
@@ -83,7 +88,7 @@ __device__ __forceinline__ Tap tap_of(int kk) {
     return t;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm_tc(const Params p) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm_tc(const Params p) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* smem = (T*)smem_raw;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -103,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm_tc(const Pa
     for (int i = 0; i < A_LOADS; ++i) {
         const int m = m0 + (tid + i * THREADS) / CHUNKS;
         const Pixel q = pixel_of(m < M ? m : 0);
-        a_base[i] = (i64)q.n * p.xs[0] + (i64)g * CG;
+        a_base[i] = (i64)q.n * XS_N + (i64)g * CG;
         a_d[i] = m < M ? q.od * SD - PD : -(1 << 28);   // an out-of-range row never loads
         a_h[i] = q.oh * SH - PH;
         a_w[i] = q.ow * SW - PW;
@@ -114,7 +119,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm_tc(const Pa
     for (int i = 0; i < B_LOADS; ++i) {
         const int kn = n0 + (tid + i * THREADS) / CHUNKS;
         b_ok[i] = kn < KG;
-        b_base[i] = (i64)(g * KG + (kn < KG ? kn : 0)) * p.ws[0];
+        b_base[i] = (i64)(g * KG + (kn < KG ? kn : 0)) * WS_K;
     }
 
     auto load_tile = [&](int stage, int k0) {
@@ -128,10 +133,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm_tc(const Pa
             const int row = (tid + i * THREADS) / CHUNKS;
             const int id = a_d[i] + t.rd * DD, ih = a_h[i] + t.rh * DH, iw = a_w[i] + t.rw * DW;
             const bool ok = k_ok && (unsigned)id < ID && (unsigned)ih < IH && (unsigned)iw < IW;
-            const T* src = ok ? x + a_base[i] + id * p.xs[2] + ih * p.xs[3] + iw * p.xs[4] + t.c : x;
+            const T* src = ok ? x + a_base[i] + (i64)id * XS_D + (i64)ih * XS_H + (i64)iw * XS_W + t.c : x;
             cp_async16(smem_addr(sa + swz(row, chunk)), src, ok);
         }
-        const i64 w_off = t.rd * p.ws[2] + t.rh * p.ws[3] + t.rw * p.ws[4] + t.c;
+        const i64 w_off = (i64)t.rd * WS_D + (i64)t.rh * WS_H + (i64)t.rw * WS_W + t.c;
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int row = (tid + i * THREADS) / CHUNKS;
@@ -197,7 +202,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm_tc(const Pa
             if (m >= M) continue;
             const Pixel q = pixel_of(m);
             const int sp = (q.od * OH + q.oh) * OW + q.ow;
-            const i64 row_off = (i64)q.n * p.ys[0] + (i64)q.od * p.ys[2] + (i64)q.oh * p.ys[3] + (i64)q.ow * p.ys[4];
+            const i64 row_off = (i64)q.n * YS_N + (i64)q.od * YS_D + (i64)q.oh * YS_H + (i64)q.ow * YS_W;
 #pragma unroll
             for (int nj = 0; nj < NT; ++nj) {
                 const int kn = n0 + warp_n * WN + nj * 8 + (lane & 3) * 2;
@@ -207,10 +212,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm_tc(const Pa
                     if (kn + e >= KG) continue;   // the epilogue may read per-channel data
                     const int k = g * KG + kn + e;
                     float r = p.alpha * acc[mi][nj][h * 2 + e];
-                    if (p.beta != 0.f) r += p.beta * ld<T>(p.y, row_off + (i64)k * p.ys[1]);
+                    if (p.beta != 0.f) r += p.beta * ld<T>(p.y, row_off + (i64)k * YS_C);
                     v[e] = conflux_epilogue(r, p.epi, q.n, k, q.od, q.oh, q.ow, sp, OSP);
                 }
-                const i64 o = row_off + (i64)(g * KG + kn) * p.ys[1];
+                const i64 o = row_off + (i64)(g * KG + kn) * YS_C;
 #if PAIR_STORE
                 if (kn + 1 < KG) {
                     const unsigned packed = (unsigned)from_f<T>(v[0]).u | ((unsigned)from_f<T>(v[1]).u << 16);
@@ -219,7 +224,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm_tc(const Pa
                 }
 #endif
                 if (kn < KG) st<T>(p.y, o, v[0]);
-                if (kn + 1 < KG) st<T>(p.y, o + p.ys[1], v[1]);
+                if (kn + 1 < KG) st<T>(p.y, o + YS_C, v[1]);
             }
         }
     }
