@@ -6,7 +6,7 @@ set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 list=$1; n=$2; dt=$3
 out=$(mktemp)
-for cfg in 128x128x32w64x32s4 128x128x64w64x32s3 128x64x32w64x32s4 128x64x64w64x32s3 64x128x32w32x64s4 64x64x64w32x32s4 256x64x32w64x32s4 256x128x32w64x64s3; do
+for cfg in 128x128x32w64x32s4 128x128x64w64x32s3 128x64x32w64x32s4 128x64x64w64x32s3 64x128x32w32x64s4 64x64x64w32x32s4 256x64x32w64x32s4; do
   CONFLUX_TC_TILE=$cfg .gpu/ex/bench_cba "$list" "$n" "$dt" nhwc 30 | sed "s/^/$cfg,/" >> "$out"
 done
 echo "==== default heuristic"

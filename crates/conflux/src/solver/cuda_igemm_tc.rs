@@ -54,17 +54,20 @@ pub const CONFIGS: &[TileConfig] = &[
     TileConfig::new(64, 128, 32, 32, 64, 4),
     TileConfig::new(64, 64, 64, 32, 32, 4),
     TileConfig::new(256, 64, 32, 64, 32, 4),
-    TileConfig::new(256, 128, 32, 64, 64, 3),
 ];
 
-/// Heuristic choice: channel tiles no wider than the channels need, then the tallest pixel
-/// tile that still gives every SM a block.
+/// Heuristic choice, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64; see
+/// bench/results): the widest 64-deep tile (128×128, then 128×64, then 64×64; never wider in
+/// channels than the layer needs) that still gives every SM two blocks.
 pub fn heuristic(g: &Geom, sm_count: usize) -> TileConfig {
     let m = g.n * g.output_size();
-    let bn = if g.kg() <= 64 { 64 } else { 128 };
     let blocks = |c: &TileConfig| m.div_ceil(c.bm) * g.kg().div_ceil(c.bn) * g.groups;
-    let pick = |bm: usize| CONFIGS.iter().copied().find(|c| c.bm == bm && c.bn == bn).unwrap_or(CONFIGS[0]);
-    [256, 128, 64].into_iter().map(pick).find(|c| blocks(c) >= 2 * sm_count).unwrap_or_else(|| pick(64))
+    let ladder = [CONFIGS[1], CONFIGS[3], CONFIGS[5]];
+    ladder
+        .into_iter()
+        .filter(|c| c.bn <= 64 || g.kg() > 64)
+        .find(|c| blocks(c) >= 2 * sm_count)
+        .unwrap_or(CONFIGS[5])
 }
 
 pub struct CudaConvIgemmTc;
