@@ -93,6 +93,7 @@ impl Case {
             Dir::Wrw => api::backward_weights(h, c, &self.y, a, &self.x, b, &self.w, out, ab.0, ab.1, choice, ws),
         }
     }
+    #[allow(clippy::too_many_arguments)]
     fn find(&self, h: &Handle, d: Dir, a: DevPtr, b: DevPtr, out: DevPtr, count: usize, ws: Workspace) -> conflux::Result<Vec<ConvPerf>> {
         let c = &self.conv;
         match d {
@@ -154,9 +155,12 @@ fn check_solver(h: &Handle, c: &Case, d: Dir, id: u64, fill: Fill, tol: f64, see
     assert_unchanged(&format!("{label}: second input"), h, &b);
 }
 
+/// mode, pads, strides, groups, x lengths, w lengths, layout.
+type Geo = (ConvMode, &'static [i64], &'static [i64], i64, &'static [usize], &'static [usize], Lay);
+
 device_tests!(check_solver_every_applicable, |h: &Handle| {
     use ConvMode::*;
-    let geos: [(ConvMode, &[i64], &[i64], i64, &[usize], &[usize], Lay); 4] = [
+    let geos: [Geo; 4] = [
         (Convolution, &[1, 0], &[1, 2], 1, &[2, 3, 5, 6], &[4, 3, 3, 2], Lay::Packed),
         (Convolution, &[1, 1], &[1, 1], 2, &[1, 4, 4, 5], &[4, 2, 3, 3], Lay::ChannelsLast),
         (Transpose, &[0, 1], &[2, 1], 1, &[1, 3, 3, 4], &[3, 2, 2, 3], Lay::Packed),
@@ -263,9 +267,11 @@ device_tests!(find_sorted_unique_and_find_db_read_back, |h: &Handle| {
     }
 });
 
+type Corrupt = Box<dyn Fn()>;
+
 /// Ways to break a find-db file.
 /// `header` is a valid find-db header for `path`'s problem and device.
-fn corruptions(path: &std::path::Path, other: &std::path::Path, header: String) -> Vec<(&'static str, Box<dyn Fn()>)> {
+fn corruptions(path: &std::path::Path, other: &std::path::Path, header: String) -> Vec<(&'static str, Corrupt)> {
     let (p, o) = (path.to_path_buf(), other.to_path_buf());
     let dir = path.parent().unwrap().to_path_buf();
     let name = path.file_name().unwrap().to_str().unwrap().to_string();

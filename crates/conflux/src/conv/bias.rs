@@ -1,11 +1,12 @@
 //! `miopenConvolutionForwardBias` and `miopenConvolutionBackwardBias` (reference doc §1c, §2.3)
 //! for f32, f16 and bf16 (MIOpen refuses bf16), NCHW/NHWC or any strides, 2-D and 3-D.
 //!
-//! - forward: y ← α·(y + b) + β·y — MIOpen's own formula (OpTensor Add of α·y and α·b, then
-//!   + β·y), so (α, β) = (1, 0) is the documented y += b. b has y's rank and each length 1
-//!   (broadcast) or equal to y's, typically 1×K×1×1.
-//! - backward: db[c] ← α·Σ_{n,spatial} dy + β·db[c] with db 1×C×1×1(×1). MIOpen demands
-//!   (α, β) = (1, 0); conflux honours any values (β = 0 never reads db).
+//! Forward: y ← α·(y + b) + β·y, MIOpen's own formula (OpTensor Add of α·y and α·b, then
+//! plus β·y), so (α, β) = (1, 0) is the documented y += b. b has y's rank and each length 1
+//! (broadcast) or equal to y's, typically 1×K×1×1.
+//!
+//! Backward: db[c] ← α·Σ_{n,spatial} dy + β·db[c] with db 1×C×1×1(×1). MIOpen demands
+//! (α, β) = (1, 0); conflux honours any values (β = 0 never reads db).
 //!
 //! Both need b/db of the data's element type. Failed checks leave every output untouched.
 

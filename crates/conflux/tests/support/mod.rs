@@ -37,6 +37,7 @@ pub fn cuda() -> Option<Handle> {
 
 /// `device_tests!(name, |h: &Handle| { ... })` → `name::cpu` and `name::cuda`.
 #[macro_export]
+#[allow(clippy::crate_in_macro_def)] // `crate` is the test binary using the macro, by design
 macro_rules! device_tests {
     ($name:ident, $body:expr) => {
         mod $name {

@@ -22,6 +22,7 @@ fn params(t: &TensorDesc, xp: u64, xs: [usize; 5], yp: u64, ys: [usize; 5], alph
 }
 
 /// y = α·(y + b) + β·y.
+#[allow(clippy::too_many_arguments)]
 pub fn forward(handle: &Handle, be: &CudaBackend, y: &TensorDesc, yp: u64, b: &TensorDesc, bp: u64, alpha: f32, beta: f32) -> Result<()> {
     let k = be.module("bias", &preamble::source(y.dtype(), &[], &Extra::default(), TEMPLATE)?)?.function("bias_fwd")?;
     let p = params(y, bp, broadcast_strides(b), yp, shape5(y).2, alpha, beta);
@@ -31,6 +32,7 @@ pub fn forward(handle: &Handle, be: &CudaBackend, y: &TensorDesc, yp: u64, b: &T
 }
 
 /// db[c] = α·Σ dy + β·db[c].
+#[allow(clippy::too_many_arguments)]
 pub fn backward(handle: &Handle, be: &CudaBackend, dy: &TensorDesc, dyp: u64, db: &TensorDesc, dbp: u64, alpha: f32, beta: f32) -> Result<()> {
     let k = be.module("bias", &preamble::source(dy.dtype(), &[], &Extra::default(), TEMPLATE)?)?.function("bias_bwd")?;
     let p = params(dy, dyp, shape5(dy).2, dbp, shape5(db).2, alpha, beta);
