@@ -70,8 +70,9 @@ pub fn select_first(
         }
     }
     Err(crate::Error::unsupported(format!(
-        "no {} solver applies to {}: {}",
+        "no {} solver{} applies to {}: {}",
         handle.device().name(),
+        algo.map(|a| format!(" of algorithm {a:?}")).unwrap_or_default(),
         problem.short_name(),
         reasons.join("; ")
     )))
