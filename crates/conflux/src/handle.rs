@@ -34,6 +34,14 @@ impl Device {
             Device::Cuda(_) => DeviceKind::Cuda,
         }
     }
+    /// What a find-db entry is valid for: the device model and architecture (never its
+    /// ordinal), or the CPU architecture and thread count for CPU handles.
+    pub fn identity(&self) -> String {
+        match self {
+            Device::Cpu => format!("cpu-{}-{}t", std::env::consts::ARCH, rayon::current_num_threads()),
+            Device::Cuda(b) => format!("cuda-{}-{}-{}sm", b.dev.name(), b.dev.arch(), b.dev.sm_count()),
+        }
+    }
     pub fn name(&self) -> String {
         match self {
             Device::Cpu => "cpu".to_string(),
@@ -73,6 +81,8 @@ impl Buffer {
 }
 
 type InvokerKey = (String, &'static str);
+/// Find results read or written by this handle, by find-db key (None: no entry on disk).
+type FindMemo = HashMap<String, Option<Arc<crate::conv::find_db::FindRecord>>>;
 
 /// A conflux handle (`miopenHandle_t`).
 pub struct Handle {
@@ -81,6 +91,7 @@ pub struct Handle {
     last_time_ms: Mutex<f32>,
     invokers: Mutex<HashMap<InvokerKey, Arc<dyn Invoker>>>,
     builds: AtomicU64,
+    find_memo: Mutex<FindMemo>,
 }
 
 impl Handle {
@@ -146,6 +157,7 @@ impl Handle {
             last_time_ms: Mutex::new(0.0),
             invokers: Mutex::new(HashMap::new()),
             builds: AtomicU64::new(0),
+            find_memo: Mutex::new(HashMap::new()),
         }
     }
 
@@ -189,6 +201,30 @@ impl Handle {
     /// The cached invoker of `solver` for `problem`, if one was built.
     pub fn cached_invoker(&self, problem: &FusedProblem, solver: &'static dyn Solver) -> Option<Arc<dyn Invoker>> {
         self.invokers.lock().unwrap().get(&(problem.key(), solver.name())).cloned()
+    }
+
+    /// The in-memory view of the find-db for this handle (read once per key, updated by Find).
+    pub(crate) fn find_memo(&self) -> &Mutex<FindMemo> {
+        &self.find_memo
+    }
+
+    /// Milliseconds `work` takes on the device: CUDA events around it on the handle's stream,
+    /// wall-clock time on the CPU (whose invokers return when done).
+    pub fn measure_ms(&self, work: impl FnOnce() -> Result<()>) -> Result<f32> {
+        match &self.device {
+            Device::Cpu => {
+                let t = std::time::Instant::now();
+                work()?;
+                Ok((t.elapsed().as_secs_f64() * 1e3) as f32)
+            }
+            Device::Cuda(b) => {
+                b.dev.bind()?;
+                let timer = crate::backend::cuda::driver::EventTimer::new()?;
+                timer.start(&b.dev)?;
+                work()?;
+                timer.stop(&b.dev)
+            }
+        }
     }
 
     /// Allocate `bytes` of zeroed memory on the handle's device.

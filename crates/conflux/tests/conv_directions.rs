@@ -7,7 +7,7 @@
 
 mod support;
 
-use conflux::conv::api::{self, Workspace};
+use conflux::conv::api::{self, Choice, Workspace};
 use conflux::fusion::FusedProblem;
 use conflux::reference::{self as r, compare::tolerance, fill::Fill};
 use conflux::{ConvDesc, ConvMode, ConvProblem, DataType, Handle, TensorDesc};
@@ -108,7 +108,7 @@ fn run_dir(
     fill: Fill,
     tol: f64,
     seed: u64,
-    solution: Option<u64>,
+    solution: Choice,
 ) {
     let label = format!(
         "{dir:?} α={alpha} β={beta} {geo:?} x {} w {} y {} solution {solution:?} on {}",
@@ -179,7 +179,7 @@ device_tests!(random_geometries_all_directions, |h: &Handle| {
             let (xd, wd, yd) = (desc(dt, &geo.x, lx), desc(dt, &geo.w, lw), desc(dt, &geo.y, ly));
             for (di, dir) in DIRS.into_iter().enumerate() {
                 let ab = ALPHA_BETA[(case as usize * 3 + di) % ALPHA_BETA.len()];
-                run_dir(h, &geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), 100 * case + 10 * di as u64, None);
+                run_dir(h, &geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), 100 * case + 10 * di as u64, Choice::Auto);
             }
             case += 1;
         }
@@ -219,7 +219,7 @@ device_tests!(hand_picked_geometries, |h: &Handle| {
             let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
             for (di, dir) in DIRS.into_iter().enumerate() {
                 let ab = ALPHA_BETA[(gi + di) % ALPHA_BETA.len()];
-                run_dir(h, geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), seed, None);
+                run_dir(h, geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), seed, Choice::Auto);
                 seed += 10;
             }
         }
@@ -251,7 +251,7 @@ device_tests!(exact_small_integers_every_solver, |h: &Handle| {
                 .collect();
             assert!(!ids.is_empty(), "no applicable solver for {dir:?} {geo:?}");
             let ab = [(1.0, 0.0), (2.0, 0.0), (1.0, -1.0), (-1.0, 3.0)][(case as usize + di) % 4];
-            for sol in std::iter::once(None).chain(ids.into_iter().map(Some)) {
+            for sol in std::iter::once(Choice::Auto).chain(ids.into_iter().map(Choice::Solution)) {
                 run_dir(h, &geo, (&xd, &wd, &yd), dir, ab, Fill::SmallInt(-2, 2), 0.0, 500 + 10 * case, sol);
             }
         }

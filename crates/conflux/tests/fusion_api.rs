@@ -5,7 +5,7 @@
 
 mod support;
 
-use conflux::conv::api::{self, Workspace};
+use conflux::conv::api::{self, Choice, Workspace};
 use conflux::fusion::FusionOpKind;
 use conflux::reference::{self as r, compare::tolerance, fill::Fill};
 use conflux::{
@@ -676,19 +676,19 @@ device_tests!(conv_api_mismatches_are_bad_parm, |h: &Handle| {
     // Forward.
     let bad_y = t(&[2, 4, 4, 5]);
     let y = sentinel(h, &bad_y, 7.0);
-    check("y of wrong lengths", api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &bad_y, y.ptr(), 1.0, 0.0, None, ws), bp, &["y", "[2, 4, 5, 5]"], &y);
+    check("y of wrong lengths", api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &bad_y, y.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["y", "[2, 4, 5, 5]"], &y);
     let y_half = yd.with_dtype(DataType::Half).unwrap();
     let y = sentinel(h, &y_half, 7.0);
-    check("y of another type", api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &y_half, y.ptr(), 1.0, 0.0, None, ws), bp, &["type"], &y);
+    check("y of another type", api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &y_half, y.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["type"], &y);
     let y = sentinel(h, &yd, 7.0);
     let w5 = t(&[4, 5, 3, 3]);
-    check("filter channels", api::forward(h, &conv, &xd, x.ptr(), &w5, w.ptr(), &yd, y.ptr(), 1.0, 0.0, None, ws), bp, &["channels"], &y);
-    check("x NULL", api::forward(h, &conv, &xd, DevPtr::NULL, &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, None, ws), bp, &["x pointer"], &y);
-    check("w NULL", api::forward(h, &conv, &xd, x.ptr(), &wd, DevPtr::NULL, &yd, y.ptr(), 1.0, 0.0, None, ws), bp, &["w pointer"], &y);
-    expect_err("y NULL", api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, DevPtr::NULL, 1.0, 0.0, None, ws), bp, &["y pointer"]);
+    check("filter channels", api::forward(h, &conv, &xd, x.ptr(), &w5, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["channels"], &y);
+    check("x NULL", api::forward(h, &conv, &xd, DevPtr::NULL, &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["x pointer"], &y);
+    check("w NULL", api::forward(h, &conv, &xd, x.ptr(), &wd, DevPtr::NULL, &yd, y.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["w pointer"], &y);
+    expect_err("y NULL", api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, DevPtr::NULL, 1.0, 0.0, Choice::Auto, ws), bp, &["y pointer"]);
     check(
         "unknown solution",
-        api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Some(999_999), ws),
+        api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Choice::Solution(999_999), ws),
         bp,
         &["999999", "does not exist"],
         &y,
@@ -700,14 +700,14 @@ device_tests!(conv_api_mismatches_are_bad_parm, |h: &Handle| {
     };
     check(
         "solution of another device",
-        api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Some(other_device), ws),
+        api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Choice::Solution(other_device), ws),
         bp,
         &["another device"],
         &y,
     );
     check(
         "solution that does not apply",
-        api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Some(pointwise), ws),
+        api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Choice::Solution(pointwise), ws),
         bp,
         &["does not apply"],
         &y,
@@ -720,7 +720,7 @@ device_tests!(conv_api_mismatches_are_bad_parm, |h: &Handle| {
     let w64 = random(h, &wd64, Fill::Normal, 5);
     check(
         "double precision",
-        api::forward(h, &conv, &xd64, x64.ptr(), &wd64, w64.ptr(), &yd64, y64.ptr(), 1.0, 0.0, None, ws),
+        api::forward(h, &conv, &xd64, x64.ptr(), &wd64, w64.ptr(), &yd64, y64.ptr(), 1.0, 0.0, Choice::Auto, ws),
         Status::NotImplemented,
         &["Double"],
         &y64,
@@ -729,22 +729,22 @@ device_tests!(conv_api_mismatches_are_bad_parm, |h: &Handle| {
     // Backward data: dx must have the forward input's lengths.
     let bad_dx = t(&[2, 3, 5, 6]);
     let dx = sentinel(h, &bad_dx, 7.0);
-    check("dx of wrong lengths", api::backward_data(h, &conv, &yd, dy.ptr(), &wd, w.ptr(), &bad_dx, dx.ptr(), 1.0, 0.0, None, ws), bp, &["dy"], &dx);
+    check("dx of wrong lengths", api::backward_data(h, &conv, &yd, dy.ptr(), &wd, w.ptr(), &bad_dx, dx.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["dy"], &dx);
     let dx = sentinel(h, &xd, 7.0);
-    check("dy NULL", api::backward_data(h, &conv, &yd, DevPtr::NULL, &wd, w.ptr(), &xd, dx.ptr(), 1.0, 0.0, None, ws), bp, &["NULL"], &dx);
+    check("dy NULL", api::backward_data(h, &conv, &yd, DevPtr::NULL, &wd, w.ptr(), &xd, dx.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["NULL"], &dx);
     let dy_bad = t(&[3, 4, 5, 5]);
-    check("dy batch differs", api::backward_data(h, &conv, &dy_bad, dy.ptr(), &wd, w.ptr(), &xd, dx.ptr(), 1.0, 0.0, None, ws), bp, &["dy"], &dx);
+    check("dy batch differs", api::backward_data(h, &conv, &dy_bad, dy.ptr(), &wd, w.ptr(), &xd, dx.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["dy"], &dx);
 
     // Backward weights: dw must have the filter's lengths.
     let bad_dw = t(&[4, 3, 3, 2]);
     let dw = sentinel(h, &bad_dw, 7.0);
-    check("dw of wrong lengths", api::backward_weights(h, &conv, &yd, dy.ptr(), &xd, x.ptr(), &bad_dw, dw.ptr(), 1.0, 0.0, None, ws), bp, &["dy"], &dw);
+    check("dw of wrong lengths", api::backward_weights(h, &conv, &yd, dy.ptr(), &xd, x.ptr(), &bad_dw, dw.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["dy"], &dw);
     let dw = sentinel(h, &wd, 7.0);
-    check("dw NULL", api::backward_weights(h, &conv, &yd, dy.ptr(), &xd, x.ptr(), &wd, DevPtr::NULL, 1.0, 0.0, None, ws), bp, &["NULL"], &dw);
+    check("dw NULL", api::backward_weights(h, &conv, &yd, dy.ptr(), &xd, x.ptr(), &wd, DevPtr::NULL, 1.0, 0.0, Choice::Auto, ws), bp, &["NULL"], &dw);
     let x_nhwc_half = desc(DataType::Half, xd.lens(), Lay::ChannelsLast);
     check(
         "x of another type",
-        api::backward_weights(h, &conv, &yd, dy.ptr(), &x_nhwc_half, x.ptr(), &wd, dw.ptr(), 1.0, 0.0, None, ws),
+        api::backward_weights(h, &conv, &yd, dy.ptr(), &x_nhwc_half, x.ptr(), &wd, dw.ptr(), 1.0, 0.0, Choice::Auto, ws),
         bp,
         &["type"],
         &dw,
@@ -752,7 +752,7 @@ device_tests!(conv_api_mismatches_are_bad_parm, |h: &Handle| {
 
     // And the valid calls work on the same buffers.
     let y = poisoned(h, &yd);
-    api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, None, ws).unwrap();
+    api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Choice::Auto, ws).unwrap();
     let mut want = vec![0.0; yd.element_space()];
     r::conv_forward(&conv, &xd, &x.host, &wd, &w.host, &yd, &mut want).unwrap();
     assert_close("valid forward", &download(h, &y), &want, tolerance(F32));

@@ -1,15 +1,15 @@
-//! Running convolutions through the solver machinery (the core of MIOpen's immediate mode;
-//! Find and the find-db build on this). Pointers are in the user's roles; transpose problems
-//! are mapped onto the normal convolution here.
+//! Running convolutions through the solver machinery. Pointers are in the user's roles;
+//! transpose problems are mapped onto the normal convolution here (`bind_*`), and Find and
+//! immediate mode reuse the same mapping.
 
-use super::{ConvDesc, ConvProblem};
+use super::{find_db, ConvDesc, ConvProblem};
 use crate::error::{Error, Result};
 use crate::fusion::FusedProblem;
 use crate::handle::Handle;
 use crate::memory::DevPtr;
-use crate::solver::{find_by_id, select_first, RunArgs, Solver};
+use crate::solver::{applicable, find_by_id, find_by_name, select_first, RunArgs, Solver};
 use crate::tensor::TensorDesc;
-use crate::types::{ConvMode, Direction};
+use crate::types::{ConvAlgorithm, ConvMode, Direction};
 use crate::ensure;
 
 /// Workspace handed to a convolution.
@@ -19,47 +19,132 @@ pub struct Workspace {
     pub bytes: usize,
 }
 
-/// The solver for `problem`: the given solution id, else the first applicable one.
-pub fn choose_solver(handle: &Handle, problem: &FusedProblem, solution: Option<u64>) -> Result<&'static dyn Solver> {
-    match solution {
-        None => select_first(problem, handle, None),
-        Some(id) => {
-            let s = find_by_id(id).ok_or_else(|| Error::bad_parm(format!("solution id {id} does not exist")))?;
-            ensure!(s.device() == handle.device_kind(), BadParm, "solution {id} ({}) is for another device", s.name());
-            s.check(problem, handle).map_err(|why| Error::bad_parm(format!("solution {id} ({}) does not apply: {why}", s.name())))?;
-            Ok(s)
-        }
-    }
+/// Which solver runs a convolution.
+///
+/// - `Auto`: the find-db's fastest solver for this problem on this device when Find has
+///   recorded one, else the first applicable solver in registry order.
+/// - `Algorithm(a)`: the find-db's fastest solver of algorithm `a`, else the first applicable
+///   solver of `a`. **MIOpen differs**: `miopenConvolutionForward` with an algorithm fails
+///   ("No invoker was registered") unless Find ran for this problem on this handle; conflux
+///   runs the best solver of that algorithm it knows.
+/// - `Solution(id)`: exactly that solver (immediate mode); BadParm when the id does not exist,
+///   is for another device, does not apply or needs more workspace than given.
+///
+/// `Auto` and `Algorithm` skip solvers that need more workspace than given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    Auto,
+    Algorithm(ConvAlgorithm),
+    Solution(u64),
 }
 
-/// Run the normal-convolution problem with tensors in normal roles (x, w, y).
-#[allow(clippy::too_many_arguments)]
-pub fn run_problem(
-    handle: &Handle,
-    problem: &ConvProblem,
-    solution: Option<u64>,
-    x: DevPtr,
-    w: DevPtr,
-    y: DevPtr,
-    alpha: f64,
-    beta: f64,
-    ws: Workspace,
-) -> Result<()> {
-    for (name, p) in [("x", x), ("w", w), ("y", y)] {
-        ensure!(!p.is_null(), BadParm, "convolution: {name} pointer is NULL");
+/// A convolution in normal roles: the problem and its x, w, y pointers (checked non-NULL),
+/// with the user-facing name of the operation for messages.
+#[derive(Clone, Debug)]
+pub struct Bound {
+    pub op: &'static str,
+    pub problem: ConvProblem,
+    pub x: DevPtr,
+    pub w: DevPtr,
+    pub y: DevPtr,
+}
+
+pub(crate) const FORWARD: &str = "convolution forward";
+pub(crate) const BACKWARD_DATA: &str = "convolution backward-data";
+pub(crate) const BACKWARD_WEIGHTS: &str = "convolution backward-weights";
+
+/// Every tensor pointer must be given (BadParm naming the op and the tensor otherwise).
+fn need(op: &str, ptrs: [(&str, DevPtr); 3]) -> Result<()> {
+    for (name, p) in ptrs {
+        ensure!(!p.is_null(), BadParm, "{op}: {name} pointer is NULL");
     }
-    let fp = FusedProblem::conv(problem.clone());
-    let solver = choose_solver(handle, &fp, solution)?;
-    let need = solver.workspace_bytes(&fp);
-    ensure!(
-        ws.bytes >= need && (need == 0 || !ws.ptr.is_null()),
-        BadParm,
-        "convolution: solver {} needs {need} workspace bytes, {} given",
-        solver.name(),
-        ws.bytes
-    );
-    let inv = handle.invoker(&fp, solver)?;
-    inv.run(handle, &RunArgs { x, w, y, alpha, beta, workspace: ws.ptr, workspace_bytes: ws.bytes, ops: &[] })
+    Ok(())
+}
+
+/// Forward as the user states it: y = conv(x, w).
+pub fn bind_forward(conv: &ConvDesc, x_desc: &TensorDesc, x: DevPtr, w_desc: &TensorDesc, w: DevPtr, y_desc: &TensorDesc, y: DevPtr) -> Result<Bound> {
+    let problem = ConvProblem::forward(conv, x_desc, w_desc, y_desc)?;
+    need(FORWARD, [("x", x), ("w", w), ("y", y)])?;
+    let (x, y) = if conv.mode() == ConvMode::Transpose { (y, x) } else { (x, y) };
+    debug_assert_eq!(problem.direction == Direction::BackwardData, conv.mode() == ConvMode::Transpose);
+    Ok(Bound { op: FORWARD, problem, x, w, y })
+}
+
+/// Backward-data as the user states it: dx = conv_bwd_data(dy, w).
+pub fn bind_backward_data(conv: &ConvDesc, dy_desc: &TensorDesc, dy: DevPtr, w_desc: &TensorDesc, w: DevPtr, dx_desc: &TensorDesc, dx: DevPtr) -> Result<Bound> {
+    let problem = ConvProblem::backward_data(conv, dy_desc, w_desc, dx_desc)?;
+    need(BACKWARD_DATA, [("dy", dy), ("w", w), ("dx", dx)])?;
+    // Normal: x = dx, y = dy. Transpose: the problem is a normal forward with x = dy, y = dx.
+    let (x, y) = if conv.mode() == ConvMode::Transpose { (dy, dx) } else { (dx, dy) };
+    Ok(Bound { op: BACKWARD_DATA, problem, x, w, y })
+}
+
+/// Backward-weights as the user states it: dw = conv_bwd_weights(x, dy).
+pub fn bind_backward_weights(conv: &ConvDesc, dy_desc: &TensorDesc, dy: DevPtr, x_desc: &TensorDesc, x: DevPtr, dw_desc: &TensorDesc, dw: DevPtr) -> Result<Bound> {
+    let problem = ConvProblem::backward_weights(conv, dy_desc, x_desc, dw_desc)?;
+    need(BACKWARD_WEIGHTS, [("dy", dy), ("x", x), ("dw", dw)])?;
+    // Transpose swaps the roles of x and dy.
+    let (x, y) = if conv.mode() == ConvMode::Transpose { (dy, x) } else { (x, dy) };
+    Ok(Bound { op: BACKWARD_WEIGHTS, problem, x, w: dw, y })
+}
+
+/// A workspace whose pointer is NULL while bytes are promised is a caller error.
+pub(crate) fn check_workspace(op: &str, ws: Workspace) -> Result<()> {
+    ensure!(!(ws.ptr.is_null() && ws.bytes > 0), BadParm, "{op}: workspace pointer is NULL but {} bytes are given", ws.bytes);
+    Ok(())
+}
+
+/// The solver `choice` names for `problem` given `ws_bytes` of workspace (see `Choice`).
+pub fn choose_solver(handle: &Handle, problem: &FusedProblem, choice: Choice, ws_bytes: usize) -> Result<&'static dyn Solver> {
+    let algo = match choice {
+        Choice::Solution(id) => return solution_solver(handle, problem, id, ws_bytes),
+        Choice::Algorithm(a) => Some(a),
+        Choice::Auto => None,
+    };
+    let wanted = |s: &dyn Solver| algo.is_none_or(|a| s.algorithm() == a);
+    if let Some(rec) = find_db::lookup(handle, problem) {
+        for e in &rec.entries {
+            let Some(s) = find_by_name(e.solver) else { continue };
+            if wanted(s) && s.device() == handle.device_kind() && s.workspace_bytes(problem) <= ws_bytes && s.check(problem, handle).is_ok() {
+                return Ok(s);
+            }
+        }
+    }
+    let mut too_big = Vec::new();
+    for info in applicable(problem, handle) {
+        if !wanted(info.solver) || info.verdict.is_err() {
+            continue;
+        }
+        let need = info.solver.workspace_bytes(problem);
+        if need <= ws_bytes {
+            return Ok(info.solver);
+        }
+        too_big.push(format!("{} needs {need}", info.solver.name()));
+    }
+    if !too_big.is_empty() {
+        return Err(Error::bad_parm(format!("no applicable solver fits in {ws_bytes} workspace bytes ({})", too_big.join(", "))));
+    }
+    // Nothing applies: the registry walk's error lists every solver's reason.
+    Err(select_first(problem, handle, algo).err().unwrap_or_else(|| Error::internal("a solver applies but was not chosen")))
+}
+
+/// Immediate mode's solver `id`, checked against the device, the problem and the workspace.
+pub(crate) fn solution_solver(handle: &Handle, problem: &FusedProblem, id: u64, ws_bytes: usize) -> Result<&'static dyn Solver> {
+    let s = find_by_id(id).ok_or_else(|| Error::bad_parm(format!("solution id {id} does not exist")))?;
+    ensure!(s.device() == handle.device_kind(), BadParm, "solution {id} ({}) is for another device", s.name());
+    s.check(problem, handle).map_err(|why| Error::bad_parm(format!("solution {id} ({}) does not apply: {why}", s.name())))?;
+    let need = s.workspace_bytes(problem);
+    ensure!(need <= ws_bytes, BadParm, "solution {id} ({}) needs {need} workspace bytes, {ws_bytes} given", s.name());
+    Ok(s)
+}
+
+/// Run a bound convolution: out = α·result + β·out. Nothing is written when a check fails.
+pub fn run_bound(handle: &Handle, b: &Bound, choice: Choice, alpha: f64, beta: f64, ws: Workspace) -> Result<()> {
+    check_workspace(b.op, ws)?;
+    let fp = FusedProblem::conv(b.problem.clone());
+    let solver = choose_solver(handle, &fp, choice, ws.bytes).map_err(|e| e.context(b.op))?;
+    let inv = handle.invoker(&fp, solver).map_err(|e| e.context(b.op))?;
+    inv.run(handle, &RunArgs { x: b.x, w: b.w, y: b.y, alpha, beta, workspace: ws.ptr, workspace_bytes: ws.bytes, ops: &[] })
 }
 
 /// y = α·conv(x, w) + β·y as the user states it (transpose mode included).
@@ -75,13 +160,10 @@ pub fn forward(
     y: DevPtr,
     alpha: f64,
     beta: f64,
-    solution: Option<u64>,
+    choice: Choice,
     ws: Workspace,
 ) -> Result<()> {
-    let p = ConvProblem::forward(conv, x_desc, w_desc, y_desc)?;
-    let (nx, ny) = if conv.mode() == ConvMode::Transpose { (y, x) } else { (x, y) };
-    debug_assert_eq!(p.direction == Direction::BackwardData, conv.mode() == ConvMode::Transpose);
-    run_problem(handle, &p, solution, nx, w, ny, alpha, beta, ws)
+    run_bound(handle, &bind_forward(conv, x_desc, x, w_desc, w, y_desc, y)?, choice, alpha, beta, ws)
 }
 
 /// dx = α·conv_bwd_data(dy, w) + β·dx as the user states it.
@@ -97,13 +179,10 @@ pub fn backward_data(
     dx: DevPtr,
     alpha: f64,
     beta: f64,
-    solution: Option<u64>,
+    choice: Choice,
     ws: Workspace,
 ) -> Result<()> {
-    let p = ConvProblem::backward_data(conv, dy_desc, w_desc, dx_desc)?;
-    // Normal: x = dx, y = dy. Transpose: the problem is a normal forward with x = dy, y = dx.
-    let (nx, ny) = if conv.mode() == ConvMode::Transpose { (dy, dx) } else { (dx, dy) };
-    run_problem(handle, &p, solution, nx, w, ny, alpha, beta, ws)
+    run_bound(handle, &bind_backward_data(conv, dy_desc, dy, w_desc, w, dx_desc, dx)?, choice, alpha, beta, ws)
 }
 
 /// dw = α·conv_bwd_weights(x, dy) + β·dw as the user states it.
@@ -119,11 +198,8 @@ pub fn backward_weights(
     dw: DevPtr,
     alpha: f64,
     beta: f64,
-    solution: Option<u64>,
+    choice: Choice,
     ws: Workspace,
 ) -> Result<()> {
-    let p = ConvProblem::backward_weights(conv, dy_desc, x_desc, dw_desc)?;
-    // Transpose swaps the roles of x and dy.
-    let (nx, ny) = if conv.mode() == ConvMode::Transpose { (dy, x) } else { (x, dy) };
-    run_problem(handle, &p, solution, nx, dw, ny, alpha, beta, ws)
+    run_bound(handle, &bind_backward_weights(conv, dy_desc, dy, x_desc, x, dw_desc, dw)?, choice, alpha, beta, ws)
 }

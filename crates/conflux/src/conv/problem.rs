@@ -26,52 +26,52 @@ pub struct ConvProblem {
 impl ConvProblem {
     /// Forward problem as the user states it: `y = conv(x, w)` (transpose mode included).
     pub fn forward(conv: &ConvDesc, x: &TensorDesc, w: &TensorDesc, y: &TensorDesc) -> Result<ConvProblem> {
-        check_output(conv, x, w, y, "forward convolution", "y")?;
+        check_output(conv, x, w, y, "convolution forward", "y")?;
         if conv.mode() == ConvMode::Transpose {
-            Self::make(Direction::BackwardData, y, w, x, conv)
+            Self::make("convolution forward", Direction::BackwardData, y, w, x, conv)
         } else {
-            Self::make(Direction::Forward, x, w, y, conv)
+            Self::make("convolution forward", Direction::Forward, x, w, y, conv)
         }
     }
 
     /// Backward-data as the user states it: `dx = conv_bwd_data(dy, w)`.
     pub fn backward_data(conv: &ConvDesc, dy: &TensorDesc, w: &TensorDesc, dx: &TensorDesc) -> Result<ConvProblem> {
-        check_output(conv, dx, w, dy, "backward-data convolution", "dy")?;
+        check_output(conv, dx, w, dy, "convolution backward-data", "dy")?;
         if conv.mode() == ConvMode::Transpose {
-            Self::make(Direction::Forward, dy, w, dx, conv)
+            Self::make("convolution backward-data", Direction::Forward, dy, w, dx, conv)
         } else {
-            Self::make(Direction::BackwardData, dx, w, dy, conv)
+            Self::make("convolution backward-data", Direction::BackwardData, dx, w, dy, conv)
         }
     }
 
     /// Backward-weights as the user states it: `dw = conv_bwd_weights(x, dy)`.
     pub fn backward_weights(conv: &ConvDesc, dy: &TensorDesc, x: &TensorDesc, dw: &TensorDesc) -> Result<ConvProblem> {
-        check_output(conv, x, dw, dy, "backward-weights convolution", "dy")?;
+        check_output(conv, x, dw, dy, "convolution backward-weights", "dy")?;
         if conv.mode() == ConvMode::Transpose {
-            Self::make(Direction::BackwardWeights, dy, dw, x, conv)
+            Self::make("convolution backward-weights", Direction::BackwardWeights, dy, dw, x, conv)
         } else {
-            Self::make(Direction::BackwardWeights, x, dw, dy, conv)
+            Self::make("convolution backward-weights", Direction::BackwardWeights, x, dw, dy, conv)
         }
     }
 
-    fn make(direction: Direction, x: &TensorDesc, w: &TensorDesc, y: &TensorDesc, conv: &ConvDesc) -> Result<ConvProblem> {
+    fn make(op: &str, direction: Direction, x: &TensorDesc, w: &TensorDesc, y: &TensorDesc, conv: &ConvDesc) -> Result<ConvProblem> {
         for (name, t) in [("x", x), ("w", w), ("y", y)] {
             ensure!(
                 matches!(t.dtype(), DataType::Float | DataType::Half | DataType::BFloat16),
                 NotImplemented,
-                "convolution: tensor {name} has type {:?}; conflux computes Float, Half and BFloat16",
+                "{op}: tensor {name} has type {:?}; conflux computes Float, Half and BFloat16",
                 t.dtype()
             );
         }
         ensure!(
             x.dtype() == w.dtype() && x.dtype() == y.dtype(),
             BadParm,
-            "convolution: tensor types differ (x {:?}, w {:?}, y {:?})",
+            "{op}: tensor types differ (x {:?}, w {:?}, y {:?})",
             x.dtype(),
             w.dtype(),
             y.dtype()
         );
-        ensure!(x.n() == y.n(), BadParm, "convolution: batch sizes differ (x {}, y {})", x.n(), y.n());
+        ensure!(x.n() == y.n(), BadParm, "{op}: batch sizes differ (x {}, y {})", x.n(), y.n());
         let mut normal = conv.clone();
         normal.set_mode_normal();
         Ok(ConvProblem { direction, x: x.clone(), w: w.clone(), y: y.clone(), conv: normal })

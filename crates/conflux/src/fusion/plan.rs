@@ -12,7 +12,7 @@ use crate::handle::Handle;
 use crate::memory::DevPtr;
 use crate::solver::{applicable, select_first, Invoker, RunArgs, Solver};
 use crate::tensor::TensorDesc;
-use crate::types::{ActivationMode, BnMode, ConvAlgorithm, FusionDirection};
+use crate::types::{ActivationMode, BnMode, ConvAlgorithm, FindMode, FusionDirection};
 use crate::{bail, ensure};
 use std::sync::Arc;
 
@@ -80,12 +80,13 @@ pub struct FusionPlan {
     input: TensorDesc,
     ops: Vec<FusionOp>,
     algo: Option<ConvAlgorithm>,
+    find_mode: FindMode,
     compiled: Option<Compiled>,
 }
 
 impl FusionPlan {
     pub fn new(direction: FusionDirection, input: TensorDesc) -> FusionPlan {
-        FusionPlan { direction, input, ops: Vec::new(), algo: None, compiled: None }
+        FusionPlan { direction, input, ops: Vec::new(), algo: None, find_mode: super::find::default_find_mode(), compiled: None }
     }
 
     pub fn input_desc(&self) -> &TensorDesc { &self.input }
@@ -199,6 +200,18 @@ impl FusionPlan {
         self.compiled = None;
     }
 
+    /// How compile chooses the convolution solver (MIOpen's find modes; the default is
+    /// `MIOPEN_FIND_MODE_FUSION`, else Fast): Fast takes the find-db's fastest solver when
+    /// one is recorded, else the first applicable; Hybrid and DynamicHybrid take the find-db's
+    /// fastest, else time every applicable solver on scratch buffers during compile (and
+    /// record the result); Normal always times them. Plans without a convolution have one
+    /// solver per device and never time.
+    pub fn set_find_mode(&mut self, mode: FindMode) {
+        self.find_mode = mode;
+        self.compiled = None;
+    }
+    pub fn find_mode(&self) -> FindMode { self.find_mode }
+
     /// The fused problem this plan lowers to (UnsupportedOp with a reason otherwise).
     pub fn problem(&self) -> Result<FusedProblem> {
         lower(self.direction, &self.input, &self.ops)
@@ -209,7 +222,10 @@ impl FusionPlan {
         self.compiled = None;
         let problem = self.problem()?;
         let algo = if problem.conv_problem().is_some() { self.algo } else { None };
-        let solver = select_first(&problem, handle, algo)?;
+        let solver = match super::find::pick(handle, &problem, algo, self.find_mode)? {
+            Some(s) => s,
+            None => select_first(&problem, handle, algo)?,
+        };
         let invoker = handle.invoker(&problem, solver)?;
         tracing::debug!(plan = %problem.short_name(), solver = solver.name(), "fusion plan compiled");
         self.compiled = Some(Compiled { problem, solver, invoker });

@@ -23,6 +23,7 @@ struct IgemmInvoker {
     be: Arc<CudaBackend>,
     kernel: Kernel,
     geom: Geom,
+    bm: usize,
     bn: usize,
     problem: FusedProblem,
 }
@@ -53,25 +54,33 @@ impl Solver for CudaConvIgemm {
     }
 
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm: not a convolution"))?;
+        let g = Geom::of(conv);
+        // Fewer than two blocks per SM with 128-pixel tiles: halve them.
+        let blocks = (g.n * g.output_size()).div_ceil(BM) * g.kg().div_ceil(128) * g.groups;
+        let tall = blocks >= 2 * cuda_of(handle)?.dev.sm_count() as usize;
+        self.build_with(problem, handle, if tall { BM } else { BM / 2 })
+    }
+}
+
+impl CudaConvIgemm {
+    /// Build with `bm` (64 or 128) output pixels per block; `check` must have passed.
+    pub fn build_with(&self, problem: &FusedProblem, handle: &Handle, bm: usize) -> Result<Arc<dyn Invoker>> {
+        if bm != BM && bm != BM / 2 {
+            return Err(Error::bad_parm(format!("igemm: tile height {bm} (64 or 128)")));
+        }
         let be = cuda_of(handle)?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm: not a convolution"))?;
         let g = Geom::of(conv);
         let bn = if g.kg() <= 64 { 64 } else { 128 };
-        let d = |name: &str, v: usize| (name.to_string(), v.to_string());
-        let defs: Vec<(String, String)> = vec![
-            d("OD", g.output[0]), d("OH", g.output[1]), d("OW", g.output[2]),
-            d("ID", g.input[0]), d("IH", g.input[1]), d("IW", g.input[2]),
-            d("FD", g.filter[0]), d("FH", g.filter[1]), d("FW", g.filter[2]),
-            d("SD", g.stride[0]), d("SH", g.stride[1]), d("SW", g.stride[2]),
-            d("PD", g.pad[0]), d("PH", g.pad[1]), d("PW", g.pad[2]),
-            d("DD", g.dilation[0]), d("DH", g.dilation[1]), d("DW", g.dilation[2]),
-            d("CG", g.cg()), d("KG", g.kg()), d("BM", BM), d("BN", bn), d("BK", BK),
-            d("CHANNEL_INNER", conv.x.is_channels_last() as usize),
-        ];
+        let mut defs = preamble::conv_geometry_defines(&g);
+        for (name, v) in [("BM", bm), ("BN", bn), ("BK", BK), ("CHANNEL_INNER", conv.x.is_channels_last() as usize)] {
+            defs.push((name.to_string(), v.to_string()));
+        }
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let kernel = be.module("conv_igemm", &src)?.function("conv_fwd_igemm")?;
-        Ok(Arc::new(IgemmInvoker { be, kernel, geom: g, bn, problem: problem.clone() }))
+        Ok(Arc::new(IgemmInvoker { be, kernel, geom: g, bm, bn, problem: problem.clone() }))
     }
 }
 
@@ -80,7 +89,7 @@ impl Invoker for IgemmInvoker {
         let g = &self.geom;
         let p = conv_run_params(g, &self.problem, a)?;
         let m = g.n * g.output_size();
-        let grid = (m.div_ceil(BM) as u32, g.kg().div_ceil(self.bn) as u32, g.groups as u32);
+        let grid = (m.div_ceil(self.bm) as u32, g.kg().div_ceil(self.bn) as u32, g.groups as u32);
         if grid.1 > 65535 || grid.2 > 65535 {
             return Err(Error::not_implemented("igemm: too many channel tiles or groups for one launch"));
         }

@@ -10,6 +10,7 @@ pub mod cpu_naive;
 pub mod cpu_pointwise;
 pub mod cuda_direct;
 pub mod cuda_igemm;
+pub mod cuda_igemm_tc;
 pub mod cuda_pointwise;
 pub(crate) mod op_args;
 

@@ -6,6 +6,7 @@ use super::cpu_naive::CpuNaive;
 use super::cpu_pointwise::CpuPointwise;
 use super::cuda_direct::CudaConvDirect;
 use super::cuda_igemm::CudaConvIgemm;
+use super::cuda_igemm_tc::CudaConvIgemmTc;
 use super::cuda_pointwise::CudaPointwise;
 use super::Solver;
 use crate::fusion::FusedProblem;
@@ -16,10 +17,11 @@ static CPU_NAIVE: CpuNaive = CpuNaive;
 static CUDA_POINTWISE: CudaPointwise = CudaPointwise;
 static CUDA_DIRECT: CudaConvDirect = CudaConvDirect;
 static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
+static CUDA_IGEMM_TC: CudaConvIgemmTc = CudaConvIgemmTc;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
 pub fn registry() -> &'static [&'static dyn Solver] {
-    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM, &CUDA_DIRECT];
+    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT];
     LIST
 }
 
@@ -68,8 +70,9 @@ pub fn select_first(
         }
     }
     Err(crate::Error::unsupported(format!(
-        "no {} solver applies to {}: {}",
+        "no {} solver{} applies to {}: {}",
         handle.device().name(),
+        algo.map(|a| format!(" of algorithm {a:?}")).unwrap_or_default(),
         problem.short_name(),
         reasons.join("; ")
     )))

@@ -7,6 +7,19 @@ use conflux::element::{decode, encode, round_to};
 use conflux::reference::fill::{fill_for, Fill};
 use conflux::{Buffer, DevPtr, Handle, TensorDesc};
 
+/// Point the cache (compiled kernels, find-db) at a per-process temporary directory unless
+/// the runner chose one with `CONFLUX_CACHE_DIR`, so tests never touch the user's home.
+/// Called first by every device test, before any handle exists.
+pub fn isolate_cache() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("CONFLUX_CACHE_DIR").is_none_or(|d| d.is_empty()) {
+            let dir = std::env::temp_dir().join(format!("conflux-test-cache-{}", std::process::id()));
+            std::env::set_var("CONFLUX_CACHE_DIR", dir);
+        }
+    });
+}
+
 /// A GPU handle, or None (with a note on stderr) when this machine has no usable GPU.
 pub fn cuda() -> Option<Handle> {
     if std::env::var("CONFLUX_DEVICE").map(|v| v == "cpu").unwrap_or(false) {
@@ -24,6 +37,7 @@ pub fn cuda() -> Option<Handle> {
 
 /// `device_tests!(name, |h: &Handle| { ... })` → `name::cpu` and `name::cuda`.
 #[macro_export]
+#[allow(clippy::crate_in_macro_def)] // `crate` is the test binary using the macro, by design
 macro_rules! device_tests {
     ($name:ident, $body:expr) => {
         mod $name {
@@ -31,11 +45,13 @@ macro_rules! device_tests {
             use super::*;
             #[test]
             fn cpu() {
+                crate::support::isolate_cache();
                 let h = conflux::Handle::cpu();
                 ($body)(&h);
             }
             #[test]
             fn cuda() {
+                crate::support::isolate_cache();
                 if let Some(h) = crate::support::cuda() {
                     ($body)(&h);
                 }

@@ -1,6 +1,7 @@
 //! CPU backend: multi-threaded (rayon) kernels over host memory.
 
 pub mod access;
+pub mod bias;
 pub mod bn;
 pub mod conv_naive;
 pub mod epilogue;

@@ -1,6 +1,7 @@
 //! CUDA backend: dynamically loaded driver and NVRTC, kernels compiled at run time from
 //! `.cu` templates plus a generated preamble, module cache in memory and on disk.
 
+pub mod bias;
 pub mod compile;
 pub mod driver;
 pub mod module;

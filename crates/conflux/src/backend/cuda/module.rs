@@ -58,6 +58,18 @@ unsafe impl Send for Kernel {}
 unsafe impl Sync for Kernel {}
 
 impl Kernel {
+    /// Allow launches with up to `bytes` of dynamic shared memory (needed above 48 KiB; the
+    /// setting stays with the function, so it is made once when the invoker is built).
+    pub fn reserve_dynamic_smem(&self, dev: &CudaDevice, bytes: u32) -> Result<()> {
+        if bytes <= 48 * 1024 {
+            return Ok(());
+        }
+        dev.bind()?;
+        let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        // SAFETY: self.0 is a function of a loaded module.
+        unsafe { cu::function::set_function_attribute(self.0, attr, bytes as i32) }.map_err(|e| driver_err("cuFuncSetAttribute", e))
+    }
+
     /// Launch with one by-value parameter block `params` (a `#[repr(C)]` struct mirrored in
     /// the kernel's source).
     ///
@@ -66,10 +78,6 @@ impl Kernel {
     /// it must be valid for the accesses the kernel makes.
     pub unsafe fn launch<P>(&self, dev: &CudaDevice, grid: (u32, u32, u32), block: (u32, u32, u32), smem: u32, params: &P) -> Result<()> {
         dev.bind()?;
-        if smem > 48 * 1024 {
-            let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-            cu::function::set_function_attribute(self.0, attr, smem as i32).map_err(|e| driver_err("cuFuncSetAttribute", e))?;
-        }
         let mut args: [*mut c_void; 1] = [params as *const P as *mut c_void];
         cu::launch_kernel(self.0, grid, block, smem, dev.stream(), &mut args).map_err(|e| driver_err("cuLaunchKernel", e))
     }

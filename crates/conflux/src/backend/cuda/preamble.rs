@@ -4,7 +4,7 @@
 
 use super::params::{s5, EpiArgC, Params, MAX_EPI};
 use crate::solver::op_args::need_ptr;
-use crate::conv::strides5;
+use crate::conv::{strides5, Geom};
 use crate::error::{Error, Result};
 use crate::fusion::{EpiOp, OpArg};
 use crate::types::{ActivationMode, BnMode, DataType};
@@ -122,4 +122,30 @@ pub fn epilogue_args(ops: &[EpiOp], args: &[OpArg], first_index: usize) -> Resul
         };
     }
     Ok(out)
+}
+
+/// Compile-time geometry of a convolution kernel: spatial sizes, filter, stride, padding,
+/// dilation (D, H, W each), channels per group and the x/w/y strides (N, C, D, H, W).
+pub fn conv_geometry_defines(g: &Geom) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut add3 = |prefix: &str, v: [usize; 3]| {
+        for (axis, val) in ["D", "H", "W"].iter().zip(v) {
+            out.push((format!("{prefix}{axis}"), val.to_string()));
+        }
+    };
+    add3("O", g.output);
+    add3("I", g.input);
+    add3("F", g.filter);
+    add3("S", g.stride);
+    add3("P", g.pad);
+    add3("D", g.dilation);
+    out.push(("CG".into(), g.cg().to_string()));
+    out.push(("KG".into(), g.kg().to_string()));
+    for (prefix, s) in [("XS", g.x_strides), ("WS", g.w_strides), ("YS", g.y_strides)] {
+        let lead = if prefix == "WS" { "K" } else { "N" };
+        for (axis, val) in [lead, "C", "D", "H", "W"].iter().zip(s) {
+            out.push((format!("{prefix}_{axis}"), val.to_string()));
+        }
+    }
+    out
 }

@@ -3,8 +3,8 @@
 // K = CG·FD·FH·FW reduction; A (pixels × reduction) is gathered from x on the fly (no im2col
 // buffer), B (reduction × channels) is read from w. Tiles of BM × BN outputs per block,
 // BK-deep slices staged in shared memory (double buffered through registers), TM × TN
-// outputs per thread, f32 accumulation. Geometry except N is compile-time (preamble), so
-// index arithmetic divides by constants. CHANNEL_INNER orders the reduction c-fastest
+// outputs per thread, f32 accumulation. Geometry and strides except N are compile-time
+// (preamble), so index arithmetic divides and multiplies by constants. CHANNEL_INNER orders the reduction c-fastest
 // (channels-last tensors) instead of filter-fastest (NCHW), matching memory order.
 typedef CONFLUX_T T;
 
@@ -32,30 +32,40 @@ __device__ __forceinline__ void split_k(int kk, int& c, int& rd, int& rh, int& r
     rd = r / FH;
 }
 
-// A element (m, kk): x at the input position output pixel m reads for reduction index kk.
-__device__ __forceinline__ float load_a(const Params& p, int g, int m, int kk, int M) {
-    if (m >= M || kk >= KRED) return 0.f;
-    const int ow = m % OW;
-    int t = m / OW;
+// Where output pixel m reads x: base offset (batch and group) and the corner of its window.
+struct Window { i64 base; int d0, h0, w0; };
+__device__ __forceinline__ Window window_of(int g, int m, int M) {
+    Window q;
+    const int mm = m < M ? m : 0;
+    const int ow = mm % OW;
+    int t = mm / OW;
     const int oh = t % OH;
     t /= OH;
     const int od = t % OD;
     const int n = t / OD;
-    int c, rd, rh, rw;
-    split_k(kk, c, rd, rh, rw);
-    const int id = od * SD - PD + rd * DD;
-    const int ih = oh * SH - PH + rh * DH;
-    const int iw = ow * SW - PW + rw * DW;
-    if ((unsigned)id >= ID || (unsigned)ih >= IH || (unsigned)iw >= IW) return 0.f;
-    return ld<T>(p.x, off5(p.xs, n, g * CG + c, id, ih, iw));
+    q.base = (i64)n * XS_N + (i64)g * CG * XS_C;
+    q.d0 = m < M ? od * SD - PD : -(1 << 28);   // a row past M never loads
+    q.h0 = oh * SH - PH;
+    q.w0 = ow * SW - PW;
+    return q;
 }
 
-// B element (kk, kn): weight of output channel g·KG + kn.
-__device__ __forceinline__ float load_b(const Params& p, int g, int kk, int kn) {
-    if (kn >= KG || kk >= KRED) return 0.f;
+// A element (m, kk): x at the input position the window reads for reduction index kk.
+__device__ __forceinline__ float load_a(const Params& p, const Window& q, int kk) {
+    if (kk >= KRED) return 0.f;
     int c, rd, rh, rw;
     split_k(kk, c, rd, rh, rw);
-    return ld<T>(p.w, off5(p.ws, g * KG + kn, c, rd, rh, rw));
+    const int id = q.d0 + rd * DD, ih = q.h0 + rh * DH, iw = q.w0 + rw * DW;
+    if ((unsigned)id >= ID || (unsigned)ih >= IH || (unsigned)iw >= IW) return 0.f;
+    return ld<T>(p.x, q.base + (i64)c * XS_C + (i64)id * XS_D + (i64)ih * XS_H + (i64)iw * XS_W);
+}
+
+// B element (kk, kn): weight of output channel g·KG + kn (w_base: its offset, -1 if none).
+__device__ __forceinline__ float load_b(const Params& p, i64 w_base, int kk) {
+    if (w_base < 0 || kk >= KRED) return 0.f;
+    int c, rd, rh, rw;
+    split_k(kk, c, rd, rh, rw);
+    return ld<T>(p.w, w_base + (i64)c * WS_C + (i64)rd * WS_D + (i64)rh * WS_H + (i64)rw * WS_W);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm(const Params p) {
@@ -81,11 +91,23 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm(const Param
         const int e = tid + i * THREADS;
         kk = e % BK; nn = e / BK;
     };
+    // The pixel rows and channel columns a thread stages are the same in every k-slice:
+    // decompose them once.
+    Window win[A_PER_THREAD];
+    i64 w_base[B_PER_THREAD];
+#pragma unroll
+    for (int i = 0; i < A_PER_THREAD; ++i) { int mm, kk; a_coord(i, mm, kk); win[i] = window_of(g, m0 + mm, M); }
+#pragma unroll
+    for (int i = 0; i < B_PER_THREAD; ++i) {
+        int kk, nn;
+        b_coord(i, kk, nn);
+        w_base[i] = n0 + nn < KG ? (i64)(g * KG + n0 + nn) * WS_K : -1;
+    }
     auto fetch = [&](int k0) {
 #pragma unroll
-        for (int i = 0; i < A_PER_THREAD; ++i) { int mm, kk; a_coord(i, mm, kk); ra[i] = load_a(p, g, m0 + mm, k0 + kk, M); }
+        for (int i = 0; i < A_PER_THREAD; ++i) { int mm, kk; a_coord(i, mm, kk); ra[i] = load_a(p, win[i], k0 + kk); }
 #pragma unroll
-        for (int i = 0; i < B_PER_THREAD; ++i) { int kk, nn; b_coord(i, kk, nn); rb[i] = load_b(p, g, k0 + kk, n0 + nn); }
+        for (int i = 0; i < B_PER_THREAD; ++i) { int kk, nn; b_coord(i, kk, nn); rb[i] = load_b(p, w_base[i], k0 + kk); }
     };
     auto stash = [&](int buf) {
 #pragma unroll
@@ -144,7 +166,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm(const Param
             const int kn = n0 + ty * TN + j;
             if (kn >= KG) continue;
             const int k = g * KG + kn;
-            const i64 o = off5(p.ys, n, k, od, oh, ow);
+            const i64 o = (i64)n * YS_N + (i64)k * YS_C + (i64)od * YS_D + (i64)oh * YS_H + (i64)ow * YS_W;
             float v = p.alpha * acc[i][j];
             if (p.beta != 0.f) v += p.beta * ld<T>(p.y, o);
             st<T>(p.y, o, conflux_epilogue(v, p.epi, n, k, od, oh, ow, sp, OSP));

@@ -1,0 +1,173 @@
+//! Find (`miopenFindConvolution*Algorithm`): time every applicable solver of the handle's
+//! device on the caller's buffers, keep the fastest solver per algorithm, sort by time.
+//!
+//! Like MIOpen, Find runs the convolution with α = 1, β = 0 and so writes the output tensor:
+//! afterwards it holds conv(x, w) as computed by the fastest solver (it is run last). Solvers
+//! that need more workspace than given are skipped. Every measurement goes to the find-db,
+//! which `Choice::Auto` / `Choice::Algorithm` and immediate mode then use.
+
+use super::api::{bind_backward_data, bind_backward_weights, bind_forward, check_workspace, Bound, Workspace};
+use super::find_db::{self, FindEntry};
+use super::ConvDesc;
+use crate::error::Result;
+use crate::fusion::FusedProblem;
+use crate::handle::Handle;
+use crate::memory::DevPtr;
+use crate::solver::{applicable, Invoker, RunArgs};
+use crate::tensor::TensorDesc;
+use crate::types::ConvAlgorithm;
+use crate::ensure;
+
+/// One algorithm's result (`miopenConvAlgoPerf_t`, plus the solver behind it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvPerf {
+    pub algorithm: ConvAlgorithm,
+    pub solution_id: u64,
+    pub solver: &'static str,
+    pub time_ms: f32,
+    pub workspace_bytes: usize,
+}
+
+/// Timed runs per solver after one warm-up run (exhaustive search measures longer; conflux's
+/// solvers have no tunable parameters yet).
+fn reps(exhaustive: bool, warmup_ms: f32) -> usize {
+    if warmup_ms > 250.0 {
+        1
+    } else if exhaustive {
+        10
+    } else {
+        3
+    }
+}
+
+/// Time every applicable solver of `problem` (of `algo` only, when given) that fits in
+/// `ws_bytes`. `run` runs one invoker once on the caller's buffers. Returns the measured
+/// solvers fastest first, with the invoker of the fastest run last so its output remains;
+/// UnknownError naming every solver's reason when none could be timed.
+pub(crate) fn time_solvers(
+    handle: &Handle,
+    problem: &FusedProblem,
+    algo: Option<ConvAlgorithm>,
+    ws_bytes: usize,
+    exhaustive: bool,
+    run: &dyn Fn(&dyn Invoker) -> Result<()>,
+) -> Result<Vec<FindEntry>> {
+    let mut timed = Vec::new();
+    let mut reasons = Vec::new();
+    for info in applicable(problem, handle) {
+        let s = info.solver;
+        if let Err(why) = info.verdict {
+            reasons.push(format!("{}: {why}", s.name()));
+            continue;
+        }
+        if algo.is_some_and(|a| a != s.algorithm()) {
+            continue;
+        }
+        let need = s.workspace_bytes(problem);
+        if need > ws_bytes {
+            reasons.push(format!("{}: needs {need} workspace bytes, {ws_bytes} given", s.name()));
+            continue;
+        }
+        let measure = || -> Result<f32> {
+            let inv = handle.invoker(problem, s)?;
+            let warm = handle.measure_ms(|| run(inv.as_ref()))?;
+            let mut t: Vec<f32> = (0..reps(exhaustive, warm)).map(|_| handle.measure_ms(|| run(inv.as_ref()))).collect::<Result<_>>()?;
+            t.sort_by(f32::total_cmp);
+            Ok(t[t.len() / 2])
+        };
+        match measure() {
+            Ok(ms) => timed.push((FindEntry { solver: s.name(), solution_id: s.solution_id(), algorithm: s.algorithm(), time_ms: ms, workspace_bytes: need }, s)),
+            Err(e) => {
+                tracing::warn!(solver = s.name(), error = %e, "solver failed during Find; skipping it");
+                reasons.push(format!("{}: failed: {e}", s.name()));
+            }
+        }
+    }
+    ensure!(!timed.is_empty(), UnknownError, "no suitable algorithm was found for {}: {}", problem.short_name(), reasons.join("; "));
+    timed.sort_by(|a, b| a.0.time_ms.total_cmp(&b.0.time_ms));
+    if timed.len() > 1 {
+        run(handle.invoker(problem, timed[0].1)?.as_ref())?;
+    }
+    Ok(timed.into_iter().map(|(e, _)| e).collect())
+}
+
+/// Find on a bound convolution.
+fn find(handle: &Handle, b: &Bound, request_count: usize, exhaustive: bool, ws: Workspace) -> Result<Vec<ConvPerf>> {
+    ensure!(request_count >= 1, BadParm, "find {}: request count must be at least 1", b.op);
+    check_workspace(b.op, ws)?;
+    let fp = FusedProblem::conv(b.problem.clone());
+    let run = |inv: &dyn Invoker| {
+        inv.run(handle, &RunArgs { x: b.x, w: b.w, y: b.y, alpha: 1.0, beta: 0.0, workspace: ws.ptr, workspace_bytes: ws.bytes, ops: &[] })
+    };
+    let measured = time_solvers(handle, &fp, None, ws.bytes, exhaustive, &run).map_err(|e| e.context(format!("find {}", b.op)))?;
+    handle.synchronize()?;
+    find_db::store(handle, &fp, &measured);
+    Ok(best_per_algorithm(&measured, request_count))
+}
+
+/// The fastest entry of each algorithm, fastest first, at most `count`.
+pub(crate) fn best_per_algorithm(measured: &[FindEntry], count: usize) -> Vec<ConvPerf> {
+    let mut out: Vec<ConvPerf> = Vec::new();
+    for e in measured {
+        // `measured` is sorted, so the first entry of an algorithm is its best.
+        if out.iter().all(|p| p.algorithm != e.algorithm) {
+            out.push(ConvPerf { algorithm: e.algorithm, solution_id: e.solution_id, solver: e.solver, time_ms: e.time_ms, workspace_bytes: e.workspace_bytes });
+        }
+    }
+    out.truncate(count);
+    out
+}
+
+/// `miopenFindConvolutionForwardAlgorithm`: y is written with conv(x, w).
+#[allow(clippy::too_many_arguments)]
+pub fn find_forward(
+    handle: &Handle,
+    conv: &ConvDesc,
+    x_desc: &TensorDesc,
+    x: DevPtr,
+    w_desc: &TensorDesc,
+    w: DevPtr,
+    y_desc: &TensorDesc,
+    y: DevPtr,
+    request_count: usize,
+    exhaustive: bool,
+    ws: Workspace,
+) -> Result<Vec<ConvPerf>> {
+    find(handle, &bind_forward(conv, x_desc, x, w_desc, w, y_desc, y)?, request_count, exhaustive, ws)
+}
+
+/// `miopenFindConvolutionBackwardDataAlgorithm`: dx is written with conv_bwd_data(dy, w).
+#[allow(clippy::too_many_arguments)]
+pub fn find_backward_data(
+    handle: &Handle,
+    conv: &ConvDesc,
+    dy_desc: &TensorDesc,
+    dy: DevPtr,
+    w_desc: &TensorDesc,
+    w: DevPtr,
+    dx_desc: &TensorDesc,
+    dx: DevPtr,
+    request_count: usize,
+    exhaustive: bool,
+    ws: Workspace,
+) -> Result<Vec<ConvPerf>> {
+    find(handle, &bind_backward_data(conv, dy_desc, dy, w_desc, w, dx_desc, dx)?, request_count, exhaustive, ws)
+}
+
+/// `miopenFindConvolutionBackwardWeightsAlgorithm`: dw is written with conv_bwd_weights(x, dy).
+#[allow(clippy::too_many_arguments)]
+pub fn find_backward_weights(
+    handle: &Handle,
+    conv: &ConvDesc,
+    dy_desc: &TensorDesc,
+    dy: DevPtr,
+    x_desc: &TensorDesc,
+    x: DevPtr,
+    dw_desc: &TensorDesc,
+    dw: DevPtr,
+    request_count: usize,
+    exhaustive: bool,
+    ws: Workspace,
+) -> Result<Vec<ConvPerf>> {
+    find(handle, &bind_backward_weights(conv, dy_desc, dy, x_desc, x, dw_desc, dw)?, request_count, exhaustive, ws)
+}

@@ -1,0 +1,181 @@
+//! Implicit-GEMM forward convolution on tensor cores (conv_igemm_tc.cu: mma.sync m16n8k16,
+//! cp.async pipeline) for f16/bf16 channels-last tensors with the fused epilogue. Refuses what
+//! the 16-byte copies cannot express (channels per group not a multiple of 8, strides that
+//! break the alignment); misaligned pointers at run time go to the CUDA-core kernel.
+
+use super::cuda_direct::{conv_run_params, cuda_of};
+use super::cuda_igemm::CudaConvIgemm;
+use super::{Invoker, RunArgs, Solver};
+use crate::backend::cuda::module::Kernel;
+use crate::backend::cuda::preamble::{self, Extra};
+use crate::backend::cuda::{timed, CudaBackend};
+use crate::conv::Geom;
+use crate::error::{Error, Result};
+use crate::fusion::FusedProblem;
+use crate::handle::{DeviceKind, Handle};
+use crate::types::{ConvAlgorithm, DataType, Direction};
+use std::sync::{Arc, OnceLock};
+
+const TEMPLATE: &str = include_str!("../backend/cuda/kernels/conv_igemm_tc.cu");
+
+/// One point of the kernel's configuration space: block tile, warp tile, pipeline depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileConfig {
+    pub bm: usize,
+    pub bn: usize,
+    pub bk: usize,
+    pub wm: usize,
+    pub wn: usize,
+    pub stages: usize,
+}
+
+impl TileConfig {
+    pub const fn new(bm: usize, bn: usize, bk: usize, wm: usize, wn: usize, stages: usize) -> TileConfig {
+        TileConfig { bm, bn, bk, wm, wn, stages }
+    }
+    pub fn threads(&self) -> usize { (self.bm / self.wm) * (self.bn / self.wn) * 32 }
+    pub fn smem_bytes(&self) -> usize { self.stages * (self.bm + self.bn) * self.bk * 2 }
+    pub fn label(&self) -> String { format!("{}x{}x{}w{}x{}s{}", self.bm, self.bn, self.bk, self.wm, self.wn, self.stages) }
+    /// Blocks per SM the kernel asks registers for (two for 256-thread tiles).
+    pub fn min_blocks(&self) -> usize { if self.threads() >= 256 { 2 } else { 3 } }
+
+    /// The configuration with this `label`, if it is in the tuning space.
+    pub fn parse(s: &str) -> Option<TileConfig> {
+        CONFIGS.iter().copied().find(|c| c.label() == s)
+    }
+}
+
+/// The tuning space (every entry satisfies the kernel's static_asserts).
+pub const CONFIGS: &[TileConfig] = &[
+    TileConfig::new(128, 128, 32, 64, 32, 4),
+    TileConfig::new(128, 128, 64, 64, 32, 3),
+    TileConfig::new(128, 64, 32, 64, 32, 4),
+    TileConfig::new(128, 64, 64, 64, 32, 3),
+    TileConfig::new(64, 128, 32, 32, 64, 4),
+    TileConfig::new(64, 64, 64, 32, 32, 4),
+    TileConfig::new(256, 64, 32, 64, 32, 4),
+];
+
+/// Heuristic choice, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64; see
+/// bench/results): the widest 64-deep tile (128×128, then 128×64, then 64×64; never wider in
+/// channels than the layer needs) that still gives every SM two blocks.
+pub fn heuristic(g: &Geom, sm_count: usize) -> TileConfig {
+    let m = g.n * g.output_size();
+    let blocks = |c: &TileConfig| m.div_ceil(c.bm) * g.kg().div_ceil(c.bn) * g.groups;
+    let ladder = [CONFIGS[1], CONFIGS[3], CONFIGS[5]];
+    ladder
+        .into_iter()
+        .filter(|c| c.bn <= 64 || g.kg() > 64)
+        .find(|c| blocks(c) >= 2 * sm_count)
+        .unwrap_or(CONFIGS[5])
+}
+
+pub struct CudaConvIgemmTc;
+
+struct TcInvoker {
+    be: Arc<CudaBackend>,
+    kernel: Kernel,
+    geom: Geom,
+    cfg: TileConfig,
+    pair_store: bool,
+    problem: FusedProblem,
+    /// The CUDA-core kernel, built on first need for pointers the 16-byte copies cannot use.
+    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+}
+
+impl Solver for CudaConvIgemmTc {
+    fn name(&self) -> &'static str { "CudaConvImplicitGemmTensorCore" }
+    fn solution_id(&self) -> u64 { 104 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, _handle: &Handle) -> std::result::Result<(), String> {
+        let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+        if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
+            return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
+        }
+        if conv.direction != Direction::Forward {
+            return Err(format!("forward only (this is {:?})", conv.direction));
+        }
+        let g = Geom::of(conv);
+        if g.cg() % 8 != 0 {
+            return Err(format!("channels per group ({}) not a multiple of 8", g.cg()));
+        }
+        let aligned = |s: &[usize; 5]| s[1] == 1 && [s[0], s[2], s[3], s[4]].iter().all(|v| v % 8 == 0);
+        if !aligned(&g.x_strides) || !aligned(&g.w_strides) {
+            return Err("x and w must be channels-last with 16-byte aligned pixel rows".into());
+        }
+        let m = g.n * g.output_size();
+        let biggest = [g.n * g.x_strides[0], g.k * g.w_strides[0], m, g.kg() * g.cg() * g.filter_size()];
+        if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {
+            return Err("tensor too large for 32-bit tile indexing".into());
+        }
+        Ok(())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // About 300 TFLOP/s with mma.sync on a Hopper-class GPU.
+        problem.conv_problem().map(|c| 2.0 * c.macs() / 300e12 * 1e3 + 0.004).unwrap_or(f64::MAX)
+    }
+
+    fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(handle)?;
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tc: not a convolution"))?;
+        // CONFLUX_TC_TILE forces a configuration (for measuring the tuning space).
+        let cfg = match std::env::var("CONFLUX_TC_TILE") {
+            Ok(s) => TileConfig::parse(&s).ok_or_else(|| Error::bad_parm(format!("CONFLUX_TC_TILE={s}: not a known tile")))?,
+            Err(_) => heuristic(&Geom::of(conv), be.dev.sm_count() as usize),
+        };
+        self.build_with(problem, handle, cfg)
+    }
+}
+
+impl CudaConvIgemmTc {
+    /// Build with a given tile configuration (tuning and tests); `check` must have passed.
+    pub fn build_with(&self, problem: &FusedProblem, handle: &Handle, cfg: TileConfig) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(handle)?.clone();
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tc: not a convolution"))?;
+        let g = Geom::of(conv);
+        let ys = g.y_strides;
+        let pair_store = ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 2 == 0) && (g.kg() % 2 == 0 || g.groups == 1);
+        let mma = if conv.dtype() == DataType::Half { "\"f16\"" } else { "\"bf16\"" };
+        let mut defs = preamble::conv_geometry_defines(&g);
+        let tile = [("BM", cfg.bm), ("BN", cfg.bn), ("BK", cfg.bk), ("WM", cfg.wm), ("WN", cfg.wn), ("STAGES", cfg.stages)];
+        for (name, v) in tile.into_iter().chain([("MIN_BLOCKS", cfg.min_blocks()), ("PAIR_STORE", pair_store as usize)]) {
+            defs.push((name.to_string(), v.to_string()));
+        }
+        defs.push(("MMA_AB".into(), mma.into()));
+        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let kernel = be.module("conv_igemm_tc", &src)?.function("conv_fwd_igemm_tc")?;
+        kernel.reserve_dynamic_smem(&be.dev, cfg.smem_bytes() as u32)?;
+        Ok(Arc::new(TcInvoker { be, kernel, geom: g, cfg, pair_store, problem: problem.clone(), fallback: OnceLock::new() }))
+    }
+}
+
+impl TcInvoker {
+    /// The 16-byte copies need 16-byte aligned x and w; paired stores a 4-byte aligned y.
+    fn pointers_fit(&self, a: &RunArgs) -> bool {
+        a.x.0 % 16 == 0 && a.w.0 % 16 == 0 && (!self.pair_store || a.y.0 % 4 == 0)
+    }
+}
+
+impl Invoker for TcInvoker {
+    fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
+        if !self.pointers_fit(a) {
+            let inv = self.fallback.get_or_init(|| CudaConvIgemm.build(&self.problem, handle)).as_ref().map_err(Clone::clone)?;
+            return inv.run(handle, a);
+        }
+        let g = &self.geom;
+        let p = conv_run_params(g, &self.problem, a)?;
+        let m = g.n * g.output_size();
+        let grid = (m.div_ceil(self.cfg.bm) as u32, g.kg().div_ceil(self.cfg.bn) as u32, g.groups as u32);
+        if grid.1 > 65535 || grid.2 > 65535 {
+            return Err(Error::not_implemented("igemm-tc: too many channel tiles or groups for one launch"));
+        }
+        let (threads, smem) = (self.cfg.threads() as u32, self.cfg.smem_bytes() as u32);
+        // SAFETY: Params mirrors the kernel struct; pointers validated against the problem and
+        // checked for the alignment the kernel's vector accesses need.
+        timed(handle, &self.be, || unsafe { self.kernel.launch(&self.be.dev, grid, (threads, 1, 1), smem, &p) })
+    }
+}

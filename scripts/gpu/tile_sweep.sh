@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Time every tensor-core tile configuration on a problem list (run on the GPU machine from the
+# repository root): prints one CSV block per configuration and a per-problem best table.
+# Usage: bash .gpu/tile_sweep.sh LIST N DTYPE   (DTYPE f16 | bf16; layout NHWC)
+set -uo pipefail
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+list=$1; n=$2; dt=$3
+out=$(mktemp)
+for cfg in 128x128x32w64x32s4 128x128x64w64x32s3 128x64x32w64x32s4 128x64x64w64x32s3 64x128x32w32x64s4 64x64x64w32x32s4 256x64x32w64x32s4; do
+  CONFLUX_TC_TILE=$cfg .gpu/ex/bench_cba "$list" "$n" "$dt" nhwc 30 | sed "s/^/$cfg,/" >> "$out"
+done
+echo "==== default heuristic"
+.gpu/ex/bench_cba "$list" "$n" "$dt" nhwc 30 | sed "s/^/heuristic,/" | tee -a "$out"
+echo "==== per problem: time (us) per tile, best marked"
+python3 - "$out" <<'PY'
+import sys, collections
+t = collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    f = line.strip().split(",")
+    if len(f) > 6: t[f[1]][f[0]] = float(f[6])
+for prob, row in t.items():
+    best = min(v for k, v in row.items() if k != "heuristic")
+    cells = " ".join(f"{k}={v:.1f}{'*' if v == best else ''}" for k, v in row.items())
+    print(f"{prob:24s} {cells}  heuristic/best={row.get('heuristic', float('nan'))/best:.2f}")
+PY
