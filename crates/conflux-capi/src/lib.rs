@@ -19,6 +19,7 @@ pub mod guard;
 pub mod handle;
 pub mod tensor;
 pub mod conv;
+pub mod conv_run;
 pub mod activation;
 pub mod batchnorm;
 pub mod fusion;

@@ -69,10 +69,21 @@ fn build(src: &Path, name: &str) -> PathBuf {
     exe
 }
 
+/// A command for a built C program. `cargo test` puts its own library directories on
+/// LD_LIBRARY_PATH, which outranks the rpath and may hold an older libMIOpen.so from
+/// `cargo build`; the program must load the one it was linked against.
+fn program(exe: &Path) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.env("LD_LIBRARY_PATH", lib_dir());
+    // Find records go to a cache of the test run, not the user's.
+    cmd.env("CONFLUX_CACHE_DIR", out_dir().join("cache"));
+    cmd
+}
+
 /// Build and run `tests/c/<name>.c` on the CPU backend.
 fn run_c(name: &str) {
     let exe = build(&crate_dir().join("tests/c").join(format!("{name}.c")), name);
-    let text = run_checked(Command::new(&exe).env("CONFLUX_DEVICE", "cpu"), name);
+    let text = run_checked(program(&exe).env("CONFLUX_DEVICE", "cpu"), name);
     assert!(text.contains(&format!("{name}: ok")), "{name} did not report ok:\n{text}");
 }
 
@@ -132,7 +143,7 @@ fn every_header_function_is_exported() {
     let path = out_dir().join("exports.c");
     std::fs::write(&path, src).unwrap();
     let exe = build(&path, "exports");
-    let text = run_checked(&mut Command::new(&exe), "exports");
+    let text = run_checked(&mut program(&exe), "exports");
     assert!(text.contains(&format!("exports: {} ok", names.len())), "{text}");
 }
 
@@ -154,4 +165,24 @@ fn header_compiles_as_c99_and_cxx() {
             "header as C++",
         );
     }
+}
+
+#[test]
+fn c_conv_find_forward_bias_and_cba() {
+    run_c("conv_find_forward");
+}
+
+#[test]
+fn c_conv_immediate_mode() {
+    run_c("conv_immediate");
+}
+
+#[test]
+fn c_conv_backward_data_and_weights() {
+    run_c("conv_backward");
+}
+
+#[test]
+fn c_conv_transpose() {
+    run_c("conv_transpose");
 }
