@@ -22,6 +22,7 @@ pub struct OpObj {
 /// their addresses stay valid while ops are added); they die with it.
 pub struct PlanObj {
     plan: FusionPlan,
+    #[allow(clippy::vec_box)] // the boxes keep op handles at fixed addresses as the Vec grows
     ops: Vec<Box<OpObj>>,
 }
 
