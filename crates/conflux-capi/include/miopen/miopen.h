@@ -115,10 +115,10 @@ MIOPEN_EXPORT miopenStatus_t miopenSetAllocator(miopenHandle_t handle,
                                                 miopenDeallocatorFunction deallocator,
                                                 void* allocatorContext);
 
-/* Milliseconds of the last operation run with profiling on (0.0 before any). */
+/* Milliseconds of the last GPU operation run with profiling on (0.0 before any). */
 MIOPEN_EXPORT miopenStatus_t miopenGetKernelTime(miopenHandle_t handle, float* time);
 
-/* Time every operation with events (CUDA) or a wall clock (CPU). */
+/* Time every GPU launch with CUDA events (CPU handles keep reporting 0.0). */
 MIOPEN_EXPORT miopenStatus_t miopenEnableProfiling(miopenHandle_t handle, bool enable);
 
 /* ======================================================================================
@@ -1153,8 +1153,10 @@ MIOPEN_EXPORT miopenStatus_t miopenExecuteFusionPlan(const miopenHandle_t handle
                                                      void* output,
                                                      miopenOperatorArgs_t args);
 
-/* y = act(alpha1 * conv(x, w) + alpha2 * z + bias) in one call (alpha NULL = 1). z may be
- * NULL (no residual). MIOpen accepts only RELU; conflux fuses any activation mode. */
+/* y = act(alpha1 * conv(x, w) + alpha2 * z + bias) in one call (alpha NULL = 1). z or bias
+ * NULL drops that term (its descriptor may then be NULL too). MIOpen accepts only RELU;
+ * conflux fuses any activation mode. `algo` must have a fused solver (else UnsupportedOp);
+ * the workspace is accepted and unused (a NULL pointer with a size > 0 is BadParm). */
 MIOPEN_EXPORT miopenStatus_t
 miopenConvolutionBiasActivationForward(miopenHandle_t handle,
                                        const void* alpha1,
