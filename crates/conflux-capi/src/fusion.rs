@@ -30,6 +30,13 @@ pub type MiopenPlan = *mut PlanObj;
 pub type MiopenOp = *mut OpObj;
 pub type MiopenArgs = *mut OpArgs;
 
+/// Shared access for the calls that only read the plan: Execute may run on several threads
+/// at once, so it must never form a `&mut`.
+unsafe fn plan<'a>(p: MiopenPlan) -> Result<&'a PlanObj> {
+    obj(p, "fusion plan")
+}
+
+/// Exclusive access for the calls that change the plan (the caller's duty, as in MIOpen).
 unsafe fn plan_mut<'a>(p: MiopenPlan) -> Result<&'a mut PlanObj> {
     obj_mut(p, "fusion plan")
 }
@@ -41,7 +48,7 @@ unsafe fn add_op(p: MiopenPlan, out: *mut MiopenOp, add: impl FnOnce(&mut Fusion
     let slot = obj_mut(out, "op descriptor pointer")?;
     let index = add(&mut po.plan)?;
     po.ops.push(Box::new(OpObj { index, kind: po.plan.ops()[index].kind.clone() }));
-    *slot = &mut **po.ops.last_mut().unwrap() as *mut OpObj;
+    *slot = &**po.ops.last().unwrap() as *const OpObj as *mut OpObj;
     Ok(())
 }
 
@@ -88,10 +95,11 @@ pub unsafe extern "C" fn miopenCompileFusionPlan(h: MiopenHandle, fuse_plan_desc
 #[no_mangle]
 pub unsafe extern "C" fn miopenFusionPlanGetOp(fuse_plan_desc: MiopenPlan, op_idx: i32, op: *mut MiopenOp) -> CStatus {
     guard("miopenFusionPlanGetOp", || {
-        let po = plan_mut(fuse_plan_desc)?;
+        let po = plan(fuse_plan_desc)?;
         let slot = obj_mut(op, "op descriptor pointer")?;
         po.plan.op(op_idx as i64)?;
-        *slot = &mut *po.ops[op_idx as usize] as *mut OpObj;
+        // Op handles are only ever read through; the *mut is the C type's.
+        *slot = &*po.ops[op_idx as usize] as *const OpObj as *mut OpObj;
         Ok(())
     })
 }
@@ -101,7 +109,7 @@ pub unsafe extern "C" fn miopenFusionPlanGetOp(fuse_plan_desc: MiopenPlan, op_id
 pub unsafe extern "C" fn miopenFusionPlanGetWorkSpaceSize(h: MiopenHandle, fuse_plan_desc: MiopenPlan, work_space_size: *mut usize, _algo: i32) -> CStatus {
     guard("miopenFusionPlanGetWorkSpaceSize", || {
         let h = handle(h)?;
-        let po = plan_mut(fuse_plan_desc)?;
+        let po = plan(fuse_plan_desc)?;
         let out = obj_mut(work_space_size, "workSpaceSize output")?;
         *out = po.plan.workspace_size(h)?;
         Ok(())
@@ -118,7 +126,7 @@ pub unsafe extern "C" fn miopenFusionPlanConvolutionGetAlgo(
     returned_algos: *mut i32,
 ) -> CStatus {
     guard("miopenFusionPlanConvolutionGetAlgo", || {
-        plan_mut(fuse_plan_desc)?;
+        plan(fuse_plan_desc)?;
         let count = obj_mut(returned_algo_count, "returnedAlgoCount output")?;
         let mut algos: Vec<ConvAlgorithm> = Vec::new();
         for s in registry() {
@@ -380,7 +388,7 @@ pub unsafe extern "C" fn miopenExecuteFusionPlan(
 ) -> CStatus {
     guard("miopenExecuteFusionPlan", || {
         let h = handle(h)?;
-        let po = plan_mut(fuse_plan_desc)?;
+        let po = plan(fuse_plan_desc)?;
         let a = obj(args, "operator args")?;
         let (xd, yd) = (desc(input_desc, "inputDesc")?, desc(output_desc, "outputDesc")?);
         po.plan.execute(h, xd, dev(input), yd, DevPtr::from_mut(output), a)
