@@ -548,3 +548,14 @@ device_tests!(bn_backward_with_activation_backward, |h: &Handle| {
         }
     }
 });
+
+device_tests!(na_batch_chunk_boundaries, |h: &Handle| {
+    // The NCHW chain kernel walks the batch in chunks of 4 (16 with per-element BN
+    // parameters): a batch of 37 ends inside a chunk of either size.
+    for dt in [DataType::Float, DataType::Half, DataType::BFloat16] {
+        for mode in [BnMode::Spatial, BnMode::PerActivation] {
+            let xd = desc(dt, &[37, 3, 4, 4], Lay::Packed);
+            run_chain(h, &xd, &[Pw::Bn(mode, DataType::Float), Pw::Act(ActivationMode::Relu)], 4242);
+        }
+    }
+});

@@ -11,7 +11,7 @@ use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{grid_for, timed, CudaBackend};
 use crate::conv::shape5;
 use crate::error::{Error, Result};
-use crate::fusion::{FusedKind, FusedProblem};
+use crate::fusion::{EpiOp, FusedKind, FusedProblem};
 use crate::handle::{DeviceKind, Handle};
 use crate::tensor::TensorDesc;
 use crate::types::{ActivationMode, BnMode, ConvAlgorithm};
@@ -50,6 +50,13 @@ fn chain_path(x: &TensorDesc, y: &TensorDesc) -> Path {
     Path::Generic
 }
 
+/// Images per thread in the NCHW chain kernel: per-element BN parameters (as many as one
+/// image's elements) are worth sharing over more images than per-channel ones.
+fn nchunk(ops: &[EpiOp]) -> usize {
+    let per_element = ops.iter().any(|op| matches!(op, EpiOp::BnInference { mode: BnMode::PerActivation, .. }));
+    if per_element { 16 } else { 4 }
+}
+
 struct PwInvoker {
     be: Arc<CudaBackend>,
     module: Arc<Module>,
@@ -82,7 +89,7 @@ impl Solver for CudaPointwise {
                     Path::Nchw(v) => v,
                     _ => 16,
                 };
-                let defs = [("CONFLUX_VEC_BYTES", vec.to_string())];
+                let defs = [("CONFLUX_VEC_BYTES", vec.to_string()), ("CONFLUX_NCHUNK", nchunk(ops).to_string())];
                 (preamble::source(dt, ops, &Extra { act: None, defines: &defs }, POINTWISE)?, path)
             }
             FusedKind::ActivationBackward { mode, .. } => {
@@ -139,14 +146,13 @@ impl Invoker for PwInvoker {
                 let count = x.element_count() as u64;
                 let (name, total) = match self.path {
                     // One thread per (c, vector); the batch is walked inside the kernel.
-                    Path::Nchw(v) if a.x.0 % v as u64 == 0 && a.y.0 % v as u64 == 0 && x.n().div_ceil(4) <= 65535 => {
+                    Path::Nchw(v) if a.x.0 % v as u64 == 0 && a.y.0 % v as u64 == 0 && x.n().div_ceil(nchunk(ops)) <= 65535 => {
                         ("pw_chain_nchw", count / x.n() as u64 / (v / x.dtype().size()) as u64)
                     }
                     Path::Nhwc if a.x.0 % 16 == 0 && a.y.0 % 16 == 0 => ("pw_chain_nhwc", count / (16 / x.dtype().size()) as u64),
                     _ => ("pw_chain_generic", count),
                 };
-                // Batch chunks of the NCHW kernel (NCHUNK = 4 in pointwise.cu).
-                let grid_y = if name == "pw_chain_nchw" { x.n().div_ceil(4) as u32 } else { 1 };
+                let grid_y = if name == "pw_chain_nchw" { x.n().div_ceil(nchunk(ops)) as u32 } else { 1 };
                 timed(handle, &self.be, || self.launch_y(name, total, false, grid_y, &p))
             }
             FusedKind::ActivationBackward { dy, dx, mode } => {

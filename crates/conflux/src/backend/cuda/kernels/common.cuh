@@ -100,10 +100,30 @@ __device__ __forceinline__ float actb_clippedrelu(float dy, float x, float, floa
 __device__ __forceinline__ float actb_leakyrelu(float dy, float x, float, float a, float, float) { return x > 0.f ? dy : dy * a; }
 __device__ __forceinline__ float actb_elu(float dy, float x, float y, float a, float, float) { return x > 0.f ? dy : dy * (y + a); }
 
+// Loads of operator parameters (bias, BN statistics), which no kernel writes: a non-volatile
+// asm through the read-only path is a pure function of its address, so the compiler may
+// hoist it out of loops over the batch even though the loop stores to y.
+template <class TP> __device__ __forceinline__ float ldp(const void* p, i64 i);
+template <> __device__ __forceinline__ float ldp<float>(const void* p, i64 i) {
+    float r;
+    asm("ld.global.nc.f32 %0, [%1];" : "=f"(r) : "l"((const float*)p + i));
+    return r;
+}
+template <> __device__ __forceinline__ float ldp<h16>(const void* p, i64 i) {
+    h16 r;
+    asm("ld.global.nc.u16 %0, [%1];" : "=h"(r.u) : "l"((const h16*)p + i));
+    return to_f(r);
+}
+template <> __device__ __forceinline__ float ldp<b16>(const void* p, i64 i) {
+    b16 r;
+    asm("ld.global.nc.u16 %0, [%1];" : "=h"(r.u) : "l"((const b16*)p + i));
+    return to_f(r);
+}
+
 // Epilogue building blocks, called by the generated `conflux_epilogue`.
-template <class TP> __device__ __forceinline__ float epi_bias(float v, const EpiArg& e, int c) { return v + ld<TP>(e.p[0], c); }
+template <class TP> __device__ __forceinline__ float epi_bias(float v, const EpiArg& e, int c) { return v + ldp<TP>(e.p[0], c); }
 template <class TP> __device__ __forceinline__ float epi_bn(float v, const EpiArg& e, i64 j) {
-    float g = ld<TP>(e.p[0], j), b = ld<TP>(e.p[1], j), m = ld<TP>(e.p[2], j), var = ld<TP>(e.p[3], j);
+    float g = ldp<TP>(e.p[0], j), b = ldp<TP>(e.p[1], j), m = ldp<TP>(e.p[2], j), var = ldp<TP>(e.p[3], j);
     // rsqrtf (one special-function op, ~2 ulp) instead of sqrt + divide: per-activation BN
     // on 16-bit data is otherwise bound by this arithmetic, not by memory.
     return (v - m) * (g * rsqrtf(fabsf(var + e.f[0]))) + b;

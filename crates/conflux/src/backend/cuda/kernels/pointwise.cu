@@ -29,9 +29,12 @@ extern "C" __global__ void pw_chain_generic(const Params p) {
 // Packed NCHW-family: each plane (n, c) holds sp_size contiguous elements and sp_size is a
 // multiple of VEC (the preamble picks the widest vector, up to 16 bytes, that divides the
 // plane). A thread owns one (c, vector) position and walks NCHUNK images of the batch
-// (blockIdx.y picks the chunk), so parameters are re-read from L1 rather than L2 while
-// enough threads stay in flight.
-#define NCHUNK 4
+// (blockIdx.y picks the chunk), so parameter loads (hoisted, see `ldp`) are shared by NCHUNK
+// images while enough threads stay in flight. The solver sets NCHUNK (16 when per-element
+// parameters are read, else 4).
+#ifndef CONFLUX_NCHUNK
+#define CONFLUX_NCHUNK 4
+#endif
 extern "C" __global__ void pw_chain_nchw(const Params p) {
     const int H = p.in[1], W = p.in[2];
     const unsigned sp_size = p.in[0] * H * W;
@@ -42,9 +45,9 @@ extern "C" __global__ void pw_chain_nchw(const Params p) {
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
         const int c = i / vec_per_plane;
         const int sp0 = (i - c * vec_per_plane) * VEC;
-        const int n_end = min(p.n, (int)(blockIdx.y + 1) * NCHUNK);
+        const int n_end = min(p.n, (int)(blockIdx.y + 1) * CONFLUX_NCHUNK);
 #pragma unroll
-        for (int n = blockIdx.y * NCHUNK; n < n_end; ++n) {
+        for (int n = blockIdx.y * CONFLUX_NCHUNK; n < n_end; ++n) {
             const size_t at = (size_t)n * items + i;
             Vec16 a = x[at], b;
 #pragma unroll
