@@ -198,6 +198,12 @@ impl Handle {
         Ok(inv)
     }
 
+    /// Cache `inv` as the invoker of `solver` for `problem`, replacing any earlier one (after
+    /// tuning picked a configuration other than the one built first).
+    pub fn replace_invoker(&self, problem: &FusedProblem, solver: &'static dyn Solver, inv: Arc<dyn Invoker>) {
+        self.invokers.lock().unwrap().insert((problem.key(), solver.name()), inv);
+    }
+
     /// The cached invoker of `solver` for `problem`, if one was built.
     pub fn cached_invoker(&self, problem: &FusedProblem, solver: &'static dyn Solver) -> Option<Arc<dyn Invoker>> {
         self.invokers.lock().unwrap().get(&(problem.key(), solver.name())).cloned()

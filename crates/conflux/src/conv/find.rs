@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::fusion::FusedProblem;
 use crate::handle::Handle;
 use crate::memory::DevPtr;
-use crate::solver::{applicable, Invoker, RunArgs};
+use crate::solver::{applicable, perf_db, Invoker, RunArgs, Solver};
 use crate::tensor::TensorDesc;
 use crate::types::ConvAlgorithm;
 use crate::ensure;
@@ -28,8 +28,8 @@ pub struct ConvPerf {
     pub workspace_bytes: usize,
 }
 
-/// Timed runs per solver after one warm-up run (exhaustive search measures longer; conflux's
-/// solvers have no tunable parameters yet).
+/// Timed runs per solver after one warm-up run (exhaustive search measures longer and also
+/// tunes solvers that have a configuration space).
 fn reps(exhaustive: bool, warmup_ms: f32) -> usize {
     if warmup_ms > 250.0 {
         1
@@ -68,12 +68,18 @@ pub(crate) fn time_solvers(
             reasons.push(format!("{}: needs {need} workspace bytes, {ws_bytes} given", s.name()));
             continue;
         }
-        let measure = || -> Result<f32> {
-            let inv = handle.invoker(problem, s)?;
-            let warm = handle.measure_ms(|| run(inv.as_ref()))?;
-            let mut t: Vec<f32> = (0..reps(exhaustive, warm)).map(|_| handle.measure_ms(|| run(inv.as_ref()))).collect::<Result<_>>()?;
+        let time_one = |inv: &dyn Invoker| -> Result<f32> {
+            let warm = handle.measure_ms(|| run(inv))?;
+            let mut t: Vec<f32> = (0..reps(exhaustive, warm)).map(|_| handle.measure_ms(|| run(inv))).collect::<Result<_>>()?;
             t.sort_by(f32::total_cmp);
             Ok(t[t.len() / 2])
+        };
+        let space = if exhaustive { s.tuning_space(problem) } else { Vec::new() };
+        let measure = || -> Result<f32> {
+            if space.is_empty() {
+                return time_one(handle.invoker(problem, s)?.as_ref());
+            }
+            tune(handle, problem, s, &space, &time_one)
         };
         match measure() {
             Ok(ms) => timed.push((FindEntry { solver: s.name(), solution_id: s.solution_id(), algorithm: s.algorithm(), time_ms: ms, workspace_bytes: need }, s)),
@@ -89,6 +95,35 @@ pub(crate) fn time_solvers(
         run(handle.invoker(problem, timed[0].1)?.as_ref())?;
     }
     Ok(timed.into_iter().map(|(e, _)| e).collect())
+}
+
+/// Exhaustive search over a tunable solver's configurations: time each, keep the fastest as
+/// the handle's invoker and in the perf-db. Progress goes to `tracing` (target
+/// `conflux::tuning`); a configuration that fails to build or run is skipped.
+fn tune(
+    handle: &Handle,
+    problem: &FusedProblem,
+    s: &'static dyn Solver,
+    space: &[String],
+    time_one: &dyn Fn(&dyn Invoker) -> Result<f32>,
+) -> Result<f32> {
+    let mut best: Option<(f32, &str, std::sync::Arc<dyn Invoker>)> = None;
+    for (i, config) in space.iter().enumerate() {
+        let result = s.build_config(problem, handle, config).and_then(|inv| Ok((time_one(inv.as_ref())?, inv)));
+        match result {
+            Ok((ms, inv)) => {
+                tracing::info!(target: "conflux::tuning", solver = s.name(), config, ms, step = i + 1, of = space.len(), "tuned");
+                if best.as_ref().is_none_or(|b| ms < b.0) {
+                    best = Some((ms, config, inv));
+                }
+            }
+            Err(e) => tracing::warn!(target: "conflux::tuning", solver = s.name(), config, error = %e, "configuration skipped"),
+        }
+    }
+    let (ms, config, inv) = best.ok_or_else(|| crate::Error::unknown(format!("{}: no configuration could run", s.name())))?;
+    handle.replace_invoker(problem, s, inv);
+    perf_db::store(handle, s.name(), &problem.key(), config);
+    Ok(ms)
 }
 
 /// Find on a bound convolution.

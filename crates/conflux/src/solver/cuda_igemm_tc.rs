@@ -5,7 +5,7 @@
 
 use super::cuda_direct::{conv_run_params, cuda_of};
 use super::cuda_igemm::CudaConvIgemm;
-use super::{Invoker, RunArgs, Solver};
+use super::{perf_db, Invoker, RunArgs, Solver};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{timed, CudaBackend};
@@ -121,11 +121,23 @@ impl Solver for CudaConvIgemmTc {
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(handle)?;
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tc: not a convolution"))?;
-        // CONFLUX_TC_TILE forces a configuration (for measuring the tuning space).
+        // CONFLUX_TC_TILE forces a configuration (for measuring the tuning space); else the
+        // tuned one from the perf-db; else the heuristic.
         let cfg = match std::env::var("CONFLUX_TC_TILE") {
             Ok(s) => TileConfig::parse(&s).ok_or_else(|| Error::bad_parm(format!("CONFLUX_TC_TILE={s}: not a known tile")))?,
-            Err(_) => heuristic(&Geom::of(conv), be.dev.sm_count() as usize),
+            Err(_) => perf_db::lookup(handle, self.name(), &problem.key())
+                .and_then(|label| TileConfig::parse(&label))
+                .unwrap_or_else(|| heuristic(&Geom::of(conv), be.dev.sm_count() as usize)),
         };
+        self.build_with(problem, handle, cfg)
+    }
+
+    fn tuning_space(&self, _problem: &FusedProblem) -> Vec<String> {
+        CONFIGS.iter().map(TileConfig::label).collect()
+    }
+
+    fn build_config(&self, problem: &FusedProblem, handle: &Handle, config: &str) -> Result<Arc<dyn Invoker>> {
+        let cfg = TileConfig::parse(config).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {config}", self.name())))?;
         self.build_with(problem, handle, cfg)
     }
 }

@@ -13,6 +13,7 @@ pub mod cuda_igemm;
 pub mod cuda_igemm_tc;
 pub mod cuda_pointwise;
 pub(crate) mod op_args;
+pub mod perf_db;
 
 pub use registry::{applicable, find_by_id, find_by_name, registry, select_first, SolverInfo};
 
@@ -62,5 +63,12 @@ pub trait Solver: Send + Sync {
     /// A rough time estimate in ms, used to order immediate-mode solutions without Find.
     fn estimate_ms(&self, problem: &FusedProblem) -> f64;
     /// Build the invoker (compiles kernels on GPU backends). Only called after `check` passed.
+    /// Tunable solvers use their perf-db entry when there is one, else their heuristic.
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>>;
+    /// Labels of the configurations an exhaustive Find may time (empty: not tunable).
+    fn tuning_space(&self, _problem: &FusedProblem) -> Vec<String> { Vec::new() }
+    /// Build with one configuration of `tuning_space`.
+    fn build_config(&self, problem: &FusedProblem, handle: &Handle, _config: &str) -> Result<Arc<dyn Invoker>> {
+        self.build(problem, handle)
+    }
 }
