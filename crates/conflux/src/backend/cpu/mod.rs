@@ -4,4 +4,5 @@ pub mod access;
 pub mod bn;
 pub mod conv_naive;
 pub mod epilogue;
+pub mod gemm;
 pub mod pointwise;
