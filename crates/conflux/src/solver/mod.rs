@@ -6,6 +6,9 @@
 //! applicable one, Find times all applicable ones.
 
 mod registry;
+pub(crate) mod cpu_conv;
+pub mod cpu_gemm;
+pub mod cpu_igemm;
 pub mod cpu_naive;
 pub mod cpu_pointwise;
 pub mod cuda_direct;

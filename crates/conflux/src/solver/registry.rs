@@ -2,6 +2,8 @@
 //! solver, so faster specialised solvers come first and the always-applicable naive ones last.
 //! Ids are literal and never reused; append new solution ids, never renumber.
 
+use super::cpu_gemm::CpuGemm;
+use super::cpu_igemm::CpuImplicitGemm;
 use super::cpu_naive::CpuNaive;
 use super::cpu_pointwise::CpuPointwise;
 use super::cuda_direct::CudaConvDirect;
@@ -12,6 +14,8 @@ use crate::fusion::FusedProblem;
 use crate::handle::Handle;
 
 static CPU_POINTWISE: CpuPointwise = CpuPointwise;
+static CPU_IGEMM: CpuImplicitGemm = CpuImplicitGemm;
+static CPU_GEMM: CpuGemm = CpuGemm;
 static CPU_NAIVE: CpuNaive = CpuNaive;
 static CUDA_POINTWISE: CudaPointwise = CudaPointwise;
 static CUDA_DIRECT: CudaConvDirect = CudaConvDirect;
@@ -19,7 +23,7 @@ static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
 pub fn registry() -> &'static [&'static dyn Solver] {
-    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM, &CUDA_DIRECT];
+    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_IGEMM, &CPU_GEMM, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM, &CUDA_DIRECT];
     LIST
 }
 

@@ -2,7 +2,11 @@
 
 pub mod access;
 pub mod bn;
+pub mod conv_gemm;
+pub mod conv_gemm_bwd;
 pub mod conv_naive;
+pub mod conv_out;
 pub mod epilogue;
 pub mod gemm;
+pub mod im2col;
 pub mod pointwise;

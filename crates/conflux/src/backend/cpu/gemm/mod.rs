@@ -25,10 +25,10 @@ pub trait Panels: Sync {
     fn pack(&self, outer: Range<usize>, inner: Range<usize>, w: usize, dst: &mut [f32]);
 }
 
-/// Receives each finished C block (the full K sum) as f32, row-major with row stride `ld`.
-/// Blocks never overlap, and each is delivered exactly once.
+/// Receives each finished C block (the full K sum) as f32, row-major with row stride `ld`
+/// (the sink may scribble on it). Blocks never overlap, and each is delivered exactly once.
 pub trait Sink: Sync {
-    fn store(&self, rows: Range<usize>, cols: Range<usize>, c: &[f32], ld: usize);
+    fn store(&self, rows: Range<usize>, cols: Range<usize>, c: &mut [f32], ld: usize);
 }
 
 /// An operand given element by element: `f(outer, inner)`.
@@ -242,7 +242,7 @@ impl DenseSink {
 }
 
 impl Sink for DenseSink {
-    fn store(&self, rows: Range<usize>, cols: Range<usize>, c: &[f32], ld: usize) {
+    fn store(&self, rows: Range<usize>, cols: Range<usize>, c: &mut [f32], ld: usize) {
         for (ri, r) in rows.enumerate() {
             let src = &c[ri * ld..ri * ld + cols.len()];
             // SAFETY: see `new`; blocks are disjoint.
