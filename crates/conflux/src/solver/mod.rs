@@ -7,6 +7,7 @@
 
 mod registry;
 pub(crate) mod cpu_conv;
+pub mod cpu_direct;
 pub mod cpu_gemm;
 pub mod cpu_igemm;
 pub mod cpu_naive;

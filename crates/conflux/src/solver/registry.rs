@@ -2,6 +2,7 @@
 //! solver, so faster specialised solvers come first and the always-applicable naive ones last.
 //! Ids are literal and never reused; append new solution ids, never renumber.
 
+use super::cpu_direct::CpuDirect;
 use super::cpu_gemm::CpuGemm;
 use super::cpu_igemm::CpuImplicitGemm;
 use super::cpu_naive::CpuNaive;
@@ -14,6 +15,7 @@ use crate::fusion::FusedProblem;
 use crate::handle::Handle;
 
 static CPU_POINTWISE: CpuPointwise = CpuPointwise;
+static CPU_DIRECT: CpuDirect = CpuDirect;
 static CPU_IGEMM: CpuImplicitGemm = CpuImplicitGemm;
 static CPU_GEMM: CpuGemm = CpuGemm;
 static CPU_NAIVE: CpuNaive = CpuNaive;
@@ -23,7 +25,7 @@ static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
 pub fn registry() -> &'static [&'static dyn Solver] {
-    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_IGEMM, &CPU_GEMM, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM, &CUDA_DIRECT];
+    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM, &CUDA_DIRECT];
     LIST
 }
 

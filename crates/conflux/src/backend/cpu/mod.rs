@@ -4,6 +4,7 @@ pub mod access;
 pub mod bn;
 pub mod conv_gemm;
 pub mod conv_gemm_bwd;
+pub mod conv_direct;
 pub mod conv_naive;
 pub mod conv_out;
 pub mod epilogue;
