@@ -12,6 +12,7 @@ pub mod cpu_gemm;
 pub mod cpu_igemm;
 pub mod cpu_naive;
 pub mod cpu_pointwise;
+pub mod cpu_winograd;
 pub mod cuda_direct;
 pub mod cuda_igemm;
 pub mod cuda_pointwise;

@@ -7,6 +7,7 @@ use super::cpu_gemm::CpuGemm;
 use super::cpu_igemm::CpuImplicitGemm;
 use super::cpu_naive::CpuNaive;
 use super::cpu_pointwise::CpuPointwise;
+use super::cpu_winograd::CpuWinograd;
 use super::cuda_direct::CudaConvDirect;
 use super::cuda_igemm::CudaConvIgemm;
 use super::cuda_pointwise::CudaPointwise;
@@ -15,6 +16,7 @@ use crate::fusion::FusedProblem;
 use crate::handle::Handle;
 
 static CPU_POINTWISE: CpuPointwise = CpuPointwise;
+static CPU_WINOGRAD: CpuWinograd = CpuWinograd;
 static CPU_DIRECT: CpuDirect = CpuDirect;
 static CPU_IGEMM: CpuImplicitGemm = CpuImplicitGemm;
 static CPU_GEMM: CpuGemm = CpuGemm;
@@ -25,7 +27,7 @@ static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
 pub fn registry() -> &'static [&'static dyn Solver] {
-    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM, &CUDA_DIRECT];
+    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_WINOGRAD, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM, &CUDA_DIRECT];
     LIST
 }
 

@@ -70,6 +70,9 @@ impl<'a> Im2col<'a> {
         let (lo, hi) = (lo as usize, hi as usize);
         dst[..lo].fill(0.0);
         dst[hi..].fill(0.0);
+        if lo == hi {
+            return;
+        }
         let first = (iw0 + lo as isize * s) as usize;
         if self.dt == DataType::Float && s == 1 && xs[4] == 1 {
             // SAFETY: positions first..first + (hi − lo) lie inside the validated input.

@@ -11,3 +11,4 @@ pub mod epilogue;
 pub mod gemm;
 pub mod im2col;
 pub mod pointwise;
+pub mod winograd;
