@@ -219,7 +219,8 @@ fn fused_bias_relu_per_algorithm() {
     // conv + bias + ReLU through a fusion plan restricted to each algorithm; the plan must
     // pick the new solver, and the epilogue runs on its tiles.
     let h = Handle::cpu();
-    let cases: [(ConvAlgorithm, &str, [usize; 4], [usize; 4], i64); 4] = [
+    type Case = (ConvAlgorithm, &'static str, [usize; 4], [usize; 4], i64);
+    let cases: [Case; 4] = [
         (ConvAlgorithm::Winograd, "CpuConvWinogradF2x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),

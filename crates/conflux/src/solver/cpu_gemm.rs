@@ -73,7 +73,7 @@ impl Invoker for GemmInvoker {
                 let need = fwd_ws_elems(&self.problem);
                 if need == 0 {
                     conv_gemm::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi, conv_gemm::FwdB::Implicit);
-                } else if a.workspace_bytes >= 4 * need && !a.workspace.is_null() && a.workspace.0 % 4 == 0 {
+                } else if a.workspace_bytes >= 4 * need && !a.workspace.is_null() && a.workspace.0.is_multiple_of(4) {
                     // SAFETY: the caller hands over `workspace_bytes` writable bytes for this run.
                     let ws = unsafe { std::slice::from_raw_parts_mut(a.workspace.0 as *mut f32, need) };
                     conv_gemm::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi, conv_gemm::FwdB::Im2col(ws));

@@ -26,8 +26,12 @@ static CUDA_DIRECT: CudaConvDirect = CudaConvDirect;
 static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
+/// CPU: Direct only takes short reductions (depthwise / few channels); implicit GEMM needs no
+/// workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured 2–3× slower than
+/// the GEMM solvers on the ResNet 3×3 layers (2026-11-21), so it comes after them until its
+/// transforms are vectorized.
 pub fn registry() -> &'static [&'static dyn Solver] {
-    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_WINOGRAD, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM, &CUDA_DIRECT];
+    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM, &CUDA_DIRECT];
     LIST
 }
 

@@ -14,6 +14,7 @@ use crate::types::DataType;
 use rayon::prelude::*;
 
 /// Extents of the zero-padded input that covers every tap of every output.
+#[allow(clippy::needless_range_loop)] // three parallel per-dimension arrays
 fn padded(g: &Geom) -> [usize; 3] {
     let mut p = [0; 3];
     for d in 0..3 {

@@ -7,7 +7,8 @@ use super::access::load;
 use super::conv_naive::ConvPtrs;
 use super::conv_out::{spatial_offsets, OutTensor};
 use super::epilogue::CpuEpilogue;
-use super::gemm::{gemm, Dense, Elem, Sink};
+use super::gemm::{gemm, Dense, Panels, Sink};
+use crate::types::DataType;
 use super::im2col::Im2col;
 use crate::conv::Geom;
 use rayon::prelude::*;
@@ -39,6 +40,45 @@ pub fn weight_kk_offsets(g: &Geom) -> Vec<usize> {
         }
     }
     v
+}
+
+/// The weights of one group as the GEMM's A (rows = filters, inner = kk). Packed filter by
+/// filter, so reads follow the filter's memory (contiguous for KCRS weights) and the strided
+/// writes stay inside one L1-resident panel; packing A element-major was a third of a 1×1
+/// layer's time.
+pub struct WeightsA<'a> {
+    pub p: ConvPtrs,
+    pub row0: usize,
+    pub ws0: usize,
+    pub kk_off: &'a [usize],
+}
+
+impl Panels for WeightsA<'_> {
+    fn pack(&self, outer: Range<usize>, inner: Range<usize>, w: usize, dst: &mut [f32]) {
+        let kb = inner.len();
+        let dense = self.p.dt == DataType::Float && self.kk_off[inner.clone()].iter().enumerate().all(|(i, &o)| o == self.kk_off[inner.start] + i);
+        for (q, o0) in outer.clone().step_by(w).enumerate() {
+            let panel = &mut dst[q * w * kb..(q + 1) * w * kb];
+            let live = w.min(outer.end - o0);
+            for t in 0..w {
+                if t >= live {
+                    (0..kb).for_each(|pi| panel[pi * w + t] = 0.0);
+                    continue;
+                }
+                let base = (self.row0 + o0 + t) * self.ws0;
+                if dense {
+                    // SAFETY: kb consecutive weights of filter row0 + o0 + t.
+                    let src = unsafe { std::slice::from_raw_parts((self.p.w as *const f32).add(base + self.kk_off[inner.start]), kb) };
+                    src.iter().enumerate().for_each(|(pi, v)| panel[pi * w + t] = *v);
+                } else {
+                    for (pi, kk) in inner.clone().enumerate() {
+                        // SAFETY: a weight element.
+                        panel[pi * w + t] = unsafe { load(self.p.dt, self.p.w, base + self.kk_off[kk]) };
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// GEMM sink for one group: rows are output channels in the group, columns (n, p) from n0.
@@ -74,10 +114,7 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue, 
     let sp_off = spatial_offsets(g.output, g.y_strides);
     let kk_off = weight_kk_offsets(g);
     for group in 0..g.groups {
-        let a = Elem(|m: usize, kk: usize| {
-            // SAFETY: (group·kg + m, kk) is a weight element.
-            unsafe { load(p.dt, p.w, (group * kg + m) * g.w_strides[0] + kk_off[kk]) }
-        });
+        let a = WeightsA { p, row0: group * kg, ws0: g.w_strides[0], kk_off: &kk_off };
         let out = || OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
         match &mut b {
             FwdB::Implicit => {

@@ -20,6 +20,11 @@ pub fn spatial_offsets(dims: [usize; 3], s: [usize; 5]) -> Vec<usize> {
     v
 }
 
+/// Whether the offsets are consecutive (a packed row); only called once the ends agree.
+fn dense(offs: &[usize]) -> bool {
+    offs.windows(2).all(|w| w[1] == w[0] + 1)
+}
+
 /// One output tensor: where and how results are written.
 pub struct OutTensor<'a> {
     pub ptr: u64,
@@ -41,6 +46,9 @@ impl OutTensor<'_> {
     pub unsafe fn write_span(&self, v: &mut [f32], n: usize, c: usize, sp0: usize) {
         let base = n * self.strides[0] + c * self.strides[1];
         let offs = &self.sp_off[sp0..sp0 + v.len()];
+        if v.is_empty() {
+            return;
+        }
         if self.alpha != 1.0 {
             v.iter_mut().for_each(|x| *x *= self.alpha);
         }
@@ -52,7 +60,10 @@ impl OutTensor<'_> {
         if !self.epi.is_empty() {
             self.epi.apply_span(v, n, c, sp0, self.dims);
         }
-        if self.dt == DataType::Float {
+        if self.dt == DataType::Float && offs[offs.len() - 1] == offs[0] + offs.len() - 1 && dense(offs) {
+            // Packed rows (NCHW): one slice copy.
+            std::slice::from_raw_parts_mut((self.ptr as *mut f32).add(base + offs[0]), v.len()).copy_from_slice(v);
+        } else if self.dt == DataType::Float {
             let y = self.ptr as *mut f32;
             for (x, &o) in v.iter().zip(offs) {
                 *y.add(base + o) = *x;

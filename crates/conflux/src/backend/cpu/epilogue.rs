@@ -96,6 +96,11 @@ impl CpuEpilogue {
                         *x = (*x - m) * sc + sh;
                     }
                 }
+                // ReLU as a plain loop (same NaN rule as the formula: only x > 0 passes), so
+                // it vectorizes; the other modes go through the shared formula.
+                Step::Act(a) if a.mode == crate::types::ActivationMode::Relu => {
+                    v.iter_mut().for_each(|x| *x = if *x > 0.0 { *x } else { 0.0 })
+                }
                 Step::Act(a) => v.iter_mut().for_each(|x| *x = a.forward(*x)),
                 Step::Add { z, dtype, strides, alpha } => {
                     for (i, x) in v.iter_mut().enumerate() {

@@ -14,6 +14,9 @@ pub struct Im2col<'a> {
     x: u64,
     dt: DataType,
     n0: usize,
+    /// 1×1, stride 1, no padding, f32, dense spatial strides: a column run may span a whole
+    /// image (one contiguous copy instead of one per output row).
+    flat: bool,
     /// Per row kk: offset of its input channel, and its filter displacement (d, h, w) · dilation.
     coff: Vec<usize>,
     disp: Vec<[usize; 3]>,
@@ -44,7 +47,15 @@ impl<'a> Im2col<'a> {
                 disp.push([rd * g.dilation[0], rh * g.dilation[1], rw * g.dilation[2]]);
             }
         }
-        Im2col { g, x, dt, n0, coff, disp }
+        let xs = g.x_strides;
+        let flat = g.filter == [1, 1, 1]
+            && g.stride == [1, 1, 1]
+            && g.pad == [0, 0, 0]
+            && dt == DataType::Float
+            && xs[4] == 1
+            && xs[3] == g.input[2]
+            && (g.input[0] == 1 || xs[2] == g.input[1] * g.input[2]);
+        Im2col { g, x, dt, n0, flat, coff, disp }
     }
 
     pub fn rows(&self) -> usize { self.coff.len() }
@@ -88,6 +99,7 @@ impl<'a> Im2col<'a> {
 
     /// Row kk at column (n, od, oh, ow), one element.
     #[inline]
+    #[allow(clippy::needless_range_loop)] // three parallel per-dimension arrays
     pub fn value(&self, kk: usize, n: usize, od: usize, oh: usize, ow: usize) -> f32 {
         let g = self.g;
         let [dd, dh, dw] = self.disp[kk];
@@ -129,6 +141,25 @@ impl Panels for Im2col<'_> {
             let live = w.min(outer.end - o0);
             self.runs(o0..o0 + live, &mut runs);
             let panel = &mut dst[q * w * kb..(q + 1) * w * kb];
+            if self.flat {
+                // Runs of whole images: x[n, c, sp] is contiguous in sp.
+                let p = self.g.output_size();
+                for (pi, kk) in inner.clone().enumerate() {
+                    let row = &mut panel[pi * w..(pi + 1) * w];
+                    let mut j = o0;
+                    while j < o0 + live {
+                        let (n, sp) = (self.n0 + j / p, j % p);
+                        let len = (p - sp).min(o0 + live - j);
+                        let at = n * self.g.x_strides[0] + self.coff[kk] + sp;
+                        // SAFETY: len consecutive spatial elements of plane (n, channel of kk).
+                        let src = unsafe { std::slice::from_raw_parts((self.x as *const f32).add(at), len) };
+                        row[j - o0..j - o0 + len].copy_from_slice(src);
+                        j += len;
+                    }
+                    row[live..].fill(0.0);
+                }
+                continue;
+            }
             for (pi, kk) in inner.clone().enumerate() {
                 let row = &mut panel[pi * w..(pi + 1) * w];
                 for r in &runs {

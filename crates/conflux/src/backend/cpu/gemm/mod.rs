@@ -103,6 +103,7 @@ pub fn gemm_with(kern: &Kernel, blk: Blocking, m: usize, n: usize, k: usize, a: 
     let blk = Blocking { mc: round_up(blk.mc.max(1), mr), kc: blk.kc.max(1), nc: round_up(blk.nc.max(1), nr) };
     let mpad = round_up(m, mr);
     // K blocks; an empty K still makes one (empty) block so C is written as zeros.
+    #[allow(clippy::single_range_in_vec_init)]
     let kblocks: Vec<Range<usize>> = if k == 0 { vec![0..0] } else { (0..k).step_by(blk.kc).map(|p| p..(p + blk.kc).min(k)).collect() };
     with_scratch(Slot::PackA, mpad * k.max(1), |apack| {
         // A, once: block `p0..p1` lives at p0·mpad, as mpad/mr panels of mr·(p1−p0) values.
