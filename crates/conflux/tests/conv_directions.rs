@@ -127,7 +127,22 @@ fn run_dir(
     let b = random(h, bd, fill, seed + 1);
     let out = if beta == 0.0 { poisoned(h, od) } else { random(h, od, fill, seed + 2) };
     let mut want = out.host.clone();
-    let ws = Workspace::default();
+    // Workspace as MIOpen's GetWorkSpaceSize sizes it: the most any applicable solver needs.
+    let problem = match dir {
+        Dir::Forward => ConvProblem::forward(&geo.conv, xd, wd, yd),
+        Dir::BackwardData => ConvProblem::backward_data(&geo.conv, yd, wd, xd),
+        Dir::BackwardWeights => ConvProblem::backward_weights(&geo.conv, yd, xd, wd),
+    }
+    .unwrap();
+    let fp = FusedProblem::conv(problem);
+    let ws_bytes = conflux::solver::applicable(&fp, h)
+        .iter()
+        .filter(|i| i.verdict.is_ok())
+        .map(|i| i.solver.workspace_bytes(&fp))
+        .max()
+        .unwrap_or(0);
+    let ws_buf = (ws_bytes > 0).then(|| poisoned(h, &TensorDesc::new(DataType::Float, &[ws_bytes.div_ceil(4)]).unwrap()));
+    let ws = ws_buf.as_ref().map(|b| Workspace { ptr: b.ptr(), bytes: ws_bytes }).unwrap_or_default();
     let res = match dir {
         Dir::Forward => {
             r::conv_forward_alpha_beta(alpha, beta, &geo.conv, xd, &a.host, wd, &b.host, yd, &mut want).unwrap();

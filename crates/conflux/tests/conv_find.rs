@@ -121,6 +121,11 @@ fn poisoned_ws(h: &Handle, bytes: usize) -> (Buffer, Workspace) {
     (buf, ws)
 }
 
+/// A poisoned workspace as large as any applicable solver needs (GetWorkSpaceSize).
+fn full_ws(h: &Handle, c: &Case, d: Dir) -> (Buffer, Workspace) {
+    poisoned_ws(h, conv::workspace_size(h, &c.problem(d)).unwrap())
+}
+
 /// The ids of the applicable solvers of a problem on this handle's device.
 fn applicable_ids(h: &Handle, fp: &FusedProblem) -> Vec<u64> {
     conflux::solver::applicable(fp, h).into_iter().filter(|i| i.verdict.is_ok()).map(|i| i.solver.solution_id()).collect()
@@ -234,7 +239,8 @@ device_tests!(find_sorted_unique_and_find_db_read_back, |h: &Handle| {
         let before = conv::solutions(h, &c.problem(d), 16).unwrap();
         assert!(!before.is_empty() && before.iter().all(|s| s.time_ms < 0.0), "{d:?}: {before:?}");
         let out = poisoned(h, od);
-        let perfs = c.find(h, d, a.ptr(), b.ptr(), out.ptr(), 16, Workspace::default()).unwrap();
+        let (_wsb, ws) = full_ws(h, &c, d);
+        let perfs = c.find(h, d, a.ptr(), b.ptr(), out.ptr(), 16, ws).unwrap();
         assert!(!perfs.is_empty());
         for (j, p) in perfs.iter().enumerate() {
             assert!(p.time_ms.is_finite() && p.time_ms >= 0.0, "{d:?}: {p:?}");
@@ -342,7 +348,8 @@ device_tests!(choice_algorithm_without_find, |h: &Handle| {
         let algos: Vec<ConvAlgorithm> = applicable_ids(h, &fp).iter().map(|&id| conflux::solver::find_by_id(id).unwrap().algorithm()).collect();
         for algo in ConvAlgorithm::ALL.iter().copied() {
             let out = poisoned(h, od);
-            let res = c.run(h, d, a.ptr(), b.ptr(), out.ptr(), (1.0, 0.0), Choice::Algorithm(algo), Workspace::default());
+            let (_wsb, ws) = full_ws(h, &c, d);
+            let res = c.run(h, d, a.ptr(), b.ptr(), out.ptr(), (1.0, 0.0), Choice::Algorithm(algo), ws);
             if algos.contains(&algo) {
                 res.unwrap_or_else(|e| panic!("{d:?} {algo:?}: {e}"));
                 let want = c.reference(d, (1.0, 0.0), &a.host, &b.host, &out.host);

@@ -6,8 +6,13 @@
 //! applicable one, Find times all applicable ones.
 
 mod registry;
+pub(crate) mod cpu_conv;
+pub mod cpu_direct;
+pub mod cpu_gemm;
+pub mod cpu_igemm;
 pub mod cpu_naive;
 pub mod cpu_pointwise;
+pub mod cpu_winograd;
 pub mod cuda_direct;
 pub mod cuda_igemm;
 pub mod cuda_igemm_tc;

@@ -2,8 +2,12 @@
 //! solver, so faster specialised solvers come first and the always-applicable naive ones last.
 //! Ids are literal and never reused; append new solution ids, never renumber.
 
+use super::cpu_direct::CpuDirect;
+use super::cpu_gemm::CpuGemm;
+use super::cpu_igemm::CpuImplicitGemm;
 use super::cpu_naive::CpuNaive;
 use super::cpu_pointwise::CpuPointwise;
+use super::cpu_winograd::CpuWinograd;
 use super::cuda_direct::CudaConvDirect;
 use super::cuda_igemm::CudaConvIgemm;
 use super::cuda_igemm_tc::CudaConvIgemmTc;
@@ -13,6 +17,10 @@ use crate::fusion::FusedProblem;
 use crate::handle::Handle;
 
 static CPU_POINTWISE: CpuPointwise = CpuPointwise;
+static CPU_WINOGRAD: CpuWinograd = CpuWinograd;
+static CPU_DIRECT: CpuDirect = CpuDirect;
+static CPU_IGEMM: CpuImplicitGemm = CpuImplicitGemm;
+static CPU_GEMM: CpuGemm = CpuGemm;
 static CPU_NAIVE: CpuNaive = CpuNaive;
 static CUDA_POINTWISE: CudaPointwise = CudaPointwise;
 static CUDA_DIRECT: CudaConvDirect = CudaConvDirect;
@@ -20,8 +28,15 @@ static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
 static CUDA_IGEMM_TC: CudaConvIgemmTc = CudaConvIgemmTc;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
+/// CPU: Direct only takes short reductions (depthwise / few channels); implicit GEMM needs no
+/// workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured 2–3× slower than
+/// the GEMM solvers on the ResNet 3×3 layers (2026-11-21), so it comes after them until its
+/// transforms are vectorized.
 pub fn registry() -> &'static [&'static dyn Solver] {
-    static LIST: &[&dyn Solver] = &[&CPU_POINTWISE, &CPU_NAIVE, &CUDA_POINTWISE, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT];
+    static LIST: &[&dyn Solver] = &[
+        &CPU_POINTWISE, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
+        &CUDA_POINTWISE, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
+    ];
     LIST
 }
 

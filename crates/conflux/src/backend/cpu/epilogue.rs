@@ -74,6 +74,47 @@ impl CpuEpilogue {
 
     pub fn is_empty(&self) -> bool { self.steps.is_empty() }
 
+    /// Apply the chain to a run of values of one (n, c) at consecutive linear spatial indices
+    /// `sp0..sp0 + v.len()` of an output with spatial lengths `dims` (D, H, W). Steps run one
+    /// after another over the whole run, so bias, BN and the activation vectorize.
+    pub fn apply_span(&self, v: &mut [f32], n: usize, c: usize, sp0: usize, dims: [usize; 3]) {
+        let sp_size = dims[0] * dims[1] * dims[2];
+        for s in &self.steps {
+            match s {
+                Step::Bias(b) => {
+                    let b = b[c];
+                    v.iter_mut().for_each(|x| *x += b);
+                }
+                Step::Bn { mean, scale, shift, per_activation: false } => {
+                    let (m, sc, sh) = (mean[c], scale[c], shift[c]);
+                    v.iter_mut().for_each(|x| *x = (*x - m) * sc + sh);
+                }
+                Step::Bn { mean, scale, shift, per_activation: true } => {
+                    let j0 = c * sp_size + sp0;
+                    let r = j0..j0 + v.len();
+                    for (x, ((m, sc), sh)) in v.iter_mut().zip(mean[r.clone()].iter().zip(&scale[r.clone()]).zip(&shift[r])) {
+                        *x = (*x - m) * sc + sh;
+                    }
+                }
+                // ReLU as a plain loop (same NaN rule as the formula: only x > 0 passes), so
+                // it vectorizes; the other modes go through the shared formula.
+                Step::Act(a) if a.mode == crate::types::ActivationMode::Relu => {
+                    v.iter_mut().for_each(|x| *x = if *x > 0.0 { *x } else { 0.0 })
+                }
+                Step::Act(a) => v.iter_mut().for_each(|x| *x = a.forward(*x)),
+                Step::Add { z, dtype, strides, alpha } => {
+                    for (i, x) in v.iter_mut().enumerate() {
+                        let sp = sp0 + i;
+                        let (d, h, w) = (sp / (dims[1] * dims[2]), (sp / dims[2]) % dims[1], sp % dims[2]);
+                        let off = n * strides[0] + c * strides[1] + d * strides[2] + h * strides[3] + w * strides[4];
+                        // SAFETY: z has the output's shape (checked at op creation).
+                        *x += alpha * unsafe { load(*dtype, *z, off) };
+                    }
+                }
+            }
+        }
+    }
+
     /// Apply the chain to value `v` at (n, c, d, h, w); `sp` is the linear spatial index
     /// d·H·W + h·W + w.
     #[inline]

@@ -3,6 +3,13 @@
 pub mod access;
 pub mod bias;
 pub mod bn;
+pub mod conv_gemm;
+pub mod conv_gemm_bwd;
+pub mod conv_direct;
 pub mod conv_naive;
+pub mod conv_out;
 pub mod epilogue;
+pub mod gemm;
+pub mod im2col;
 pub mod pointwise;
+pub mod winograd;

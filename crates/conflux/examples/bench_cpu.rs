@@ -1,0 +1,202 @@
+//! CPU benchmark program (not a test).
+//!   bench_cpu gemm M N K [reps]          GFLOP/s of the packed GEMM, every kernel of this CPU
+//!   bench_cpu kernel                     the micro-kernels alone (1 thread, L1-resident)
+//!   bench_cpu conv LIST N [DNNL_CBA]     fp32 fused conv+bias+ReLU forward on a problem list
+//!       (format of ../shared/bench/cba_resnet.txt), NCHW and NHWC, every applicable algorithm
+//!       (best reported); with the path of the oneDNN peer harness (../shared/bench/cpu-peer/
+//!       dnnl_cba), oneDNN is measured right after each problem in the same run. Prints a
+//!       markdown table; an FMA probe before each row shows whether the (shared) machine gave
+//!       both cores. Threads: rayon's default (RAYON_NUM_THREADS).
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    match a.get(1).map(String::as_str) {
+        Some("conv") => conv::run(&a[2..]),
+        Some("gemm") => gemm(&a[2..]),
+        Some("kernel") => kernel(),
+        _ => eprintln!("usage: see the header of bench_cpu.rs"),
+    }
+}
+
+fn median(mut t: Vec<f64>) -> f64 {
+    t.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    t[t.len() / 2]
+}
+
+fn gemm(a: &[String]) {
+    use conflux::backend::cpu::gemm::{available, sgemm_with};
+    let p = |i: usize| a[i].parse::<usize>().unwrap();
+    let (m, n, k) = (p(0), p(1), p(2));
+    let reps = a.get(3).map(|s| s.parse().unwrap()).unwrap_or(20);
+    let av = vec![0.5f32; m * k];
+    let bv = vec![0.25f32; k * n];
+    let mut c = vec![0f32; m * n];
+    for kern in available() {
+        let t: Vec<f64> = (0..reps + 3)
+            .map(|_| {
+                let t0 = std::time::Instant::now();
+                sgemm_with(&kern, None, m, n, k, &av, &bv, &mut c);
+                t0.elapsed().as_secs_f64()
+            })
+            .skip(3)
+            .collect();
+        let s = median(t);
+        println!("{},{m}x{n}x{k},{:.1} us,{:.1} GFLOP/s", kern.name, s * 1e6, 2.0 * (m * n * k) as f64 / s * 1e-9);
+    }
+}
+
+/// The micro-kernel alone on L1-resident panels, one thread: the ceiling for everything else.
+fn kernel() {
+    use conflux::backend::cpu::gemm::available;
+    for kern in available() {
+        let kc = 256;
+        let a = vec![0.5f32; kern.mr * kc];
+        let b = vec![0.25f32; kern.nr * kc];
+        let mut c = vec![0f32; kern.mr * kern.nr];
+        let iters = 20000;
+        let t0 = std::time::Instant::now();
+        for _ in 0..iters {
+            // SAFETY: panels and tile sized for the kernel.
+            unsafe { (kern.f)(kc, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), kern.nr, true) };
+        }
+        let s = t0.elapsed().as_secs_f64();
+        println!("{} kernel: {:.1} GFLOP/s (1 thread)", kern.name, 2.0 * (kern.mr * kern.nr * kc * iters) as f64 / s * 1e-9);
+    }
+}
+
+mod conv {
+    use conflux::element::encode;
+    use conflux::reference::fill::fill_normal;
+    use conflux::{ActivationMode, ConvAlgorithm, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg, OpArgs, TensorDesc};
+    use std::time::{Duration, Instant};
+
+    /// Median time in µs of `f` (warm-up 3 runs, then ≥ 10 runs or ~0.3 s).
+    fn time_us(mut f: impl FnMut()) -> f64 {
+        for _ in 0..3 {
+            f();
+        }
+        let mut t = Vec::new();
+        let start = Instant::now();
+        while t.len() < 10 || (start.elapsed() < Duration::from_millis(300) && t.len() < 500) {
+            let t0 = Instant::now();
+            f();
+            t.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        super::median(t)
+    }
+
+    /// The best micro-kernel on every rayon thread for ~20 ms: the machine's current FMA rate.
+    pub fn fma_probe() -> f64 {
+        use rayon::prelude::*;
+        let kern = conflux::backend::cpu::gemm::best();
+        let threads = rayon::current_num_threads();
+        let iters = 2000;
+        let kc = 256;
+        let t0 = Instant::now();
+        (0..threads).into_par_iter().for_each(|_| {
+            let a = vec![0.5f32; kern.mr * kc];
+            let b = vec![0.25f32; kern.nr * kc];
+            let mut c = vec![0f32; kern.mr * kern.nr];
+            for _ in 0..iters {
+                // SAFETY: panels and tile sized for the kernel.
+                unsafe { (kern.f)(kc, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), kern.nr, true) };
+            }
+        });
+        2.0 * (kern.mr * kern.nr * kc * iters * threads) as f64 / t0.elapsed().as_secs_f64() * 1e-9
+    }
+
+    /// (µs, solver) of the fastest algorithm for one problem and layout.
+    fn conflux_best(h: &Handle, cfg: &[usize], n: usize, layout: Layout) -> conflux::Result<(f64, String)> {
+        let (c, hh, ww, k, fy, fx, py, px) = (cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6], cfg[7]);
+        let dt = DataType::Float;
+        let x_desc = TensorDesc::with_layout(dt, layout, &[n, c, hh, ww])?;
+        let w_desc = TensorDesc::with_layout(dt, layout, &[k, c, fy, fx])?;
+        let b_desc = TensorDesc::new(dt, &[1, k, 1, 1])?;
+        let conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &[1, 1], &[1, 1])?;
+        let up = |d: &TensorDesc, seed: u64, scale: f64| -> conflux::Result<conflux::Buffer> {
+            let vals: Vec<f64> = fill_normal(seed, d.element_space()).iter().map(|v| v * scale).collect();
+            let mut b = h.alloc(d.num_bytes())?;
+            h.write(&mut b, &encode(dt, &vals))?;
+            Ok(b)
+        };
+        let xb = up(&x_desc, 1, 1.0)?;
+        let wb = up(&w_desc, 2, 1.0 / ((c * fy * fx) as f64).sqrt())?;
+        let bb = up(&b_desc, 3, 0.1)?;
+        let mut best = (f64::MAX, String::new());
+        for algo in [ConvAlgorithm::Winograd, ConvAlgorithm::ImplicitGemm, ConvAlgorithm::Gemm] {
+            let mut plan = FusionPlan::new(FusionDirection::Vertical, x_desc.clone());
+            plan.set_algo(algo);
+            plan.add_conv_forward(&conv, &w_desc)?;
+            plan.add_bias(&b_desc)?;
+            plan.add_activation(ActivationMode::Relu)?;
+            if plan.compile(h).is_err() {
+                continue;
+            }
+            let y_desc = plan.output_desc().clone();
+            let yb = h.alloc(y_desc.num_bytes())?;
+            let mut args = OpArgs::new();
+            args.set(0, OpArg::Conv { w: wb.ptr(), alpha: 1.0, beta: 0.0 });
+            args.set(1, OpArg::Bias { b: bb.ptr() });
+            args.set(2, OpArg::Activation { alpha: 0.0, beta: 0.0, gamma: 0.0 });
+            let us = time_us(|| plan.execute(h, &x_desc, xb.ptr(), &y_desc, yb.ptr(), &args).unwrap());
+            eprintln!("{cfg:?} {layout:?} {}: {us:.0} us", plan.solver_name().unwrap_or("?"));
+            if us < best.0 {
+                best = (us, plan.solver_name().unwrap_or("?").to_string());
+            }
+        }
+        Ok(best)
+    }
+
+    /// oneDNN medians (any, nchw, wino) in µs from the peer harness.
+    fn onednn(bin: &str, cfg: &str, n: usize) -> [f64; 3] {
+        let out = std::process::Command::new(bin).args(["bench", &n.to_string(), "20", "0.3", cfg]).output().expect("run dnnl_cba");
+        let mut r = [f64::NAN; 3];
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let f: Vec<&str> = line.split(',').collect();
+            if f.len() > 5 && f[0] == "onednn" {
+                let v = f[5].parse().unwrap_or(f64::NAN);
+                match f[1] {
+                    "any" => r[0] = v,
+                    "nchw" => r[1] = v,
+                    "wino" => r[2] = v,
+                    _ => {}
+                }
+            }
+        }
+        r
+    }
+
+    pub fn run(a: &[String]) {
+        let list = std::fs::read_to_string(&a[0]).expect("problem list");
+        let n: usize = a[1].parse().expect("N");
+        let peer = a.get(2);
+        let h = Handle::cpu();
+        println!("| config | N | FMA probe GFLOP/s | conflux NCHW µs | solver | GFLOP/s | conflux NHWC µs | oneDNN any µs | oneDNN nchw µs | oneDNN wino µs | NCHW / oneDNN best |");
+        println!("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|");
+        let (mut lsum, mut cnt) = (0.0, 0);
+        for line in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            let cfg: Vec<usize> = line.split('-').map(|t| t.parse().unwrap()).collect();
+            let (ho, wo) = (cfg[1] + 2 * cfg[6] + 1 - cfg[4], cfg[2] + 2 * cfg[7] + 1 - cfg[5]);
+            let gflop = 2.0 * (n * cfg[3] * ho * wo * cfg[0] * cfg[4] * cfg[5]) as f64 * 1e-9;
+            let probe = fma_probe();
+            let (nchw, solver) = conflux_best(&h, &cfg, n, Layout::NCHW).unwrap();
+            let (nhwc, _) = conflux_best(&h, &cfg, n, Layout::NHWC).unwrap();
+            let d = peer.map(|b| onednn(b, line, n)).unwrap_or([f64::NAN; 3]);
+            let best_peer = d.iter().copied().filter(|v| v.is_finite()).fold(f64::MAX, f64::min);
+            let ratio = nchw / best_peer;
+            if ratio.is_finite() {
+                lsum += ratio.ln();
+                cnt += 1;
+            }
+            println!(
+                "| {line} | {n} | {probe:.0} | {nchw:.0} | {solver} | {:.0} | {nhwc:.0} | {:.0} | {:.0} | {:.0} | {ratio:.2} |",
+                gflop / nchw * 1e6,
+                d[0],
+                d[1],
+                d[2]
+            );
+        }
+        if cnt > 0 {
+            println!("\ngeomean conflux NCHW / oneDNN best (any, nchw, wino) at N={n}: {:.2}", (lsum / cnt as f64).exp());
+        }
+    }
+}

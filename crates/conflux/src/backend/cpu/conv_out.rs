@@ -1,0 +1,77 @@
+//! Writing finished f32 results into a convolution tensor: α/β blend, fused epilogue, store in
+//! the tensor's type and strides. Shared by the fast CPU solvers, which all hand over rows of
+//! values of one (n, channel) at consecutive spatial positions.
+
+use super::access::{load, store};
+use super::epilogue::CpuEpilogue;
+use crate::types::DataType;
+
+/// Offsets (in elements, without the n and c terms) of each linear spatial index
+/// d·H·W + h·W + w of a tensor with spatial lengths `dims` and 5-D strides `s`.
+pub fn spatial_offsets(dims: [usize; 3], s: [usize; 5]) -> Vec<usize> {
+    let mut v = Vec::with_capacity(dims.iter().product());
+    for d in 0..dims[0] {
+        for h in 0..dims[1] {
+            for w in 0..dims[2] {
+                v.push(d * s[2] + h * s[3] + w * s[4]);
+            }
+        }
+    }
+    v
+}
+
+/// Whether the offsets are consecutive (a packed row); only called once the ends agree.
+fn dense(offs: &[usize]) -> bool {
+    offs.windows(2).all(|w| w[1] == w[0] + 1)
+}
+
+/// One output tensor: where and how results are written.
+pub struct OutTensor<'a> {
+    pub ptr: u64,
+    pub dt: DataType,
+    pub strides: [usize; 5],
+    pub dims: [usize; 3],
+    pub sp_off: &'a [usize],
+    pub alpha: f32,
+    pub beta: f32,
+    pub epi: &'a CpuEpilogue,
+}
+
+impl OutTensor<'_> {
+    /// out[n, c, sp0 + i] = epi(α·v[i] + β·out_old) for i in 0..v.len() (v is overwritten).
+    /// β = 0 never reads the old value.
+    ///
+    /// # Safety
+    /// The positions must be inside the tensor and not written concurrently by another thread.
+    pub unsafe fn write_span(&self, v: &mut [f32], n: usize, c: usize, sp0: usize) {
+        let base = n * self.strides[0] + c * self.strides[1];
+        let offs = &self.sp_off[sp0..sp0 + v.len()];
+        if v.is_empty() {
+            return;
+        }
+        if self.alpha != 1.0 {
+            v.iter_mut().for_each(|x| *x *= self.alpha);
+        }
+        if self.beta != 0.0 {
+            for (x, &o) in v.iter_mut().zip(offs) {
+                *x += self.beta * load(self.dt, self.ptr, base + o);
+            }
+        }
+        if !self.epi.is_empty() {
+            self.epi.apply_span(v, n, c, sp0, self.dims);
+        }
+        if self.dt == DataType::Float && offs[offs.len() - 1] == offs[0] + offs.len() - 1 && dense(offs) {
+            // Packed rows (NCHW): one slice copy.
+            std::slice::from_raw_parts_mut((self.ptr as *mut f32).add(base + offs[0]), v.len()).copy_from_slice(v);
+        } else if self.dt == DataType::Float {
+            let y = self.ptr as *mut f32;
+            for (x, &o) in v.iter().zip(offs) {
+                *y.add(base + o) = *x;
+            }
+        } else {
+            for (x, &o) in v.iter().zip(offs) {
+                store(self.dt, self.ptr, base + o, *x);
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Register-blocked micro-kernels: C[MR×NR] (+)= Σ_p A_panel[p][0..MR] ⊗ B_panel[p][0..NR].
+//!
+//! Shapes: AVX-512 12×32 (24 zmm accumulators), AVX2+FMA 6×16 (12 ymm), portable 4×8; picked
+//! once at run time (`is_x86_feature_detected!`). The x86 kernels use `std::arch` intrinsics:
+//! the same loops written with `[f32; N]` arrays under `#[target_feature]` were measured at
+//! 2 GFLOP/s (AVX-512, accumulators spilled) and 30–70 GFLOP/s (AVX2) on 2 cores, against
+//! ~500 with intrinsics. The portable kernel is the auto-vectorized array version.
+
+use std::sync::OnceLock;
+
+/// `kernel(kc, a, b, c, ldc, accumulate)`: a points to kc·MR packed values, b to kc·NR, c to
+/// an MR×NR tile with row stride ldc (always fully writable: callers pad their C buffers).
+pub type KernelFn = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
+
+/// A micro-kernel and its tile shape.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel {
+    pub name: &'static str,
+    pub mr: usize,
+    pub nr: usize,
+    pub f: KernelFn,
+}
+
+
+#[inline(always)]
+unsafe fn body<const MR: usize, const NR: usize, const FMA: bool>(
+    kc: usize,
+    mut a: *const f32,
+    mut b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    let mut acc = [[0f32; NR]; MR];
+    for _ in 0..kc {
+        let bv: [f32; NR] = std::ptr::read_unaligned(b as *const [f32; NR]);
+        for (i, row) in acc.iter_mut().enumerate() {
+            let ai = *a.add(i);
+            for j in 0..NR {
+                // With FMA enabled `mul_add` is one instruction; without it, it would be a
+                // libm call, so the portable kernel multiplies and adds.
+                row[j] = if FMA { ai.mul_add(bv[j], row[j]) } else { row[j] + ai * bv[j] };
+            }
+        }
+        a = a.add(MR);
+        b = b.add(NR);
+    }
+    for (i, row) in acc.iter().enumerate() {
+        let out = c.add(i * ldc);
+        for (j, v) in row.iter().enumerate() {
+            if accumulate {
+                *out.add(j) += *v;
+            } else {
+                *out.add(j) = *v;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// 12×32: 24 zmm accumulators, two B vectors, A broadcast from memory.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn k_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+        const MR: usize = 12;
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        for p in 0..kc {
+            let b0 = _mm512_loadu_ps(b.add(p * 32));
+            let b1 = _mm512_loadu_ps(b.add(p * 32 + 16));
+            let ap = a.add(p * MR);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.add(i));
+                row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (h, v) in row.iter().enumerate() {
+                let out = c.add(i * ldc + 16 * h);
+                let v = if accumulate { _mm512_add_ps(*v, _mm512_loadu_ps(out)) } else { *v };
+                _mm512_storeu_ps(out, v);
+            }
+        }
+    }
+
+    /// 6×16: 12 ymm accumulators (16 ymm registers without AVX-512).
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn k_avx2(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+        const MR: usize = 6;
+        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        for p in 0..kc {
+            let b0 = _mm256_loadu_ps(b.add(p * 16));
+            let b1 = _mm256_loadu_ps(b.add(p * 16 + 8));
+            let ap = a.add(p * MR);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let av = _mm256_broadcast_ss(&*ap.add(i));
+                row[0] = _mm256_fmadd_ps(av, b0, row[0]);
+                row[1] = _mm256_fmadd_ps(av, b1, row[1]);
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (h, v) in row.iter().enumerate() {
+                let out = c.add(i * ldc + 8 * h);
+                let v = if accumulate { _mm256_add_ps(*v, _mm256_loadu_ps(out)) } else { *v };
+                _mm256_storeu_ps(out, v);
+            }
+        }
+    }
+}
+
+unsafe fn k_portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool) {
+    body::<4, 8, false>(kc, a, b, c, ldc, acc)
+}
+
+/// Every kernel this CPU can run, best first (tests run them all).
+pub fn available() -> Vec<Kernel> {
+    let mut v = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
+            v.push(Kernel { name: "avx512", mr: 12, nr: 32, f: x86::k_avx512 });
+        }
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            v.push(Kernel { name: "avx2", mr: 6, nr: 16, f: x86::k_avx2 });
+        }
+    }
+    v.push(Kernel { name: "portable", mr: 4, nr: 8, f: k_portable });
+    v
+}
+
+/// The best kernel for this CPU (detected once).
+pub fn best() -> Kernel {
+    static BEST: OnceLock<Kernel> = OnceLock::new();
+    *BEST.get_or_init(|| available()[0])
+}

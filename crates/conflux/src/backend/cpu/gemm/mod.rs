@@ -1,0 +1,275 @@
+//! A packed f32 GEMM, C = A·B with A m×k and B k×n, in the BLIS style: A is packed once into
+//! MR-row micro-panels, B is packed per (K block, N block) into NR-column micro-panels, and a
+//! register-blocked micro-kernel (`kernel.rs`) runs over them. Tasks are (M block, N block)
+//! pairs run by rayon; each task accumulates its C block over all of K in a private f32
+//! buffer and hands it to a `Sink` once, while it is still in cache — that is where
+//! convolutions apply α/β and the fused epilogue.
+//!
+//! Operands are not matrices in memory but `Panels` implementations, so a convolution can
+//! pack straight from its tensors (implicit im2col) in any layout and element type.
+
+pub mod kernel;
+pub mod scratch;
+
+pub use kernel::{available, best, Kernel};
+pub use scratch::{with_scratch, Slot};
+
+use rayon::prelude::*;
+use std::ops::Range;
+
+/// An operand that packs itself into micro-panels of width `w`: panel q covers the outer
+/// indices `outer.start + q·w ..`, and holds, for each inner (K) index in `inner`, `w`
+/// consecutive values; outer indices past `outer.end` are packed as zeros.
+/// A is packed with outer = rows, B with outer = columns.
+pub trait Panels: Sync {
+    fn pack(&self, outer: Range<usize>, inner: Range<usize>, w: usize, dst: &mut [f32]);
+}
+
+/// Receives each finished C block (the full K sum) as f32, row-major with row stride `ld`
+/// (the sink may scribble on it). Blocks never overlap, and each is delivered exactly once.
+pub trait Sink: Sync {
+    fn store(&self, rows: Range<usize>, cols: Range<usize>, c: &mut [f32], ld: usize);
+}
+
+/// An operand given element by element: `f(outer, inner)`.
+pub struct Elem<F>(pub F);
+
+impl<F: Fn(usize, usize) -> f32 + Sync> Panels for Elem<F> {
+    fn pack(&self, outer: Range<usize>, inner: Range<usize>, w: usize, dst: &mut [f32]) {
+        let kb = inner.len();
+        for (q, o0) in outer.clone().step_by(w).enumerate() {
+            let panel = &mut dst[q * w * kb..(q + 1) * w * kb];
+            let live = w.min(outer.end - o0);
+            for (pi, p) in inner.clone().enumerate() {
+                let row = &mut panel[pi * w..(pi + 1) * w];
+                for (t, v) in row.iter_mut().enumerate() {
+                    *v = if t < live { (self.0)(o0 + t, p) } else { 0.0 };
+                }
+            }
+        }
+    }
+}
+
+/// Cache blocking: K blocks of ≤ `kc` (a B micro-panel, kc×NR, stays in L1), tasks of `mc` rows
+/// (their A block, mc×kc, stays in L2; B is packed once per task, so a large mc amortises the
+/// packing) and `nc` columns (the task's f32 C block, mc×nc, stays in L2).
+#[derive(Clone, Copy, Debug)]
+pub struct Blocking {
+    pub mc: usize,
+    pub kc: usize,
+    pub nc: usize,
+}
+
+fn round_up(v: usize, m: usize) -> usize { v.div_ceil(m) * m }
+
+impl Blocking {
+    /// Sizes for an m×n×k product on `threads` threads: near the cache-friendly maxima, but
+    /// small enough that there are a few tasks per thread.
+    pub fn choose(kern: &Kernel, m: usize, n: usize, k: usize, threads: usize) -> Blocking {
+        let kblocks = k.div_ceil(256).max(1);
+        let kc = k.div_ceil(kblocks).max(1);
+        let mut mc = round_up(m.min(40 * kern.mr), kern.mr);
+        let mut nc = round_up(n.min((128 * 1024 / mc).max(kern.nr)), kern.nr);
+        let tasks = |mc: usize, nc: usize| m.div_ceil(mc) * n.div_ceil(nc);
+        let want = 3 * threads;
+        while tasks(mc, nc) < want && nc > 4 * kern.nr {
+            nc = round_up(nc / 2, kern.nr);
+        }
+        while tasks(mc, nc) < want && mc > 2 * kern.mr {
+            mc = round_up(mc / 2, kern.mr);
+        }
+        while tasks(mc, nc) < want && nc > kern.nr {
+            nc = round_up(nc / 2, kern.nr);
+        }
+        Blocking { mc, kc, nc }
+    }
+}
+
+/// C = A·B with the best kernel, on the rayon pool.
+pub fn gemm(m: usize, n: usize, k: usize, a: &dyn Panels, b: &dyn Panels, sink: &dyn Sink) {
+    let kern = best();
+    let blk = Blocking::choose(&kern, m, n, k, rayon::current_num_threads());
+    gemm_with(&kern, blk, m, n, k, a, b, sink);
+}
+
+/// C = A·B with a given kernel and blocking.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_with(kern: &Kernel, blk: Blocking, m: usize, n: usize, k: usize, a: &dyn Panels, b: &dyn Panels, sink: &dyn Sink) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let (mr, nr) = (kern.mr, kern.nr);
+    // Blocks are whole micro-tiles, whatever the caller asked for.
+    let blk = Blocking { mc: round_up(blk.mc.max(1), mr), kc: blk.kc.max(1), nc: round_up(blk.nc.max(1), nr) };
+    let mpad = round_up(m, mr);
+    // K blocks; an empty K still makes one (empty) block so C is written as zeros.
+    #[allow(clippy::single_range_in_vec_init)]
+    let kblocks: Vec<Range<usize>> = if k == 0 { vec![0..0] } else { (0..k).step_by(blk.kc).map(|p| p..(p + blk.kc).min(k)).collect() };
+    with_scratch(Slot::PackA, mpad * k.max(1), |apack| {
+        // A, once: block `p0..p1` lives at p0·mpad, as mpad/mr panels of mr·(p1−p0) values.
+        {
+            let mut parts: Vec<(&Range<usize>, &mut [f32])> = Vec::with_capacity(kblocks.len());
+            let mut rest = &mut apack[..];
+            for kb in &kblocks {
+                let (head, tail) = rest.split_at_mut(mpad * kb.len());
+                parts.push((kb, head));
+                rest = tail;
+            }
+            parts.into_par_iter().for_each(|(kb, dst)| {
+                dst.par_chunks_mut(blk.mc * kb.len().max(1)).enumerate().for_each(|(i, chunk)| {
+                    let r0 = i * blk.mc;
+                    let rows = r0..(r0 + chunk.len() / kb.len().max(1)).min(m);
+                    if kb.is_empty() || rows.is_empty() {
+                        return;
+                    }
+                    a.pack(rows, kb.clone(), mr, chunk);
+                });
+            });
+        }
+        let apack = &*apack;
+        let (mblocks, nblocks) = (m.div_ceil(blk.mc), n.div_ceil(blk.nc));
+        (0..mblocks * nblocks).into_par_iter().for_each(|t| {
+            // Consecutive tasks share an N block, so its B panels stay in the shared cache.
+            let (jb, ib) = (t / mblocks, t % mblocks);
+            let rows = ib * blk.mc..((ib + 1) * blk.mc).min(m);
+            let cols = jb * blk.nc..((jb + 1) * blk.nc).min(n);
+            task(kern, &kblocks, mpad, apack, b, sink, rows, cols);
+        });
+    });
+}
+
+/// One (M block, N block): loop over K blocks, pack B, run the micro-kernel, then sink.
+#[allow(clippy::too_many_arguments)]
+fn task(
+    kern: &Kernel,
+    kblocks: &[Range<usize>],
+    mpad: usize,
+    apack: &[f32],
+    b: &dyn Panels,
+    sink: &dyn Sink,
+    rows: Range<usize>,
+    cols: Range<usize>,
+) {
+    let (mr, nr) = (kern.mr, kern.nr);
+    let (mp, np) = (round_up(rows.len(), mr), round_up(cols.len(), nr));
+    let kmax = kblocks.iter().map(|r| r.len()).max().unwrap_or(0);
+    with_scratch(Slot::Tile, mp * np, |cbuf| {
+        with_scratch(Slot::PackB, np * kmax.max(1), |bpack| {
+            for (bi, kb) in kblocks.iter().enumerate() {
+                let kc = kb.len();
+                if kc > 0 {
+                    b.pack(cols.clone(), kb.clone(), nr, &mut bpack[..np * kc]);
+                }
+                let ablock = &apack[kb.start * mpad..];
+                for jr in 0..np / nr {
+                    for ir in 0..mp / mr {
+                        let ap = ablock[(rows.start / mr + ir) * mr * kc..].as_ptr();
+                        let bp = bpack[jr * nr * kc..].as_ptr();
+                        let cp = cbuf[ir * mr * np + jr * nr..].as_mut_ptr();
+                        // SAFETY: the A and B panels hold kc·mr and kc·nr values; the C tile
+                        // lies inside cbuf (mp×np, padded to whole tiles).
+                        unsafe { (kern.f)(kc, ap, bp, cp, np, bi > 0) };
+                    }
+                }
+            }
+            sink.store(rows.clone(), cols.clone(), cbuf, np);
+        })
+    });
+}
+
+/// `dst.copy_from_slice(src)` for one panel row, inlined for the kernels' widths: a memmove
+/// call per 128-byte row cost a fifth of a large GEMM.
+#[inline(always)]
+pub fn copy_panel_row(dst: &mut [f32], src: &[f32]) {
+    fn fixed<const W: usize>(dst: &mut [f32], src: &[f32]) {
+        let d: &mut [f32; W] = dst.try_into().unwrap();
+        *d = *<&[f32; W]>::try_from(src).unwrap();
+    }
+    match dst.len() {
+        32 => fixed::<32>(dst, src),
+        16 => fixed::<16>(dst, src),
+        8 => fixed::<8>(dst, src),
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// A row-major f32 matrix view for the simple cases (tests, col buffers).
+#[derive(Clone, Copy)]
+pub struct Dense<'a> {
+    pub data: &'a [f32],
+    /// Strides of (outer, inner): a row-major A is (ld, 1); a row-major B is (1, ld).
+    pub outer_stride: usize,
+    pub inner_stride: usize,
+}
+
+impl Panels for Dense<'_> {
+    fn pack(&self, outer: Range<usize>, inner: Range<usize>, w: usize, dst: &mut [f32]) {
+        let kb = inner.len();
+        for (q, o0) in outer.clone().step_by(w).enumerate() {
+            let panel = &mut dst[q * w * kb..(q + 1) * w * kb];
+            let live = w.min(outer.end - o0);
+            for (pi, p) in inner.clone().enumerate() {
+                let row = &mut panel[pi * w..(pi + 1) * w];
+                if self.outer_stride == 1 && live == w {
+                    // Contiguous run: the common B case (row-major col buffer).
+                    let s = p * self.inner_stride + o0;
+                    copy_panel_row(row, &self.data[s..s + w]);
+                } else {
+                    for (t, v) in row.iter_mut().enumerate() {
+                        *v = if t < live { self.data[(o0 + t) * self.outer_stride + p * self.inner_stride] } else { 0.0 };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A sink writing into a row-major f32 matrix shared between tasks.
+pub struct DenseSink {
+    ptr: *mut f32,
+    ld: usize,
+    /// C += block instead of C = block.
+    pub accumulate: bool,
+}
+
+// SAFETY: tasks write disjoint blocks.
+unsafe impl Sync for DenseSink {}
+
+impl DenseSink {
+    /// # Safety
+    /// `ptr` must address a row-major matrix with row stride `ld` covering every block stored,
+    /// valid for the sink's lifetime.
+    pub unsafe fn new(ptr: *mut f32, ld: usize, accumulate: bool) -> DenseSink { DenseSink { ptr, ld, accumulate } }
+}
+
+impl Sink for DenseSink {
+    fn store(&self, rows: Range<usize>, cols: Range<usize>, c: &mut [f32], ld: usize) {
+        for (ri, r) in rows.enumerate() {
+            let src = &c[ri * ld..ri * ld + cols.len()];
+            // SAFETY: see `new`; blocks are disjoint.
+            let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r * self.ld + cols.start), cols.len()) };
+            if self.accumulate {
+                dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
+            } else {
+                dst.copy_from_slice(src);
+            }
+        }
+    }
+}
+
+/// C = A·B for row-major slices (a: m×k, b: k×n, c: m×n) — the plain entry point.
+pub fn sgemm(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    sgemm_with(&best(), None, m, n, k, a, b, c)
+}
+
+/// `sgemm` with a chosen kernel and optional blocking (tests cover every kernel and edge).
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_with(kern: &Kernel, blk: Option<Blocking>, m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "sgemm: slices too short");
+    let blk = blk.unwrap_or_else(|| Blocking::choose(kern, m, n, k, rayon::current_num_threads()));
+    let av = Dense { data: a, outer_stride: k, inner_stride: 1 };
+    let bv = Dense { data: b, outer_stride: 1, inner_stride: n };
+    // SAFETY: c is m×n row-major and outlives the call.
+    let sink = unsafe { DenseSink::new(c.as_mut_ptr(), n, false) };
+    gemm_with(kern, blk, m, n, k, &av, &bv, &sink);
+}

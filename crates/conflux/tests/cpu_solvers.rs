@@ -1,0 +1,309 @@
+//! The fast CPU convolution solvers one by one (chosen by solution id), against the f64
+//! reference: random geometries each solver accepts (stride, padding, dilation, groups,
+//! depthwise, 2-D/3-D, NCHW/NHWC/gapped, f32/f16/bf16) in every direction it claims, with
+//! α/β; exact small-integer f32 data bit for bit; a NaN-poisoned output and workspace; the
+//! same invoker run twice; medium shapes that span several GEMM blocks; the fused bias+ReLU
+//! epilogue through a fusion plan restricted to each algorithm; and the refusal reasons.
+
+mod support;
+
+use conflux::conv::api::{self, Workspace};
+use conflux::fusion::FusedProblem;
+use conflux::reference::{self as r, compare::tolerance, fill::Fill};
+use conflux::{
+    ActivationMode, ConvAlgorithm, ConvDesc, ConvMode, ConvProblem, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg,
+    OpArgs, TensorDesc,
+};
+use support::*;
+
+const WINOGRAD: u64 = 3;
+const IMPLICIT_GEMM: u64 = 4;
+const GEMM: u64 = 5;
+const DIRECT: u64 = 6;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Dir {
+    Forward,
+    BackwardData,
+    BackwardWeights,
+}
+
+/// A normal convolution: x → y through w.
+struct Geo {
+    conv: ConvDesc,
+    x: Vec<usize>,
+    w: Vec<usize>,
+    y: Vec<usize>,
+}
+
+impl std::fmt::Debug for Geo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} x {:?} w {:?} y {:?}", self.conv.key(), self.x, self.w, self.y)
+    }
+}
+
+fn make_geo(pads: &[i64], strides: &[i64], dils: &[i64], groups: usize, x: Vec<usize>, w: Vec<usize>) -> Option<Geo> {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, pads, strides, dils).unwrap();
+    conv.set_groups(groups as i64).unwrap();
+    let nd = pads.len();
+    // Unclamped outputs only: every output element is a real window.
+    let ok = (0..nd).all(|i| x[2 + i] as i64 + 2 * pads[i] - (dils[i] * (w[2 + i] as i64 - 1) + 1) >= 0);
+    if !ok {
+        return None;
+    }
+    let probe = |l: &[usize]| TensorDesc::new(DataType::Float, l).unwrap();
+    let y = conv.output_lens(&probe(&x), &probe(&w)).ok()?;
+    Some(Geo { conv, x, w, y })
+}
+
+/// Random geometry of the kind a solver is meant for.
+fn random_geo(r: &mut Rng, solution: u64) -> Geo {
+    loop {
+        let nd = if solution == WINOGRAD || r.range(0, 2) > 0 { 2 } else { 3 };
+        let (g, cg, kg) = match solution {
+            DIRECT => {
+                if r.range(0, 1) == 0 { (r.range(2, 5), 1, r.range(1, 2)) } else { (r.pick(&[1, 2]), r.range(1, 3), r.range(1, 4)) }
+            }
+            WINOGRAD => (r.pick(&[1, 1, 2]), r.range(4, 9), r.range(4, 13)),
+            _ => (r.pick(&[1, 1, 2, 3]), r.range(1, 6), r.range(1, 14)),
+        };
+        let n = r.range(1, 3);
+        let (mut pads, mut strides, mut dils, mut ks, mut ins) = (vec![], vec![], vec![], vec![], vec![]);
+        for _ in 0..nd {
+            let wino = solution == WINOGRAD;
+            pads.push(r.range(0, 2) as i64);
+            strides.push(if wino { 1 } else { r.range(1, 3) as i64 });
+            dils.push(if wino { 1 } else { r.range(1, 2) as i64 });
+            ks.push(if wino { 3 } else { r.range(1, 3) });
+            ins.push(if nd == 3 { r.range(2, 5) } else { r.range(3, 11) });
+        }
+        let mut x = vec![n, g * cg];
+        x.extend(&ins);
+        let mut w = vec![g * kg, cg];
+        w.extend(&ks);
+        if let Some(geo) = make_geo(&pads, &strides, &dils, g, x, w) {
+            return geo;
+        }
+    }
+}
+
+fn problem(geo: &Geo, (xd, wd, yd): (&TensorDesc, &TensorDesc, &TensorDesc), dir: Dir) -> FusedProblem {
+    FusedProblem::conv(
+        match dir {
+            Dir::Forward => ConvProblem::forward(&geo.conv, xd, wd, yd),
+            Dir::BackwardData => ConvProblem::backward_data(&geo.conv, yd, wd, xd),
+            Dir::BackwardWeights => ConvProblem::backward_weights(&geo.conv, yd, xd, wd),
+        }
+        .unwrap(),
+    )
+}
+
+/// Run `solution` on one direction of `geo` twice (same cached invoker; output and workspace
+/// NaN-poisoned before each run when β = 0) and compare with the reference. Returns false
+/// when the solver refuses the problem.
+#[allow(clippy::too_many_arguments)]
+fn check_solver(h: &Handle, geo: &Geo, descs: (&TensorDesc, &TensorDesc, &TensorDesc), dir: Dir, ab: (f64, f64), fill: Fill, tol: f64, solution: u64, seed: u64) -> bool {
+    let (xd, wd, yd) = descs;
+    let fp = problem(geo, descs, dir);
+    let solver = conflux::solver::find_by_id(solution).unwrap();
+    if solver.check(&fp, h).is_err() {
+        return false;
+    }
+    let label = format!("{} {dir:?} α,β={ab:?} {geo:?} x {} w {} y {}", solver.name(), xd.key(), wd.key(), yd.key());
+    let (ad, bd, od) = match dir {
+        Dir::Forward => (xd, wd, yd),
+        Dir::BackwardData => (yd, wd, xd),
+        Dir::BackwardWeights => (yd, xd, wd),
+    };
+    let (alpha, beta) = ab;
+    let a = random(h, ad, fill, seed);
+    let b = random(h, bd, fill, seed + 1);
+    let old = random(h, od, fill, seed + 2);
+    let mut want = old.host.clone();
+    match dir {
+        Dir::Forward => r::conv_forward_alpha_beta(alpha, beta, &geo.conv, xd, &a.host, wd, &b.host, yd, &mut want),
+        Dir::BackwardData => r::conv_backward_data_alpha_beta(alpha, beta, &geo.conv, yd, &a.host, wd, &b.host, xd, &mut want),
+        Dir::BackwardWeights => r::conv_backward_weights_alpha_beta(alpha, beta, &geo.conv, yd, &a.host, xd, &b.host, wd, &mut want),
+    }
+    .unwrap();
+    let ws_bytes = solver.workspace_bytes(&fp);
+    for run in 0..2 {
+        let out = if beta == 0.0 { poisoned(h, od) } else { upload(h, od, &old.host) };
+        let wsd = TensorDesc::new(DataType::Float, &[ws_bytes.div_ceil(4).max(1)]).unwrap();
+        let ws_buf = poisoned(h, &wsd);
+        let ws = Workspace { ptr: ws_buf.ptr(), bytes: ws_bytes };
+        let res = match dir {
+            Dir::Forward => api::forward(h, &geo.conv, xd, a.ptr(), wd, b.ptr(), yd, out.ptr(), alpha, beta, conflux::conv::Choice::Solution(solution), ws),
+            Dir::BackwardData => api::backward_data(h, &geo.conv, yd, a.ptr(), wd, b.ptr(), xd, out.ptr(), alpha, beta, conflux::conv::Choice::Solution(solution), ws),
+            Dir::BackwardWeights => api::backward_weights(h, &geo.conv, yd, a.ptr(), xd, b.ptr(), wd, out.ptr(), alpha, beta, conflux::conv::Choice::Solution(solution), ws),
+        };
+        res.unwrap_or_else(|e| panic!("{label}: {e}"));
+        let got = download(h, &out);
+        assert_close(&format!("{label} (run {run})"), &logical(od, &got), &logical(od, &want), tol);
+        assert_gaps_untouched(&label, od, &got);
+    }
+    assert_unchanged(&format!("{label}: first input"), h, &a);
+    assert_unchanged(&format!("{label}: second input"), h, &b);
+    true
+}
+
+const LAYS: [Lay; 4] = [Lay::Packed, Lay::ChannelsLast, Lay::Gapped, Lay::GappedChannelsLast];
+const AB: [(f64, f64); 4] = [(1.0, 0.0), (0.5, 0.0), (1.0, 0.5), (-1.5, 2.0)];
+const AB_INT: [(f64, f64); 4] = [(1.0, 0.0), (2.0, 0.0), (1.0, -1.0), (-1.0, 3.0)];
+
+/// `cases` random geometries per type for `solution` in `dirs`, plus as many exact ones.
+fn random_cases(solution: u64, dirs: &[Dir], cases: usize, seed: u64) {
+    let h = Handle::cpu();
+    let mut rng = Rng(seed);
+    let mut ran = 0;
+    for (ti, dt) in [DataType::Float, DataType::Half, DataType::BFloat16, DataType::Float].into_iter().enumerate() {
+        let exact = ti == 3;
+        for case in 0..cases {
+            let geo = random_geo(&mut rng, solution);
+            let lay = if case % 3 == 2 { rng.pick(&LAYS) } else { [Lay::Packed, Lay::ChannelsLast][case % 2] };
+            let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+            for (di, &dir) in dirs.iter().enumerate() {
+                let s = seed * 1000 + (ti * 100 + case * 3 + di) as u64 * 10;
+                let ok = if exact {
+                    check_solver(&h, &geo, (&xd, &wd, &yd), dir, AB_INT[(case + di) % 4], Fill::SmallInt(-2, 2), 0.0, solution, s)
+                } else {
+                    check_solver(&h, &geo, (&xd, &wd, &yd), dir, AB[(case + di) % 4], Fill::Normal, tolerance(dt), solution, s)
+                };
+                ran += ok as usize;
+            }
+        }
+    }
+    assert!(ran >= cases * dirs.len() * 3, "solution {solution}: only {ran} cases applied");
+}
+
+const ALL: [Dir; 3] = [Dir::Forward, Dir::BackwardData, Dir::BackwardWeights];
+
+#[test]
+fn gemm_random_all_directions() { random_cases(GEMM, &ALL, 10, 1); }
+
+#[test]
+fn implicit_gemm_random_forward() { random_cases(IMPLICIT_GEMM, &[Dir::Forward], 12, 2); }
+
+#[test]
+fn direct_random_all_directions() { random_cases(DIRECT, &ALL, 10, 3); }
+
+#[test]
+fn winograd_random_forward() { random_cases(WINOGRAD, &[Dir::Forward], 12, 4); }
+
+#[test]
+fn medium_shapes_span_gemm_blocks() {
+    // K > 256 (several K blocks), n·P above one N block, M not a multiple of any MR.
+    let h = Handle::cpu();
+    let geos = [
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![2, 40, 17, 19], vec![70, 40, 3, 3]).unwrap(),
+        make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![2, 300, 9, 7], vec![29, 300, 1, 1]).unwrap(),
+        make_geo(&[1, 0], &[2, 1], &[1, 2], 2, vec![1, 36, 15, 13], vec![50, 18, 3, 2]).unwrap(),
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 64, vec![2, 64, 12, 12], vec![64, 1, 3, 3]).unwrap(),
+    ];
+    for (gi, geo) in geos.iter().enumerate() {
+        for lay in [Lay::Packed, Lay::ChannelsLast] {
+            let dt = DataType::Float;
+            let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+            for sol in [WINOGRAD, IMPLICIT_GEMM, GEMM, DIRECT] {
+                for (di, dir) in ALL.into_iter().enumerate() {
+                    let ab = AB[(gi + di) % 4];
+                    check_solver(&h, geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), sol, 50 + gi as u64);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_bias_relu_per_algorithm() {
+    // conv + bias + ReLU through a fusion plan restricted to each algorithm; the plan must
+    // pick the new solver, and the epilogue runs on its tiles.
+    let h = Handle::cpu();
+    type Case = (ConvAlgorithm, &'static str, [usize; 4], [usize; 4], i64);
+    let cases: [Case; 4] = [
+        (ConvAlgorithm::Winograd, "CpuConvWinogradF2x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
+        (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
+        (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),
+        (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [12, 1, 3, 3], 1),
+    ];
+    for (algo, name, xl, wl, pad) in cases {
+        for (dt, layout) in [(DataType::Float, Layout::NCHW), (DataType::Float, Layout::NHWC), (DataType::Half, Layout::NHWC), (DataType::BFloat16, Layout::NCHW)] {
+            for exact in [false, true] {
+                if exact && dt != DataType::Float {
+                    continue;
+                }
+                let groups = xl[1] / wl[1];
+                let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[1, 1], &[1, 1]).unwrap();
+                conv.set_groups(groups as i64).unwrap();
+                let xd = TensorDesc::with_layout(dt, layout, &xl).unwrap();
+                let wd = TensorDesc::with_layout(dt, layout, &wl).unwrap();
+                let bd = TensorDesc::new(dt, &[1, wl[0], 1, 1]).unwrap();
+                let mut plan = FusionPlan::new(FusionDirection::Vertical, xd.clone());
+                plan.set_algo(algo);
+                plan.add_conv_forward(&conv, &wd).unwrap();
+                plan.add_bias(&bd).unwrap();
+                plan.add_activation(ActivationMode::Relu).unwrap();
+                plan.compile(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(plan.solver_name(), Some(name), "{algo:?}");
+                let yd = plan.output_desc().clone();
+                let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
+                let (x, w, b) = (random(&h, &xd, fill, 1), random(&h, &wd, fill, 2), random(&h, &bd, fill, 3));
+                let y = poisoned(&h, &yd);
+                let mut args = OpArgs::new();
+                args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
+                args.set(1, OpArg::Bias { b: b.ptr() });
+                args.set(2, OpArg::Activation { alpha: 0.0, beta: 0.0, gamma: 0.0 });
+                plan.execute(&h, &xd, x.ptr(), &yd, y.ptr(), &args).unwrap();
+                let ypacked = TensorDesc::new(dt, yd.lens()).unwrap();
+                let mut want = vec![0.0; ypacked.element_space()];
+                r::conv::conv_forward(&conv, &xd, &x.host, &wd, &w.host, &ypacked, &mut want).unwrap();
+                for (i, v) in want.iter_mut().enumerate() {
+                    *v = (*v + b.host[(i / (yd.lens()[2] * yd.lens()[3])) % wl[0]]).max(0.0);
+                }
+                let got = logical(&yd, &download(&h, &y));
+                let tol = if exact { 0.0 } else { tolerance(dt) };
+                assert_close(&format!("{name} {dt:?} {layout:?} exact={exact}"), &got, &want, tol);
+            }
+        }
+    }
+}
+
+#[test]
+fn refusals_name_the_cause() {
+    let h = Handle::cpu();
+    let dt = DataType::Float;
+    let why = |geo: &Geo, dir: Dir, id: u64| {
+        let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, Lay::Packed), desc(dt, &geo.y, Lay::Packed));
+        conflux::solver::find_by_id(id).unwrap().check(&problem(geo, (&xd, &wd, &yd), dir), &h).unwrap_err()
+    };
+    let g5 = make_geo(&[2, 2], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 5, 5]).unwrap();
+    assert!(why(&g5, Dir::Forward, WINOGRAD).contains("3×3"));
+    assert!(why(&g5, Dir::BackwardData, WINOGRAD).contains("forward only"));
+    assert!(why(&g5, Dir::BackwardWeights, IMPLICIT_GEMM).contains("forward only"));
+    assert!(why(&g5, Dir::Forward, DIRECT).contains("reduction"));
+    let s2 = make_geo(&[1, 1], &[2, 2], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
+    assert!(why(&s2, Dir::Forward, WINOGRAD).contains("stride"));
+    let few = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 2, 9, 9], vec![8, 2, 3, 3]).unwrap();
+    assert!(why(&few, Dir::Forward, WINOGRAD).contains("channels"));
+}
+
+#[test]
+fn gemm_workspace_is_exact_and_checked() {
+    // im2col needs C/G·filter·output f32; 1×1 stride-1 pad-0 needs none; too little is refused.
+    let h = Handle::cpu();
+    let dt = DataType::Float;
+    let solver = conflux::solver::find_by_id(GEMM).unwrap();
+    let g3 = make_geo(&[1, 1], &[1, 1], &[1, 1], 2, vec![1, 6, 7, 8], vec![4, 3, 3, 3]).unwrap();
+    let g1 = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 6, 7, 8], vec![4, 6, 1, 1]).unwrap();
+    let ds = |g: &Geo| (desc(dt, &g.x, Lay::Packed), desc(dt, &g.w, Lay::Packed), desc(dt, &g.y, Lay::Packed));
+    let (x3, w3, y3) = ds(&g3);
+    assert_eq!(solver.workspace_bytes(&problem(&g3, (&x3, &w3, &y3), Dir::Forward)), 4 * 3 * 9 * 7 * 8);
+    let (x1, w1, y1) = ds(&g1);
+    assert_eq!(solver.workspace_bytes(&problem(&g1, (&x1, &w1, &y1), Dir::Forward)), 0);
+    let x = random(&h, &x3, Fill::Normal, 1);
+    let w = random(&h, &w3, Fill::Normal, 2);
+    let y = sentinel(&h, &y3, 7.0);
+    let e = api::forward(&h, &g3.conv, &x3, x.ptr(), &w3, w.ptr(), &y3, y.ptr(), 1.0, 0.0, conflux::conv::Choice::Solution(GEMM), Workspace::default());
+    expect_err("undersized workspace", e, conflux::Status::BadParm, &["workspace"]);
+    assert_unchanged("y after a refused run", &h, &y);
+}
