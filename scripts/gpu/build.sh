@@ -16,9 +16,12 @@ for line in sys.stdin:
 if cargo build --release --examples -q 2>/dev/null; then
   for e in target/release/examples/*; do [ -x "$e" ] && [ -f "$e" ] && case "$e" in *-*) ;; *) mkdir -p .gpu/ex && cp "$e" .gpu/ex/;; esac; done
 fi
+# The C API library (libMIOpen.so) for scripts/gpu/capi_smoke.py (ctypes, torch pointers).
+cargo build --release -p conflux-capi -q
+mkdir -p .gpu/lib && cp target/release/libMIOpen.so .gpu/lib/
 cp scripts/gpu/*.sh scripts/gpu/*.py .gpu/ 2>/dev/null || true
 cp ../shared/bench/*.txt .gpu/ 2>/dev/null || true
 # Debug info is not needed there and would triple the transfer.
-for f in .gpu/bin/* .gpu/ex/*; do objcopy --strip-debug "$f" 2>/dev/null || true; done
-ls -la .gpu/bin
+for f in .gpu/bin/* .gpu/ex/* .gpu/lib/*; do objcopy --strip-debug "$f" 2>/dev/null || true; done
+ls -la .gpu/bin .gpu/lib
 du -sh .gpu
