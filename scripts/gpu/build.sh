@@ -13,6 +13,9 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["executable"])
 ' | while read -r exe; do cp "$exe" .gpu/bin/"$(basename "$exe" | sed 's/-[0-9a-f]*$//')"; done
+# c_programs compiles C against the cargo target dir: it runs here and in CI, not there
+# (capi_smoke.py covers the C ABI on the GPU).
+rm -f .gpu/bin/c_programs
 if cargo build --release --examples -q 2>/dev/null; then
   for e in target/release/examples/*; do [ -x "$e" ] && [ -f "$e" ] && case "$e" in *-*) ;; *) mkdir -p .gpu/ex && cp "$e" .gpu/ex/;; esac; done
 fi
