@@ -14,7 +14,7 @@ pub fn list_solvers(s: &Session, title: &str, fp: &FusedProblem) {
             Ok(()) => "applicable".to_string(),
             Err(why) => format!("not applicable: {why}"),
         };
-        s.out.line(format!("  {name:<24} id {id:>3}  {algo:<34} {text}"));
+        s.out.line(format!("  {name:<30} id {id:>3}  {algo:<34} {text}"));
         s.out.push(
             "solvers",
             json!({ "problem": title, "name": name, "id": id, "algorithm": algo, "device": device,
