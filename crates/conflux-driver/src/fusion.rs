@@ -29,7 +29,10 @@ pub const MODES: [(&str, [bool; 4]); 7] = [
 const BN_EPS: f64 = 1e-6;
 
 /// Plan input descriptor and convolution (when the mode has one) from the flags.
-fn geometry(a: &CbaArgs, dt: DataType) -> Res<(TensorDesc, Option<(ConvDesc, TensorDesc)>, bool)> {
+/// The plan's convolution and filter, when the mode has one.
+type ConvPart = Option<(ConvDesc, TensorDesc)>;
+
+fn geometry(a: &CbaArgs, dt: DataType) -> Res<(TensorDesc, ConvPart)> {
     let nd = match a.spatial_dim {
         2 => 2,
         3 => 3,
@@ -45,7 +48,7 @@ fn geometry(a: &CbaArgs, dt: DataType) -> Res<(TensorDesc, Option<(ConvDesc, Ten
     let x = TensorDesc::with_layout(dt, layout, &xl)?;
     let has_conv = MODES[a.fusion_mode as usize].1[0];
     if !has_conv {
-        return Ok((x, None, layout.is_channels_last()));
+        return Ok((x, None));
     }
     let fil = pos("filter size", pick(a.fil_d, a.fil_h, a.fil_w))?;
     let strides = pos("conv stride", pick(a.stride_d, a.stride_h, a.stride_w))?;
@@ -64,7 +67,7 @@ fn geometry(a: &CbaArgs, dt: DataType) -> Res<(TensorDesc, Option<(ConvDesc, Ten
     let to_i = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
     let mut conv = ConvDesc::new(ConvMode::Convolution, &to_i(&pads), &to_i(&strides), &to_i(&dils))?;
     conv.set_groups(g as i64)?;
-    Ok((x, Some((conv, w)), layout.is_channels_last()))
+    Ok((x, Some((conv, w))))
 }
 
 pub fn run(s: &Session, a: &CbaArgs, dt: DataType) -> Res<()> {
@@ -82,7 +85,7 @@ pub fn run(s: &Session, a: &CbaArgs, dt: DataType) -> Res<()> {
     };
     let act_mode = i32::try_from(a.activ_mode).ok().and_then(ActivationMode::from_i32).ok_or_else(|| format!("--activMode {}: not an activation mode (0..9)", a.activ_mode))?;
     let act = ActivationDesc::new(act_mode, a.alpha, a.beta, a.gamma);
-    let (x, conv, _) = geometry(a, dt)?;
+    let (x, conv) = geometry(a, dt)?;
 
     // Ops in MIOpen's order C, [B], [N], [A].
     let mut plan = FusionPlan::new(FusionDirection::Vertical, x.clone());
