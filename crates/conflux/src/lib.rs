@@ -25,6 +25,7 @@ pub mod fusion;
 pub mod ops;
 pub mod solver;
 pub mod backend;
+pub mod log_cmd;
 
 pub use fusion::{FusionPlan, OpArg, OpArgs};
 pub use handle::Buffer;

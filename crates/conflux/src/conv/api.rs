@@ -163,6 +163,7 @@ pub fn forward(
     choice: Choice,
     ws: Workspace,
 ) -> Result<()> {
+    crate::log_cmd::conv("ConvolutionForward", conv, x_desc, w_desc, y_desc, 1);
     run_bound(handle, &bind_forward(conv, x_desc, x, w_desc, w, y_desc, y)?, choice, alpha, beta, ws)
 }
 
@@ -182,6 +183,7 @@ pub fn backward_data(
     choice: Choice,
     ws: Workspace,
 ) -> Result<()> {
+    crate::log_cmd::conv("ConvolutionBackwardData", conv, dx_desc, w_desc, dy_desc, 2);
     run_bound(handle, &bind_backward_data(conv, dy_desc, dy, w_desc, w, dx_desc, dx)?, choice, alpha, beta, ws)
 }
 
@@ -201,5 +203,6 @@ pub fn backward_weights(
     choice: Choice,
     ws: Workspace,
 ) -> Result<()> {
+    crate::log_cmd::conv("ConvolutionBackwardWeights", conv, x_desc, dw_desc, dy_desc, 4);
     run_bound(handle, &bind_backward_weights(conv, dy_desc, dy, x_desc, x, dw_desc, dw)?, choice, alpha, beta, ws)
 }

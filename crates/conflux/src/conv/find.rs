@@ -168,6 +168,7 @@ pub fn find_forward(
     exhaustive: bool,
     ws: Workspace,
 ) -> Result<Vec<ConvPerf>> {
+    crate::log_cmd::conv("FindConvolutionForwardAlgorithm", conv, x_desc, w_desc, y_desc, 1);
     find(handle, &bind_forward(conv, x_desc, x, w_desc, w, y_desc, y)?, request_count, exhaustive, ws)
 }
 
@@ -186,6 +187,7 @@ pub fn find_backward_data(
     exhaustive: bool,
     ws: Workspace,
 ) -> Result<Vec<ConvPerf>> {
+    crate::log_cmd::conv("FindConvolutionBackwardDataAlgorithm", conv, dx_desc, w_desc, dy_desc, 2);
     find(handle, &bind_backward_data(conv, dy_desc, dy, w_desc, w, dx_desc, dx)?, request_count, exhaustive, ws)
 }
 
@@ -204,5 +206,6 @@ pub fn find_backward_weights(
     exhaustive: bool,
     ws: Workspace,
 ) -> Result<Vec<ConvPerf>> {
+    crate::log_cmd::conv("FindConvolutionBackwardWeightsAlgorithm", conv, x_desc, dw_desc, dy_desc, 4);
     find(handle, &bind_backward_weights(conv, dy_desc, dy, x_desc, x, dw_desc, dw)?, request_count, exhaustive, ws)
 }

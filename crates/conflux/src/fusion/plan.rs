@@ -221,6 +221,7 @@ impl FusionPlan {
     pub fn compile(&mut self, handle: &Handle) -> Result<()> {
         self.compiled = None;
         let problem = self.problem()?;
+        crate::log_cmd::plan("CompileFusionPlan", &self.input, &self.ops, || problem.short_name());
         let algo = if problem.conv_problem().is_some() { self.algo } else { None };
         let solver = match super::find::pick(handle, &problem, algo, self.find_mode)? {
             Some(s) => s,

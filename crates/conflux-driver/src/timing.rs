@@ -1,0 +1,75 @@
+//! Timing: each iteration is measured with `Handle::measure_ms` (CUDA events on the GPU,
+//! wall-clock on the CPU, whose invokers return when done). MIOpen's average excludes the
+//! first iteration (warm-up: kernel loading, caches) when there is more than one.
+
+use crate::session::Session;
+use crate::Res;
+use serde_json::json;
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub min_ms: f64,
+    pub avg_ms: f64,
+    pub iters: usize,
+    /// Wall-clock ms per iteration over the whole loop, host overhead included.
+    pub wall_ms: f64,
+}
+
+/// Run `work` `iters` times, timing each run on the device.
+pub fn time(s: &Session, iters: usize, mut work: impl FnMut() -> Res<()>) -> Res<Timing> {
+    let iters = iters.max(1);
+    let mut t = Vec::with_capacity(iters);
+    s.handle.synchronize()?;
+    let wall = Instant::now();
+    for _ in 0..iters {
+        let mut r = Ok(());
+        let ms = s.handle.measure_ms(|| {
+            r = work();
+            Ok(())
+        })?;
+        r?;
+        t.push(ms as f64);
+    }
+    s.handle.synchronize()?;
+    let wall_ms = wall.elapsed().as_secs_f64() * 1e3 / iters as f64;
+    let min_ms = t.iter().copied().fold(f64::INFINITY, f64::min);
+    let rest = if t.len() > 1 { &t[1..] } else { &t[..] };
+    let avg_ms = rest.iter().sum::<f64>() / rest.len() as f64;
+    Ok(Timing { min_ms, avg_ms, iters, wall_ms })
+}
+
+/// GFLOP/s and GB/s at the average time.
+pub fn rates(flops: f64, bytes: f64, t: &Timing) -> (f64, f64) {
+    let s = (t.avg_ms * 1e-3).max(1e-12);
+    (flops / s / 1e9, bytes / s / 1e9)
+}
+
+/// Peak fp32 FLOP/s and memory bandwidth of GPUs whose peaks are known, for the roofline
+/// fraction (SXM datasheet numbers; f16/bf16 use the tensor-core peak dense).
+fn peaks(device_name: &str, dtype: conflux::DataType) -> Option<(f64, f64)> {
+    let half = matches!(dtype, conflux::DataType::Half | conflux::DataType::BFloat16);
+    if device_name.contains("H200") {
+        Some((if half { 989e12 } else { 67e12 }, 4.8e12))
+    } else if device_name.contains("H100") {
+        Some((if half { 989e12 } else { 67e12 }, 3.35e12))
+    } else if device_name.contains("A100") {
+        Some((if half { 312e12 } else { 19.5e12 }, 2.0e12))
+    } else {
+        None
+    }
+}
+
+/// Roofline fraction: achieved time relative to the time the peaks allow.
+pub fn roofline(s: &Session, dtype: conflux::DataType, flops: f64, bytes: f64, t: &Timing) -> Option<f64> {
+    let (pf, pb) = peaks(&s.handle.device().name(), dtype)?;
+    let bound_s = (flops / pf).max(bytes / pb);
+    Some(bound_s / (t.avg_ms * 1e-3).max(1e-12))
+}
+
+/// The JSON record of a timing.
+pub fn to_json(name: &str, flops: f64, bytes: f64, t: &Timing, roof: Option<f64>) -> serde_json::Value {
+    let (gf, gb) = rates(flops, bytes, t);
+    json!({ "name": name, "iters": t.iters, "min_ms": t.min_ms, "avg_ms": t.avg_ms, "wall_ms": t.wall_ms,
+            "flops": flops, "bytes": bytes, "gflops": gf, "gbps": gb, "roofline": roof })
+}

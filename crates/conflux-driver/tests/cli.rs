@@ -1,0 +1,222 @@
+//! The built `conflux-driver` binary on the CPU backend: every subcommand verifies and exits 0
+//! on small problems; wrong tolerances, injected faults, bad flags and impossible problems fail
+//! with a message and a non-zero exit; bench, --list-solvers, --json and command logging work.
+
+use std::process::{Command, Output};
+
+/// Run the driver on the CPU with a private cache directory; extra environment in `env`.
+fn driver_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let cache = tempfile::tempdir().expect("temp dir");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_conflux-driver"));
+    c.args(args).env("CONFLUX_DEVICE", "cpu").env("CONFLUX_CACHE_DIR", cache.path()).env_remove("CONFLUX_LOG").env_remove("MIOPEN_ENABLE_LOGGING_CMD");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run conflux-driver")
+}
+
+fn driver(args: &[&str]) -> Output {
+    driver_env(args, &[])
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Exits 0 and prints every `want` line fragment.
+fn ok(args: &[&str], want: &[&str]) -> String {
+    let o = driver(args);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{args:?} failed\nstdout:\n{out}\nstderr:\n{err}");
+    for w in want {
+        assert!(out.contains(w), "{args:?}: missing '{w}' in\n{out}");
+    }
+    assert!(!out.contains("FAILED"), "{args:?}:\n{out}");
+    out
+}
+
+/// Exits with `code` and says `msg` somewhere.
+fn fails(args: &[&str], env: &[(&str, &str)], code: i32, msg: &str) {
+    let o = driver_env(args, env);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(code), "{args:?}\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains(msg) || err.contains(msg), "{args:?}: missing '{msg}'\nstdout:\n{out}\nstderr:\n{err}");
+}
+
+const SMALL_CONV: &[&str] = &["-n", "2", "-c", "4", "-H", "7", "-W", "6", "-k", "6", "-y", "3", "-x", "3", "-p", "1", "-q", "1"];
+
+fn with<'a>(head: &[&'a str], tail: &[&'a str]) -> Vec<&'a str> {
+    head.iter().chain(tail).copied().collect()
+}
+
+#[test]
+fn conv_every_direction_with_bias_verifies_and_times() {
+    let out = ok(
+        &with(&["conv"], &with(SMALL_CONV, &["-b", "1", "-t", "1", "-i", "2", "-w", "1"])),
+        &[
+            "PRNG seed: 12345678",
+            "Forward Convolution Verifies OK on CPU reference",
+            "Backward Convolution Data Verifies OK",
+            "Backward Convolution Weights Verifies OK",
+            "Forward Convolution Bias Verifies OK",
+            "Backward Convolution Bias Verifies OK",
+            "MIOpen Forward Conv. Algorithm: ",
+            "CPU Kernel Time Forward Conv. Elapsed: ",
+            "stats: fwd-conv3x3u1, 2, 4, 7, 6, 3, 3, 6,",
+            "Wall-clock Time Backward Weights Conv. Elapsed",
+        ],
+    );
+    assert!(out.starts_with("conflux-driver conv -n 2"), "{out}");
+}
+
+#[test]
+fn conv_half_bf16_transpose_groups_strides_3d_nhwc() {
+    ok(&["convfp16", "-n", "2", "-c", "4", "-H", "6", "-W", "5", "-k", "6", "-m", "trans", "-u", "2", "-v", "2", "-Y", "1", "-X", "1", "-g", "2"], &["Forward Convolution Verifies OK", "Backward Convolution Weights Verifies OK"]);
+    ok(&["convbfp16", "-n", "1", "-c", "4", "-H", "9", "-W", "9", "-k", "8", "-y", "3", "-x", "3", "-u", "2", "-v", "2", "-l", "2", "-j", "2", "-p", "2", "-q", "2", "-F", "3", "--layout", "NHWC"], &["Forward Convolution Verifies OK", "Backward Convolution Data Verifies OK"]);
+    ok(&["conv", "-_", "3", "-n", "1", "-c", "2", "-!", "4", "-H", "5", "-W", "5", "-k", "3", "-@", "2", "-y", "3", "-x", "3", "-$", "1", "-F", "5", "-z", "same"], &["Forward Convolution Verifies OK", "Backward Convolution Weights Verifies OK"]);
+    ok(&["conv", "--spatial_dim", "3", "--in_d", "3", "-n", "1", "-c", "2", "-H", "4", "-W", "4", "-k", "2", "--fil_d", "1", "-F", "1", "--in_layout", "ndhwc", "--out_layout", "NDHWC", "--fil_layout", "NCDHW"], &["Forward Convolution Verifies OK"]);
+}
+
+#[test]
+fn conv_find_immediate_and_solution_choice() {
+    ok(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-s", "1"])), &["Find Forward Conv.: 1 candidates timed", "- id: 1 algo: miopenConvolutionAlgoDirect", "Chosen Forward Conv. solver: CpuConvNaive"]);
+    ok(&with(&["conv"], &with(SMALL_CONV, &["-F", "2", "-S", "0"])), &["Backward Data Conv solutions available: 1", "name: CpuConvNaive", "Backward Convolution Data Verifies OK"]);
+    ok(&with(&["conv"], &with(SMALL_CONV, &["-F", "4", "-S", "CpuConvNaive", "-t", "1"])), &["Solution: 1/CpuConvNaive", "Backward Convolution Weights Verifies OK"]);
+    fails(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-S", "101"])), &[], 1, "is for another device");
+    fails(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-S", "NoSuchSolver"])), &[], 1, "no solver of that name");
+}
+
+#[test]
+fn cbainfer_every_fusion_mode_verifies() {
+    let names = ["Convolution+Bias+BatchNorm+Activation", "Convolution+BatchNorm+Activation", "BatchNorm+Activation", "Convolution+BatchNorm", "Convolution+Bias+Activation", "Convolution+Activation", "Convolution+Bias"];
+    for (f, name) in names.iter().enumerate() {
+        let f = f.to_string();
+        let run = format!("Running fusion: {name}");
+        ok(&["CBAInfer", "-F", &f, "-n", "2", "-c", "4", "-H", "6", "-W", "6", "-k", "8", "-p", "1", "-q", "1", "-t", "1", "-i", "2"], &[&run, "Forward Activation Verifies on CPU reference", "CPU Fused Kernel Avg Time Elapsed: "]);
+    }
+}
+
+#[test]
+fn cbainfer_half_nhwc_spatial_bn_other_activations_3d() {
+    ok(&["CBAInferfp16", "-F", "0", "-n", "2", "-c", "8", "-H", "5", "-W", "5", "-k", "8", "-M", "1", "--layout", "NHWC"], &["Running CPU spatial BN.", "Forward Activation Verifies"]);
+    for m in ["1", "2", "8", "9"] {
+        ok(&["CBAInfer", "-F", "4", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4", "-m", m, "-A", "0.3", "-B", "0.5"], &["Forward Activation Verifies"]);
+    }
+    ok(&["CBAInfer", "-F", "4", "-n", "1", "-c", "2", "-H", "4", "-W", "4", "-k", "3", "--spatial_dim", "3", "--in_d", "3", "--fil_d", "2", "-g", "1"], &["Forward Activation Verifies"]);
+    ok(&["CBAInfer", "-F", "5", "-n", "1", "-c", "4", "-H", "6", "-W", "6", "-k", "4", "-g", "2", "-u", "2", "-v", "2", "-z", "same"], &["Forward Activation Verifies"]);
+}
+
+#[test]
+fn bnorm_training_inference_backward_verify() {
+    let shape = ["-n", "3", "-c", "2", "-H", "4", "-W", "3"];
+    ok(&with(&["bnorm", "-F", "1", "-s", "1", "-r", "1", "-m", "1", "-t", "1"], &shape), &["verification passed on running mean", "verification passed on saved inverse variance", "Forward Batch Norm Verifies", "Kernel Avg Time Forward Batch Normalization", "stats: bnormf"]);
+    ok(&with(&["bnorm", "-F", "2", "-r", "1"], &shape), &["Forward batch norm verification passed on output", "Forward Batch Norm Verifies"]);
+    ok(&with(&["bnorm", "-F", "2", "-D", "2", "-L", "NHWC"], &shape), &["Forward Batch Norm Verifies"]);
+    ok(&with(&["bnorm", "-b", "1", "-s", "1", "-t", "1"], &shape), &["passed on dx", "passed on dscale", "passed on dbias", "Backwards Prop Batch Norm Verifies", "stats: bnormb"]);
+    ok(&with(&["bnorm", "-F", "1", "-b", "1"], &shape), &["Warning: Deactivate forward to run backward on Batch Norm. Running forward only.", "Forward Batch Norm Verifies"]);
+    ok(&with(&["bnormfp16", "-F", "1", "-m", "1", "-s", "1"], &shape), &["Forward Batch Norm Verifies"]);
+    ok(&with(&["bnormfp16", "-b", "1"], &shape), &["Backwards Prop Batch Norm Verifies"]);
+}
+
+#[test]
+fn activ_every_mode_forward_and_backward() {
+    for m in 0..10 {
+        let m = m.to_string();
+        ok(&["activ", "-m", &m, "-n", "2", "-c", "3", "-H", "4", "-W", "4", "-A", "0.5", "-B", "0.7", "-G", "1.5"], &["Forward Activation Verifies", "Backward Activation Verifies"]);
+    }
+    ok(&["activfp16", "-F", "1", "-n", "2", "-c", "3", "-H", "4", "-W", "4", "-t", "1", "--layout", "NHWC"], &["Forward Activation Verifies", "Kernel Avg Time Forward Activation Elapsed", "stats: fwd-activ"]);
+    ok(&["activ", "-F", "2", "-n", "2", "-c", "3", "-H", "4", "-W", "4", "-t", "1"], &["Backward Activation Verifies", "stats: bwd-activ"]);
+}
+
+#[test]
+fn wrong_tolerance_or_injected_fault_fails_with_nonzero_exit() {
+    // 16 | 1: the forward result did not verify.
+    fails(&["CBAInfer", "-F", "4", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4", "--tolerance", "-1"], &[], 17, "Forward Activation FAILED");
+    fails(&with(&["conv"], &with(SMALL_CONV, &["-F", "4"])), &[("CONFLUX_DRIVER_FAULT", "1")], 16 | 4, "Backward Convolution Weights FAILED");
+    fails(&["activ", "-n", "1", "-c", "2", "-H", "3", "-W", "3"], &[("CONFLUX_DRIVER_FAULT", "1")], 16 | 1 | 2, "Backward Activation FAILED");
+    fails(&["bnorm", "-F", "1", "-n", "2", "-c", "2", "-H", "3", "-W", "3"], &[("CONFLUX_DRIVER_FAULT", "1")], 17, "verification FAILED on output");
+}
+
+#[test]
+fn bad_flags_and_impossible_problems_are_refused_clearly() {
+    fails(&["conv", "--bogus", "1"], &[], 2, "unexpected argument '--bogus'");
+    fails(&["conv", "-n", "abc"], &[], 2, "invalid value 'abc'");
+    fails(&["nosuch"], &[], 2, "unrecognized subcommand");
+    fails(&["CBAInfer", "-F", "9"], &[], 1, "Fusion mode out of range.");
+    fails(&["CBAInfer", "-M", "2", "-n", "1"], &[], 1, "Incorrect Batch Normalization Mode");
+    fails(&["conv", "-n", "1", "-c", "2", "-H", "2", "-W", "2", "-k", "2", "-y", "5", "-x", "5"], &[], 1, "impossible convolution: filter extent 5");
+    fails(&["CBAInfer", "-n", "1", "-c", "2", "-H", "2", "-W", "2", "-k", "2", "-y", "5", "-x", "5", "-p", "1"], &[], 1, "exceeds the padded input 4");
+    fails(&["conv", "-n", "1", "-c", "3", "-k", "4", "-g", "2"], &[], 1, "Invalid group number");
+    fails(&["conv", "-n", "0"], &[], 1, "batchsize must be > 0");
+    fails(&["conv", "-n", "1", "--layout", "CHWN"], &[], 1, "unsupported layout");
+    fails(&["conv", "-n", "1", "-i", "0"], &[], 1, "Number of iterations must be > 0");
+    fails(&["activ", "-m", "12", "-n", "1"], &[], 1, "not an activation mode");
+    fails(&["conv", "-n", "1", "--device", "tpu"], &[], 1, "expected cpu, cuda or cuda:N");
+}
+
+#[test]
+fn bench_prints_the_table_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("list.txt");
+    std::fs::write(&list, "# C-H-W-K-fy-fx-py-px\n8-6-6-8-3-3-1-1\n16-5-5-8-1-1-0-0\n").unwrap();
+    let l = list.to_str().unwrap();
+    let out = ok(&["bench", l, "-n", "2", "-i", "2", "-V", "1"], &["fused ms", "unfused ms", "speedup", "8-6-6-8-3-3-1-1", "16-5-5-8-1-1-0-0", "geomean speedup"]);
+    assert!(out.contains("fused Verifies"), "{out}");
+    let o = driver(&["bench", l, "-n", "1", "-i", "1", "--json"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("bench --json is JSON");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 2);
+    assert!(v["rows"][0]["fused_ms"].as_f64().unwrap() > 0.0);
+    std::fs::write(&list, "8-6-6\n").unwrap();
+    fails(&["bench", l], &[], 1, "needs 8 fields C-H-W-K-fy-fx-py-px");
+}
+
+#[test]
+fn list_solvers_gives_every_solver_with_its_reason() {
+    let out = ok(&with(&["conv", "--list-solvers", "-F", "1"], SMALL_CONV), &["Solvers for Forward Conv.", "CpuConvNaive", "applicable", "CudaConvDirect", "not applicable: a Cuda solver"]);
+    assert!(out.contains("CpuPointwise") && out.contains("not applicable: "), "{out}");
+    ok(&["CBAInfer", "--list-solvers", "-F", "2", "-n", "1"], &["(N+A)", "CpuPointwise", "applicable"]);
+    ok(&["bnorm", "--list-solvers", "-b", "1", "-n", "2"], &["Backwards Batch Normalization", "CpuPointwise"]);
+    ok(&["activ", "--list-solvers", "-n", "2"], &["Forward Activation", "Backward Activation"]);
+}
+
+#[test]
+fn json_output_is_one_valid_document() {
+    for args in [
+        with(&["conv", "--json", "-t", "1", "-i", "2"], SMALL_CONV),
+        vec!["CBAInfer", "--json", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4", "-t", "1"],
+        vec!["bnorm", "--json", "-n", "2", "-c", "2", "-H", "3", "-W", "3", "-F", "1", "-r", "1"],
+        vec!["activ", "--json", "-n", "1", "-c", "2", "-H", "3", "-W", "3"],
+        with(&["conv", "--json", "--list-solvers"], SMALL_CONV),
+    ] {
+        let o = driver(&args);
+        assert!(o.status.success(), "{args:?}: {:?}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", text(&o).0));
+        assert_eq!(v["ok"], true, "{v}");
+        assert_eq!(v["device"], "cpu");
+        assert!(v["problem"].is_object(), "{v}");
+    }
+    let o = driver(&["CBAInfer", "--json", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4", "--tolerance", "-1"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["verify"][0]["ok"], false);
+}
+
+#[test]
+fn logged_commands_replay_through_the_driver() {
+    for env in [("CONFLUX_LOG", "cmd"), ("MIOPEN_ENABLE_LOGGING_CMD", "1")] {
+        let o = driver_env(&["CBAInfer", "-F", "0", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4", "-m", "8", "-M", "1", "--layout", "NHWC", "-V", "0"], &[env]);
+        let (_, err) = text(&o);
+        let line = err.lines().find(|l| l.starts_with("conflux: Command [CompileFusionPlan] conflux-driver CBAInfer -F 0")).unwrap_or_else(|| panic!("{env:?}: no command logged:\n{err}"));
+        let args: Vec<&str> = line.split(" conflux-driver ").nth(1).unwrap().split_whitespace().collect();
+        let out = ok(&args, &["Running fusion: Convolution+Bias+BatchNorm+Activation", "Running CPU spatial BN.", "Forward Activation Verifies"]);
+        assert!(out.contains("Fused Kernel Avg Time"), "{out}");
+    }
+    let o = driver_env(&["conv", "-n", "1", "-c", "2", "-H", "5", "-W", "5", "-k", "2", "-m", "trans", "-u", "2", "-v", "2", "-Y", "1", "-X", "1", "-V", "0"], &[("CONFLUX_LOG", "info,cmd")]);
+    let (_, err) = text(&o);
+    let cmds: Vec<&str> = err.lines().filter(|l| l.starts_with("conflux: Command [")).collect();
+    assert_eq!(cmds.len(), 3, "one line per direction:\n{err}");
+    let fwd = cmds[0].split(" conflux-driver ").nth(1).unwrap();
+    assert!(fwd.starts_with("conv -n 1 -c 2 -H 5 -W 5 -k 2 ") && fwd.contains("-m trans -F 1") && fwd.contains("-Y 1 -X 1"), "{fwd}");
+    ok(&fwd.split_whitespace().collect::<Vec<_>>(), &["Forward Convolution Verifies OK"]);
+}
