@@ -167,6 +167,14 @@ fn bench_prints_the_table_and_json() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("bench --json is JSON");
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
     assert!(v["rows"][0]["fused_ms"].as_f64().unwrap() > 0.0);
+    #[cfg(feature = "plot")]
+    {
+        let svg = dir.path().join("speedup.svg");
+        ok(&["bench", l, "-n", "1", "-i", "1", "--plot", svg.to_str().unwrap()], &["chart written to"]);
+        let img = std::fs::read_to_string(&svg).expect("chart file");
+        assert!(img.starts_with("<svg") && img.contains("8-6-6-8-3-3-1-1") && img.matches("<rect").count() >= 3, "{img}");
+    }
+    fails(&["bench", l, "--plot", "chart.png"], &[], 1, "PNG is not supported");
     std::fs::write(&list, "8-6-6\n").unwrap();
     fails(&["bench", l], &[], 1, "needs 8 fields C-H-W-K-fy-fx-py-px");
 }
