@@ -16,9 +16,10 @@ for line in sys.stdin:
 if cargo build --release --examples -q 2>/dev/null; then
   for e in target/release/examples/*; do [ -x "$e" ] && [ -f "$e" ] && case "$e" in *-*) ;; *) mkdir -p .gpu/ex && cp "$e" .gpu/ex/;; esac; done
 fi
+cargo build --release -p conflux-driver -q && cp target/release/conflux-driver .gpu/
 cp scripts/gpu/*.sh scripts/gpu/*.py .gpu/ 2>/dev/null || true
 cp ../shared/bench/*.txt .gpu/ 2>/dev/null || true
 # Debug info is not needed there and would triple the transfer.
-for f in .gpu/bin/* .gpu/ex/*; do objcopy --strip-debug "$f" 2>/dev/null || true; done
+for f in .gpu/bin/* .gpu/ex/* .gpu/conflux-driver; do objcopy --strip-debug "$f" 2>/dev/null || true; done
 ls -la .gpu/bin
 du -sh .gpu
