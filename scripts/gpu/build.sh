@@ -22,9 +22,10 @@ fi
 # The C API library (libMIOpen.so) for scripts/gpu/capi_smoke.py (ctypes, torch pointers).
 cargo build --release -p conflux-capi -q
 mkdir -p .gpu/lib && cp target/release/libMIOpen.so .gpu/lib/
+cargo build --release -p conflux-driver -q && cp target/release/conflux-driver .gpu/
 cp scripts/gpu/*.sh scripts/gpu/*.py .gpu/ 2>/dev/null || true
 cp ../shared/bench/*.txt .gpu/ 2>/dev/null || true
 # Debug info is not needed there and would triple the transfer.
-for f in .gpu/bin/* .gpu/ex/* .gpu/lib/*; do objcopy --strip-debug "$f" 2>/dev/null || true; done
+for f in .gpu/bin/* .gpu/ex/* .gpu/lib/* .gpu/conflux-driver; do objcopy --strip-debug "$f" 2>/dev/null || true; done
 ls -la .gpu/bin .gpu/lib
 du -sh .gpu

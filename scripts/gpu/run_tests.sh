@@ -5,6 +5,8 @@ set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export CONFLUX_CACHE_DIR=${CONFLUX_CACHE_DIR:-/tmp/conflux-cache}
 out=${OUT:-/tmp}
+# The driver CLI tests run the staged binary (its build path does not exist here).
+[ -x .gpu/conflux-driver ] && export CONFLUX_DRIVER_BIN=$PWD/.gpu/conflux-driver
 filter=${1:-}
 status=0
 summary=""

@@ -70,6 +70,9 @@ pub fn run(s: &Session, a: &BenchArgs) -> Res<()> {
     };
     let iters = positive("iter", a.iter)?;
     let act_mode = i32::try_from(a.activ_mode).ok().and_then(ActivationMode::from_i32).ok_or_else(|| format!("--activMode {}: not an activation mode (0..9)", a.activ_mode))?;
+    if let Some(path) = &a.plot {
+        crate::plot::check_extension(path)?;
+    }
     let text = std::fs::read_to_string(&a.list).map_err(|e| format!("cannot read {}: {e}", a.list.display()))?;
     let problems = parse_list(&text)?;
     s.out.set("bench", json!({ "list": a.list.display().to_string(), "n": n, "dtype": dt.short(), "layout": layout.name(), "activation": format!("{act_mode:?}"), "iters": iters }));
@@ -85,6 +88,12 @@ pub fn run(s: &Session, a: &BenchArgs) -> Res<()> {
         rows.push(row);
     }
     print_table(s, &rows);
+    if let Some(path) = &a.plot {
+        let title = format!("conflux fused conv+bias+{act_mode:?} vs unfused, N={n}, {}, {}", dt.short(), s.handle.device().name());
+        crate::plot::speedup_chart(path, &rows, &title)?;
+        s.out.line(format!("chart written to {}", path.display()));
+        s.out.set("plot", json!(path.display().to_string()));
+    }
     Ok(())
 }
 

@@ -13,6 +13,7 @@ mod bench;
 mod bnorm;
 mod conv;
 mod fusion;
+mod plot;
 mod report;
 mod session;
 mod solvers;
