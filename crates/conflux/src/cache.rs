@@ -31,6 +31,20 @@ pub fn hash_key(parts: &[&[u8]]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The folder `<cache dir>/<kind>` of one kind of per-device record (find-db, perf-db).
+pub fn record_dir(kind: &str) -> Option<PathBuf> {
+    cache_dir().map(|d| d.join(kind))
+}
+
+/// File name of a per-device record: a hash of its kind, `parts`, the device identity and the
+/// library version, so another GPU or another build never reads it.
+pub fn record_name(kind: &str, ext: &str, device_identity: &str, parts: &[&str]) -> String {
+    let mut all: Vec<&[u8]> = vec![kind.as_bytes()];
+    all.extend(parts.iter().map(|p| p.as_bytes()));
+    all.extend([device_identity.as_bytes(), env!("CARGO_PKG_VERSION").as_bytes()]);
+    format!("{}.{ext}", hash_key(&all))
+}
+
 /// Write `payload` under `dir/name` atomically, tagged with `magic` (8 bytes).
 pub fn write_entry(dir: &Path, name: &str, magic: &[u8; 8], payload: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;

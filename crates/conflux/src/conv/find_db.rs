@@ -38,12 +38,11 @@ fn disabled() -> bool {
 }
 
 fn dir() -> Option<PathBuf> {
-    cache::cache_dir().map(|d| d.join("find-db"))
+    cache::record_dir("find-db")
 }
 
 fn file_name(handle: &Handle, key: &str) -> String {
-    let id = handle.device().identity();
-    format!("{}.fdb", cache::hash_key(&[b"find-db", key.as_bytes(), id.as_bytes(), env!("CARGO_PKG_VERSION").as_bytes()]))
+    cache::record_name("find-db", "fdb", &handle.device().identity(), &[key])
 }
 
 /// Where the entry of `problem` on this handle's device lives (None without a cache dir).

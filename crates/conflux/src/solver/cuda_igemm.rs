@@ -19,6 +19,11 @@ const BK: usize = 8;
 
 pub struct CudaConvIgemm;
 
+/// Output channels per block: 64 when the group has no more, else 128.
+fn channel_tile(g: &Geom) -> usize {
+    if g.kg() <= 64 { 64 } else { 128 }
+}
+
 struct IgemmInvoker {
     be: Arc<CudaBackend>,
     kernel: Kernel,
@@ -57,7 +62,7 @@ impl Solver for CudaConvIgemm {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm: not a convolution"))?;
         let g = Geom::of(conv);
         // Fewer than two blocks per SM with 128-pixel tiles: halve them.
-        let blocks = (g.n * g.output_size()).div_ceil(BM) * g.kg().div_ceil(128) * g.groups;
+        let blocks = (g.n * g.output_size()).div_ceil(BM) * g.kg().div_ceil(channel_tile(&g)) * g.groups;
         let tall = blocks >= 2 * cuda_of(handle)?.dev.sm_count() as usize;
         self.build_with(problem, handle, if tall { BM } else { BM / 2 })
     }
@@ -72,7 +77,7 @@ impl CudaConvIgemm {
         let be = cuda_of(handle)?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm: not a convolution"))?;
         let g = Geom::of(conv);
-        let bn = if g.kg() <= 64 { 64 } else { 128 };
+        let bn = channel_tile(&g);
         let mut defs = preamble::conv_geometry_defines(&g);
         for (name, v) in [("BM", bm), ("BN", bn), ("BK", BK), ("CHANNEL_INNER", conv.x.is_channels_last() as usize)] {
             defs.push((name.to_string(), v.to_string()));

@@ -12,13 +12,11 @@ const MAGIC: &[u8; 8] = b"CFXPDB01";
 const HEADER: &str = "conflux perf-db 1";
 
 fn dir() -> Option<PathBuf> {
-    cache::cache_dir().map(|d| d.join("perf-db"))
+    cache::record_dir("perf-db")
 }
 
 fn file_name(handle: &Handle, solver: &str, key: &str) -> String {
-    let id = handle.device().identity();
-    let parts: [&[u8]; 5] = [b"perf-db", solver.as_bytes(), key.as_bytes(), id.as_bytes(), env!("CARGO_PKG_VERSION").as_bytes()];
-    format!("{}.pdb", cache::hash_key(&parts))
+    cache::record_name("perf-db", "pdb", &handle.device().identity(), &[solver, key])
 }
 
 /// The stored configuration label of `solver` for the problem `key`, if a valid entry exists.
