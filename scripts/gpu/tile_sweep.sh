@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Time every tensor-core tile configuration on a problem list (run on the GPU machine from the
-# repository root): prints one CSV block per configuration and a per-problem best table.
-# Usage: bash .gpu/tile_sweep.sh LIST N DTYPE   (DTYPE f16 | bf16; layout NHWC)
+# Time every tile configuration of a tensor-core kernel on a problem list (run on the GPU
+# machine from the repository root): one CSV block per configuration and a per-problem best
+# table. Usage: bash .gpu/tile_sweep.sh LIST N DTYPE [tc|wgmma]   (DTYPE f16 | bf16; NHWC)
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-list=$1; n=$2; dt=$3
+list=$1; n=$2; dt=$3; kind=${4:-wgmma}
+if [ "$kind" = tc ]; then
+  var=CONFLUX_TC_TILE
+  cfgs="128x128x32w64x32s4 128x128x64w64x32s3 128x64x32w64x32s4 128x64x64w64x32s3 64x128x32w32x64s4 64x64x64w32x32s4 256x64x32w64x32s4"
+else
+  var=CONFLUX_WGMMA_TILE
+  cfgs="wg256x128s4 wg128x256s4 wg128x128s6 wg128x128s4 wg128x128s3 wg128x64s6 wg128x64s4 wg128x64s3 wg256x64s4"
+fi
 out=$(mktemp)
-for cfg in 128x128x32w64x32s4 128x128x64w64x32s3 128x64x32w64x32s4 128x64x64w64x32s3 64x128x32w32x64s4 64x64x64w32x32s4 256x64x32w64x32s4; do
-  CONFLUX_TC_TILE=$cfg .gpu/ex/bench_cba "$list" "$n" "$dt" nhwc 30 | sed "s/^/$cfg,/" >> "$out"
+for cfg in $cfgs; do
+  env $var=$cfg .gpu/ex/bench_cba "$list" "$n" "$dt" nhwc 30 | sed "s/^/$cfg,/" >> "$out"
 done
 echo "==== default heuristic"
 .gpu/ex/bench_cba "$list" "$n" "$dt" nhwc 30 | sed "s/^/heuristic,/" | tee -a "$out"

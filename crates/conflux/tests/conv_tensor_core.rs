@@ -1,19 +1,23 @@
-//! The tensor-core implicit-GEMM forward kernel: 16-bit channels-last convolutions whose
-//! channels per group are multiples of 8, with a fused bias + leaky-ReLU epilogue, against
-//! the f64 reference. The plan runs on every device; on CUDA the test also checks that the
-//! tensor-core solver is the one chosen and runs every tile configuration, α/β, and the
-//! fallback for pointers the 16-byte copies cannot use.
+//! The tensor-core implicit-GEMM forward kernels (mma.sync, and wgmma on sm_90): 16-bit
+//! channels-last convolutions whose channels per group are multiples of 8, with a fused
+//! bias + leaky-ReLU epilogue, against the f64 reference. The plan runs on every device; on
+//! CUDA the test also checks that a tensor-core solver is the one chosen and runs every tile
+//! configuration of both kernels, α/β, and the fallback for pointers the 16-byte copies
+//! cannot use.
 
 mod support;
 
 use conflux::fusion::FusedProblem;
 use conflux::reference::{activation, bias, compare::tolerance, conv as rconv, fill::Fill};
 use conflux::solver::cuda_igemm_tc::{CudaConvIgemmTc, CONFIGS};
-use conflux::solver::{RunArgs, Solver};
+use conflux::solver::cuda_igemm_wgmma::{CudaConvIgemmWgmma, WG_CONFIGS};
+use conflux::solver::{Invoker, RunArgs, Solver};
+use std::sync::Arc;
 use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
 use support::*;
 
 const TC: &str = "CudaConvImplicitGemmTensorCore";
+const WGMMA: &str = "CudaConvImplicitGemmWgmma";
 
 struct Case {
     dt: DataType,
@@ -100,7 +104,9 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
     let mut plan = plan_for(c);
     plan.compile(h).unwrap();
     if h.device_kind() == conflux::handle::DeviceKind::Cuda {
-        assert_eq!(plan.solver_name(), Some(TC), "{}", what(c, "plan", h));
+        // wgmma where the GPU has it (sm_90), else mma.sync.
+        let want = if CudaConvIgemmWgmma.check(&plan.problem().unwrap(), h).is_ok() { WGMMA } else { TC };
+        assert_eq!(plan.solver_name(), Some(want), "{}", what(c, "plan", h));
     }
     let mut args = OpArgs::new();
     args.set(0, OpArg::Conv { w: d.w.ptr(), alpha: 1.0, beta: 0.0 });
@@ -111,19 +117,28 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
     check(h, c, &d, &y, exact, "plan");
 }
 
-/// Every tile configuration, with α/β, straight through the solver's invokers.
-fn run_configs(h: &Handle, c: &Case, seed: u64) {
+/// An invoker of every tile configuration of both tensor-core kernels (wgmma only where the
+/// GPU has it), labelled.
+fn every_tile(h: &Handle, problem: &FusedProblem) -> Vec<(String, Arc<dyn Invoker>)> {
+    let mut out: Vec<(String, Arc<dyn Invoker>)> = CONFIGS.iter().map(|c| (c.label(), CudaConvIgemmTc.build_with(problem, h, *c).unwrap())).collect();
+    if CudaConvIgemmWgmma.check(problem, h).is_ok() {
+        out.extend(WG_CONFIGS.iter().map(|c| (c.label(), CudaConvIgemmWgmma.build_with(problem, h, *c).unwrap())));
+    }
+    out
+}
+
+/// Every tile configuration, with α/β, straight through the solvers' invokers.
+fn run_configs(h: &Handle, c: &Case, seed: u64, exact: bool) {
     let problem: FusedProblem = plan_for(c).problem().unwrap();
     CudaConvIgemmTc.check(&problem, h).unwrap_or_else(|why| panic!("{}: refused: {why}", what(c, "check", h)));
-    let (alpha, beta) = (0.75, 0.5);
-    let d = data(h, c, seed, false, alpha, beta);
+    let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
+    let d = data(h, c, seed, exact, alpha, beta);
     let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
-    for cfg in CONFIGS {
-        let inv = CudaConvIgemmTc.build_with(&problem, h, *cfg).unwrap();
+    for (label, inv) in every_tile(h, &problem) {
         let y = upload(h, &c.y, &d.y0);
         let args = RunArgs { x: d.x.ptr(), w: d.w.ptr(), y: y.ptr(), alpha, beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
         inv.run(h, &args).unwrap();
-        check(h, c, &d, &y, false, &format!("tile {}", cfg.label()));
+        check(h, c, &d, &y, exact, &format!("tile {label}"));
     }
 }
 
@@ -135,9 +150,25 @@ device_tests!(random_geometries, |h: &Handle| {
             let seed = (i * 100 + j) as u64;
             run_plan(h, &c, seed, false);
             if h.device_kind() == conflux::handle::DeviceKind::Cuda && j % 3 == 0 {
-                run_configs(h, &c, seed);
+                run_configs(h, &c, seed, false);
             }
         }
+    }
+});
+
+device_tests!(tiles_larger_than_one_block, |h: &Handle| {
+    // Several k-tiles, several pixel tiles and a partial channel tile for every block shape
+    // (the random cases are small enough for one tile of the big configurations).
+    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
+        return;
+    }
+    for (k, (dt, exact)) in [(DataType::Half, true), (DataType::BFloat16, false), (DataType::Half, false)].into_iter().enumerate() {
+        let conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1 + k as i64 % 2, 1], &[1, 1]).unwrap();
+        let x = desc(dt, &[2, 64, 17, 15], Lay::ChannelsLast);
+        let w = desc(dt, &[200 + 56 * k, 64, 3, 3], Lay::ChannelsLast);
+        let y = conv.output_desc(&x, &w).unwrap();
+        let b = TensorDesc::new(dt, &[1, 200 + 56 * k, 1, 1]).unwrap();
+        run_configs(h, &Case { dt, conv, x, w, y, b }, 50 + k as u64, exact);
     }
 });
 
@@ -190,12 +221,13 @@ device_tests!(refusals_and_fallback, |h: &Handle| {
     let shifted: Vec<f64> = std::iter::once(0.0).chain(d.x.host.iter().copied()).chain([0.0; 7]).collect();
     let xs = upload(h, &shifted_desc, &shifted);
     let problem = plan_for(&c).problem().unwrap();
-    let inv = CudaConvIgemmTc.build_with(&problem, h, CONFIGS[0]).unwrap();
-    let out = poisoned(h, &c.y);
     let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
-    let args = RunArgs { x: xs.ptr().add(2), w: d.w.ptr(), y: out.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
-    inv.run(h, &args).unwrap();
-    check(h, &c, &d, &out, false, "misaligned x (fallback)");
+    for (label, inv) in every_tile(h, &problem).into_iter().step_by(CONFIGS.len()) {
+        let out = poisoned(h, &c.y);
+        let args = RunArgs { x: xs.ptr().add(2), w: d.w.ptr(), y: out.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
+        inv.run(h, &args).unwrap();
+        check(h, &c, &d, &out, false, &format!("misaligned x (fallback from {label})"));
+    }
 });
 
 #[test]
@@ -209,6 +241,13 @@ fn tile_space_is_consistent() {
         assert!(c.smem_bytes() * c.min_blocks().min(2) <= 227 * 1024, "{}: shared memory", c.label());
     }
     assert_eq!(TileConfig::parse("1x1x1w1x1s1"), None);
+    use conflux::solver::cuda_igemm_wgmma::WgTile;
+    for c in WG_CONFIGS {
+        assert_eq!(WgTile::parse(&c.label()), Some(*c), "{}", c.label());
+        assert!(c.bm % 64 == 0 && [64, 128, 256].contains(&c.bn) && c.stages >= 3, "{}", c.label());
+        assert!((c.bm * 8) % c.threads() == 0 && (c.bn * 8) % c.threads() == 0, "{}", c.label());
+        assert!(c.smem_bytes() <= 227 * 1024, "{}: shared memory", c.label());
+    }
 }
 
 device_tests!(simt_tile_heights, |h: &Handle| {

@@ -11,6 +11,7 @@ use conflux::{ConvDesc, ConvMode, ConvProblem, DataType, Handle};
 use support::*;
 
 const TC: &str = "CudaConvImplicitGemmTensorCore";
+const WGMMA: &str = "CudaConvImplicitGemmWgmma";
 
 device_tests!(perf_db_round_trip_and_rejection, |h: &Handle| {
     isolate_cache();
@@ -47,28 +48,28 @@ device_tests!(exhaustive_find_tunes_tensor_core_tiles, |h: &Handle| {
     let xb = random(h, &x, Fill::SmallInt(-2, 2), 1);
     let wb = random(h, &w, Fill::SmallInt(-2, 2), 2);
     let out = poisoned(h, &y);
-    let tc = find_by_name(TC).unwrap();
-    let tunable = tc.device() == h.device_kind() && tc.check(&fp, h).is_ok();
-    if tunable {
-        assert!(!tc.tuning_space(&fp).is_empty());
-    }
     let perfs = conv::find_forward(h, &conv, &x, xb.ptr(), &w, wb.ptr(), &y, out.ptr(), 4, true, Workspace::default()).unwrap();
     assert!(!perfs.is_empty());
-    let entry = perf_db::lookup(h, TC, &fp.key());
-    if !tunable {
-        // CPU: nothing to tune, nothing recorded.
-        assert_eq!(entry, None);
-        return;
+    for name in [TC, WGMMA] {
+        let tc = find_by_name(name).unwrap();
+        let tunable = tc.device() == h.device_kind() && tc.check(&fp, h).is_ok();
+        let entry = perf_db::lookup(h, name, &fp.key());
+        if !tunable {
+            // CPU (or no wgmma): nothing to tune, nothing recorded.
+            assert_eq!(entry, None, "{name}");
+            continue;
+        }
+        assert!(!tc.tuning_space(&fp).is_empty());
+        let label = entry.unwrap_or_else(|| panic!("exhaustive Find records the tuned tile of {name}"));
+        assert!(tc.tuning_space(&fp).contains(&label), "{label}");
+        // A new handle builds with the recorded tile and still computes the right thing.
+        let h2 = Handle::cuda(0).unwrap();
+        let inv = h2.invoker(&fp, tc).unwrap();
+        let out2 = poisoned(&h2, &y);
+        let xb2 = upload(&h2, &x, &xb.host);
+        let wb2 = upload(&h2, &w, &wb.host);
+        let args = conflux::solver::RunArgs { x: xb2.ptr(), w: wb2.ptr(), y: out2.ptr(), alpha: 1.0, beta: 0.0, workspace: conflux::DevPtr::NULL, workspace_bytes: 0, ops: &[] };
+        inv.run(&h2, &args).unwrap();
+        assert_eq!(logical(&y, &download(&h2, &out2)), logical(&y, &download(h, &out)), "{name}: tuned invoker on a new handle differs from Find's output");
     }
-    let label = entry.expect("exhaustive Find records the tuned tile");
-    assert!(tc.tuning_space(&fp).contains(&label), "{label}");
-    // A new handle builds with the recorded tile and still computes the right thing.
-    let h2 = Handle::cuda(0).unwrap();
-    let inv = h2.invoker(&fp, tc).unwrap();
-    let out2 = poisoned(&h2, &y);
-    let xb2 = upload(&h2, &x, &xb.host);
-    let wb2 = upload(&h2, &w, &wb.host);
-    let args = conflux::solver::RunArgs { x: xb2.ptr(), w: wb2.ptr(), y: out2.ptr(), alpha: 1.0, beta: 0.0, workspace: conflux::DevPtr::NULL, workspace_bytes: 0, ops: &[] };
-    inv.run(&h2, &args).unwrap();
-    assert_eq!(logical(&y, &download(&h2, &out2)), logical(&y, &download(h, &out)), "tuned invoker on a new handle differs from Find's output");
 });

@@ -16,7 +16,46 @@ use crate::handle::{DeviceKind, Handle};
 use crate::types::{ConvAlgorithm, DataType, Direction};
 use std::sync::{Arc, OnceLock};
 
-const TEMPLATE: &str = include_str!("../backend/cuda/kernels/conv_igemm_tc.cu");
+const TEMPLATE: &str = concat!(include_str!("../backend/cuda/kernels/igemm_tile.cuh"), include_str!("../backend/cuda/kernels/conv_igemm_tc.cu"));
+
+/// What both tensor-core kernels (mma.sync here, wgmma in `cuda_igemm_wgmma`) need: 16-bit
+/// data, forward, channels-last x and w whose 8-channel chunks are 16-byte copies.
+pub(crate) fn tensor_core_check(problem: &FusedProblem) -> std::result::Result<Geom, String> {
+    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+    if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
+        return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
+    }
+    if conv.direction != Direction::Forward {
+        return Err(format!("forward only (this is {:?})", conv.direction));
+    }
+    let g = Geom::of(conv);
+    if g.cg() % 8 != 0 {
+        return Err(format!("channels per group ({}) not a multiple of 8", g.cg()));
+    }
+    let aligned = |s: &[usize; 5]| s[1] == 1 && [s[0], s[2], s[3], s[4]].iter().all(|v| v % 8 == 0);
+    if !aligned(&g.x_strides) || !aligned(&g.w_strides) {
+        return Err("x and w must be channels-last with 16-byte aligned pixel rows".into());
+    }
+    let m = g.n * g.output_size();
+    let biggest = [g.n * g.x_strides[0], g.k * g.w_strides[0], m, g.kg() * g.cg() * g.filter_size()];
+    if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {
+        return Err("tensor too large for 32-bit tile indexing".into());
+    }
+    Ok(g)
+}
+
+/// Preamble defines shared by both tensor-core kernels: geometry, tile, store mode, MMA type.
+pub(crate) fn tensor_core_defines(g: &Geom, dt: DataType, tile: &[(&str, usize)]) -> (Vec<(String, String)>, bool) {
+    let ys = g.y_strides;
+    let pair_store = ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 2 == 0) && (g.kg() % 2 == 0 || g.groups == 1);
+    let mma = if dt == DataType::Half { "\"f16\"" } else { "\"bf16\"" };
+    let mut defs = preamble::conv_geometry_defines(g);
+    for (name, v) in tile.iter().copied().chain([("PAIR_STORE", pair_store as usize)]) {
+        defs.push((name.to_string(), v.to_string()));
+    }
+    defs.push(("MMA_AB".into(), mma.into()));
+    (defs, pair_store)
+}
 
 /// One point of the kernel's configuration space: block tile, warp tile, pipeline depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,12 +111,23 @@ pub fn heuristic(g: &Geom, sm_count: usize) -> TileConfig {
 
 pub struct CudaConvIgemmTc;
 
-struct TcInvoker {
+/// Launch shape of a tensor-core kernel: block tile, threads, dynamic shared memory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TileLaunch {
+    pub bm: usize,
+    pub bn: usize,
+    pub threads: u32,
+    pub smem: u32,
+}
+
+/// Invoker of either tensor-core kernel.
+pub(crate) struct TcInvoker {
     be: Arc<CudaBackend>,
     kernel: Kernel,
     geom: Geom,
-    cfg: TileConfig,
-    pair_store: bool,
+    launch: TileLaunch,
+    /// Alignment (bytes) the kernel's stores need of y: 1, 4 (paired) or 16 (staged rows).
+    y_align: u64,
     problem: FusedProblem,
     /// The CUDA-core kernel, built on first need for pointers the 16-byte copies cannot use.
     fallback: OnceLock<Result<Arc<dyn Invoker>>>,
@@ -90,27 +140,7 @@ impl Solver for CudaConvIgemmTc {
     fn device(&self) -> DeviceKind { DeviceKind::Cuda }
 
     fn check(&self, problem: &FusedProblem, _handle: &Handle) -> std::result::Result<(), String> {
-        let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
-        if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
-            return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
-        }
-        if conv.direction != Direction::Forward {
-            return Err(format!("forward only (this is {:?})", conv.direction));
-        }
-        let g = Geom::of(conv);
-        if g.cg() % 8 != 0 {
-            return Err(format!("channels per group ({}) not a multiple of 8", g.cg()));
-        }
-        let aligned = |s: &[usize; 5]| s[1] == 1 && [s[0], s[2], s[3], s[4]].iter().all(|v| v % 8 == 0);
-        if !aligned(&g.x_strides) || !aligned(&g.w_strides) {
-            return Err("x and w must be channels-last with 16-byte aligned pixel rows".into());
-        }
-        let m = g.n * g.output_size();
-        let biggest = [g.n * g.x_strides[0], g.k * g.w_strides[0], m, g.kg() * g.cg() * g.filter_size()];
-        if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {
-            return Err("tensor too large for 32-bit tile indexing".into());
-        }
-        Ok(())
+        tensor_core_check(problem).map(|_| ())
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
@@ -148,27 +178,25 @@ impl CudaConvIgemmTc {
         let be = cuda_of(handle)?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tc: not a convolution"))?;
         let g = Geom::of(conv);
-        let ys = g.y_strides;
-        let pair_store = ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 2 == 0) && (g.kg() % 2 == 0 || g.groups == 1);
-        let mma = if conv.dtype() == DataType::Half { "\"f16\"" } else { "\"bf16\"" };
-        let mut defs = preamble::conv_geometry_defines(&g);
-        let tile = [("BM", cfg.bm), ("BN", cfg.bn), ("BK", cfg.bk), ("WM", cfg.wm), ("WN", cfg.wn), ("STAGES", cfg.stages)];
-        for (name, v) in tile.into_iter().chain([("MIN_BLOCKS", cfg.min_blocks()), ("PAIR_STORE", pair_store as usize)]) {
-            defs.push((name.to_string(), v.to_string()));
-        }
-        defs.push(("MMA_AB".into(), mma.into()));
+        let tile = [("BM", cfg.bm), ("BN", cfg.bn), ("BK", cfg.bk), ("WM", cfg.wm), ("WN", cfg.wn), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", cfg.threads()), ("MIN_BLOCKS", cfg.min_blocks())];
+        let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let kernel = be.module("conv_igemm_tc", &src)?.function("conv_fwd_igemm_tc")?;
         kernel.reserve_dynamic_smem(&be.dev, cfg.smem_bytes() as u32)?;
-        Ok(Arc::new(TcInvoker { be, kernel, geom: g, cfg, pair_store, problem: problem.clone(), fallback: OnceLock::new() }))
+        let launch = TileLaunch { bm: cfg.bm, bn: cfg.bn, threads: cfg.threads() as u32, smem: cfg.smem_bytes() as u32 };
+        Ok(Arc::new(TcInvoker::new(be, kernel, g, launch, if pair_store { 4 } else { 1 }, problem)))
     }
 }
 
 impl TcInvoker {
-    /// The 16-byte copies need 16-byte aligned x and w; paired stores a 4-byte aligned y.
+    pub(crate) fn new(be: Arc<CudaBackend>, kernel: Kernel, geom: Geom, launch: TileLaunch, y_align: u64, problem: &FusedProblem) -> TcInvoker {
+        TcInvoker { be, kernel, geom, launch, y_align, problem: problem.clone(), fallback: OnceLock::new() }
+    }
+
+    /// The 16-byte copies need 16-byte aligned x and w; the stores y_align.
     fn pointers_fit(&self, a: &RunArgs) -> bool {
-        a.x.0 % 16 == 0 && a.w.0 % 16 == 0 && (!self.pair_store || a.y.0 % 4 == 0)
+        a.x.0 % 16 == 0 && a.w.0 % 16 == 0 && a.y.0 % self.y_align == 0
     }
 }
 
@@ -181,11 +209,11 @@ impl Invoker for TcInvoker {
         let g = &self.geom;
         let p = conv_run_params(g, &self.problem, a)?;
         let m = g.n * g.output_size();
-        let grid = (m.div_ceil(self.cfg.bm) as u32, g.kg().div_ceil(self.cfg.bn) as u32, g.groups as u32);
+        let grid = (m.div_ceil(self.launch.bm) as u32, g.kg().div_ceil(self.launch.bn) as u32, g.groups as u32);
         if grid.1 > 65535 || grid.2 > 65535 {
             return Err(Error::not_implemented("igemm-tc: too many channel tiles or groups for one launch"));
         }
-        let (threads, smem) = (self.cfg.threads() as u32, self.cfg.smem_bytes() as u32);
+        let (threads, smem) = (self.launch.threads, self.launch.smem);
         // SAFETY: Params mirrors the kernel struct; pointers validated against the problem and
         // checked for the alignment the kernel's vector accesses need.
         timed(handle, &self.be, || unsafe { self.kernel.launch(&self.be.dev, grid, (threads, 1, 1), smem, &p) })

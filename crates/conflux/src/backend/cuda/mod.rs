@@ -34,7 +34,13 @@ impl CudaBackend {
 
     /// Module for `template` specialised by a generated preamble (cached).
     pub fn module(&self, name: &str, source: &str) -> Result<Arc<Module>> {
-        self.modules.get(&self.dev, name, source, &[])
+        self.modules.get(&self.dev, name, source, &self.dev.arch(), &[])
+    }
+
+    /// Like `module`, for the architecture-specific target (`sm_90a`: wgmma, setmaxnreg) that
+    /// only runs on exactly this compute capability.
+    pub fn module_arch_specific(&self, name: &str, source: &str) -> Result<Arc<Module>> {
+        self.modules.get(&self.dev, name, source, &format!("{}a", self.dev.arch()), &[])
     }
 }
 

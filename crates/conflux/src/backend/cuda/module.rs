@@ -94,14 +94,14 @@ impl ModuleCache {
     /// Number of modules compiled or loaded from disk by this cache.
     pub fn loads(&self) -> u64 { self.compiles.load(Ordering::Relaxed) }
 
-    /// The module for (`name`, `source`, `opts`), compiled at most once per process.
-    pub fn get(&self, dev: &CudaDevice, name: &str, source: &str, opts: &[&str]) -> Result<Arc<Module>> {
-        let key = crate::cache::hash_key(&[source.as_bytes(), opts.join(" ").as_bytes()]);
+    /// The module for (`name`, `source`, `arch`, `opts`), compiled at most once per process.
+    pub fn get(&self, dev: &CudaDevice, name: &str, source: &str, arch: &str, opts: &[&str]) -> Result<Arc<Module>> {
+        let key = crate::cache::hash_key(&[source.as_bytes(), arch.as_bytes(), opts.join(" ").as_bytes()]);
         let cell = self.map.lock().unwrap().entry(key).or_default().clone();
         cell.get_or_init(|| {
             self.compiles.fetch_add(1, Ordering::Relaxed);
             let t = std::time::Instant::now();
-            let c = compile::compile(name, source, &dev.arch(), opts)?;
+            let c = compile::compile(name, source, arch, opts)?;
             let m = load(dev, name, &c.cubin, c.from_disk)?;
             tracing::debug!(kernel = name, from_disk = c.from_disk, ms = t.elapsed().as_secs_f64() * 1e3, "module ready");
             Ok(Arc::new(m))

@@ -1,0 +1,181 @@
+// Shared by the tensor-core implicit-GEMM kernels (conv_igemm_tc.cu: mma.sync,
+// conv_igemm_wgmma.cu: Hopper wgmma): asynchronous 16-byte copies, the pixel and filter-tap
+// decomposition, the per-thread tile loader and the output store through the epilogue.
+//
+// GEMM per group g: M = N·OD·OH·OW output pixels, N = KG output channels, K = FD·FH·FW·CG
+// reduction ordered channels fastest, as in memory. CG % 8 == 0 and 16-byte aligned rows
+// make every 8-element chunk of a reduction slice one 16-byte cp.async from a single filter
+// tap of x (zero-filled outside the image) and of w. Shared tiles are stored row-major (pixel
+// or channel rows of BK elements) with the 16-byte chunks of a row XOR-swizzled by row; for
+// BK = 64 this is exactly Hopper's 128-byte swizzle, which wgmma descriptors read directly.
+// The including kernel's generated preamble defines BM, BN, BK, LOADER_THREADS and the geometry
+// (every stride a compile-time constant; only the batch size is not).
+typedef CONFLUX_T T;
+
+#define CHUNKS (BK / 8)
+#define OSP (OD * OH * OW)
+#define FS (FD * FH * FW)
+#define KRED (CG * FS)
+// LOADER_THREADS: the threads that copy tiles (all of them, or a producer warpgroup).
+#define A_LOADS (BM * CHUNKS / LOADER_THREADS)
+#define B_LOADS (BN * CHUNKS / LOADER_THREADS)
+#define A_ELEMS (BM * BK)
+#define STAGE_ELEMS ((BM + BN) * BK)
+
+static_assert((BM * CHUNKS) % LOADER_THREADS == 0 && (BN * CHUNKS) % LOADER_THREADS == 0, "tile loads per thread");
+static_assert(CG % 8 == 0, "channels per group must be a multiple of 8");
+static_assert(BK == 32 || BK == 64, "BK");
+
+// Element offset of logical chunk `chunk` of tile row `row`: 128-byte rows (BK = 64) swizzle
+// by row % 8, 64-byte rows (two per 128 bytes) by (row / 2) % 4.
+__device__ __forceinline__ int swz(int row, int chunk) {
+    const int s = BK == 64 ? (row & 7) : ((row >> 1) & 3);
+    return row * BK + ((chunk ^ s) << 3);
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// 16-byte asynchronous copy; `valid == false` writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Output pixel m → (n, od, oh, ow).
+struct Pixel { int n, od, oh, ow; };
+__device__ __forceinline__ Pixel pixel_of(int m) {
+    Pixel q;
+    q.ow = m % OW;
+    int t = m / OW;
+    q.oh = t % OH;
+    t /= OH;
+    q.od = t % OD;
+    q.n = t / OD;
+    return q;
+}
+
+// Reduction index kk → (c, rd, rh, rw), channels fastest.
+struct Tap { int c, rd, rh, rw; };
+__device__ __forceinline__ Tap tap_of(int kk) {
+    Tap t;
+    t.c = kk % CG;
+    int r = kk / CG;
+    t.rw = r % FW;
+    r /= FW;
+    t.rh = r % FH;
+    t.rd = r / FH;
+    return t;
+}
+
+// Each thread copies the same chunk column of A_LOADS pixel rows and B_LOADS channel rows in
+// every k-tile; the pixel decomposition is done once, when the loader is made.
+struct TileLoader {
+    i64 a_base[A_LOADS];
+    int a_d[A_LOADS], a_h[A_LOADS], a_w[A_LOADS];
+    i64 b_base[B_LOADS];
+    bool b_ok[B_LOADS];
+    int tid, chunk;
+
+    __device__ __forceinline__ TileLoader(int tid_, int m0, int n0, int g, int M) : tid(tid_), chunk(tid_ % CHUNKS) {
+#pragma unroll
+        for (int i = 0; i < A_LOADS; ++i) {
+            const int m = m0 + (tid + i * LOADER_THREADS) / CHUNKS;
+            const Pixel q = pixel_of(m < M ? m : 0);
+            a_base[i] = (i64)q.n * XS_N + (i64)g * CG;
+            a_d[i] = m < M ? q.od * SD - PD : -(1 << 28);   // an out-of-range row never loads
+            a_h[i] = q.oh * SH - PH;
+            a_w[i] = q.ow * SW - PW;
+        }
+#pragma unroll
+        for (int i = 0; i < B_LOADS; ++i) {
+            const int kn = n0 + (tid + i * LOADER_THREADS) / CHUNKS;
+            b_ok[i] = kn < KG;
+            b_base[i] = (i64)(g * KG + (kn < KG ? kn : 0)) * WS_K;
+        }
+    }
+
+    // Issue the copies of reduction slice [k0, k0 + BK) into the shared tiles sa (pixels) and
+    // sb (channels).
+    __device__ __forceinline__ void load(T* sa, T* sb, const T* x, const T* w, int k0) const {
+        const int kk = k0 + chunk * 8;
+        const bool k_ok = kk < KRED;
+        const Tap t = tap_of(k_ok ? kk : 0);
+#pragma unroll
+        for (int i = 0; i < A_LOADS; ++i) {
+            const int row = (tid + i * LOADER_THREADS) / CHUNKS;
+            const int id = a_d[i] + t.rd * DD, ih = a_h[i] + t.rh * DH, iw = a_w[i] + t.rw * DW;
+            const bool ok = k_ok && (unsigned)id < ID && (unsigned)ih < IH && (unsigned)iw < IW;
+            const T* src = ok ? x + a_base[i] + (i64)id * XS_D + (i64)ih * XS_H + (i64)iw * XS_W + t.c : x;
+            cp_async16(smem_addr(sa + swz(row, chunk)), src, ok);
+        }
+        const i64 w_off = (i64)t.rd * WS_D + (i64)t.rh * WS_H + (i64)t.rw * WS_W + t.c;
+#pragma unroll
+        for (int i = 0; i < B_LOADS; ++i) {
+            const int row = (tid + i * LOADER_THREADS) / CHUNKS;
+            const bool ok = k_ok && b_ok[i];
+            cp_async16(smem_addr(sb + swz(row, chunk)), ok ? w + b_base[i] + w_off : w, ok);
+        }
+    }
+};
+
+// One output pixel row of the tile: where its channels live in y.
+struct OutRow {
+    Pixel q;
+    int sp;
+    i64 off;
+};
+__device__ __forceinline__ OutRow out_row(int m) {
+    OutRow r;
+    r.q = pixel_of(m);
+    r.sp = (r.q.od * OH + r.q.oh) * OW + r.q.ow;
+    r.off = (i64)r.q.n * YS_N + (i64)r.q.od * YS_D + (i64)r.q.oh * YS_H + (i64)r.q.ow * YS_W;
+    return r;
+}
+
+// Where pixel m's channels start in y; packed pixel rows (the usual channels-last y) need no
+// division.
+#define Y_PIXEL_LINEAR (YS_H == OW * YS_W && YS_D == OH * YS_H && YS_N == OD * YS_D)
+__device__ __forceinline__ i64 y_row_offset(int m) {
+    if (Y_PIXEL_LINEAR) return (i64)m * YS_W;
+    return out_row(m).off;
+}
+
+// Channels kn and kn + 1 (within group g) of one output row through α/β and the generated
+// epilogue chain; channels past KG come out as 0 and must not be stored.
+__device__ __forceinline__ void epilogue_pair(const Params& p, const OutRow& r, int g, int kn, float a0, float a1, float (&v)[2]) {
+    const float acc[2] = {a0, a1};
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        v[e] = 0.f;
+        if (kn + e >= KG) continue;   // the epilogue may read per-channel data
+        const int k = g * KG + kn + e;
+        float t = p.alpha * acc[e];
+        if (p.beta != 0.f) t += p.beta * ld<T>(p.y, r.off + (i64)k * YS_C);
+        v[e] = conflux_epilogue(t, p.epi, r.q.n, k, r.q.od, r.q.oh, r.q.ow, r.sp, OSP);
+    }
+}
+
+__device__ __forceinline__ unsigned pack2(float a, float b) {
+    return (unsigned)from_f<T>(a).u | ((unsigned)from_f<T>(b).u << 16);
+}
+
+// The same, stored straight to y (both at once when PAIR_STORE says they are adjacent and
+// 4-byte aligned).
+__device__ __forceinline__ void store_pair(const Params& p, const OutRow& r, int g, int kn, float a0, float a1) {
+    float v[2];
+    epilogue_pair(p, r, g, kn, a0, a1, v);
+    const i64 o = r.off + (i64)(g * KG + kn) * YS_C;
+#if PAIR_STORE
+    if (kn + 1 < KG) {
+        *(unsigned*)((T*)p.y + o) = pack2(v[0], v[1]);
+        return;
+    }
+#endif
+    if (kn < KG) st<T>(p.y, o, v[0]);
+    if (kn + 1 < KG) st<T>(p.y, o + YS_C, v[1]);
+}

@@ -1,0 +1,153 @@
+//! Implicit-GEMM forward convolution with Hopper warpgroup MMA (conv_igemm_wgmma.cu: wgmma
+//! from 128-byte-swizzled shared tiles filled by a cp.async pipeline) for f16/bf16
+//! channels-last tensors with the fused epilogue. Same applicability as the mma.sync kernel
+//! (`cuda_igemm_tc`) plus a compute capability 9.0 device: wgmma exists only in the
+//! architecture-specific sm_90a target.
+
+use super::cuda_direct::cuda_of;
+use super::cuda_igemm_tc::{tensor_core_check, tensor_core_defines, TcInvoker, TileLaunch};
+use super::{perf_db, Invoker, Solver};
+use crate::backend::cuda::preamble::{self, Extra};
+use crate::conv::Geom;
+use crate::error::{Error, Result};
+use crate::fusion::FusedProblem;
+use crate::handle::{DeviceKind, Handle};
+use crate::types::ConvAlgorithm;
+use std::sync::Arc;
+
+const TEMPLATE: &str = concat!(
+    include_str!("../backend/cuda/kernels/igemm_tile.cuh"),
+    include_str!("../backend/cuda/kernels/wgmma.cuh"),
+    include_str!("../backend/cuda/kernels/conv_igemm_wgmma.cu"),
+);
+
+/// One point of the wgmma kernel's space: block tile (one warpgroup per 64 pixel rows) and
+/// pipeline depth; the reduction step is always 64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WgTile {
+    pub bm: usize,
+    pub bn: usize,
+    pub stages: usize,
+}
+
+/// Shared memory one SM offers its blocks (228 KiB, 1 KiB of it reserved per block).
+const SM_SMEM: usize = 228 * 1024;
+
+impl WgTile {
+    pub const fn new(bm: usize, bn: usize, stages: usize) -> WgTile { WgTile { bm, bn, stages } }
+    pub fn threads(&self) -> usize { self.bm / 64 * 128 }
+    /// Stages of (BM + BN) rows of 128 bytes, plus 1 KiB to align the base for the swizzle.
+    pub fn smem_bytes(&self) -> usize { self.stages * (self.bm + self.bn) * 128 + 1024 }
+    /// Blocks per SM: as many as shared memory allows and registers (the accumulators plus
+    /// about 48 for addresses and the epilogue) can follow; several let one block's loads
+    /// and epilogue overlap another's multiplies.
+    pub fn min_blocks(&self) -> usize {
+        let by_smem = SM_SMEM / (self.smem_bytes() + 1024);
+        let by_regs = 65536 / (self.threads() * (self.bn / 2 + 48));
+        by_smem.min(by_regs).clamp(1, 4)
+    }
+    pub fn label(&self) -> String { format!("wg{}x{}s{}", self.bm, self.bn, self.stages) }
+    /// The same tile with no more stages than a reduction of `kred` can fill (the pipeline
+    /// keeps stages - 2 tiles in flight), so short reductions leave room for more blocks.
+    pub fn fitted(&self, kred: usize) -> WgTile {
+        WgTile { stages: self.stages.min(kred.div_ceil(64) + 2).max(3), ..*self }
+    }
+    pub fn parse(s: &str) -> Option<WgTile> { WG_CONFIGS.iter().copied().find(|c| c.label() == s) }
+}
+
+/// The tuning space; every entry fits the 227 KiB of shared memory a block may use.
+pub const WG_CONFIGS: &[WgTile] = &[
+    WgTile::new(256, 128, 4),
+    WgTile::new(128, 256, 4),
+    WgTile::new(128, 128, 6),
+    WgTile::new(128, 128, 4),
+    WgTile::new(128, 128, 3),
+    WgTile::new(128, 64, 6),
+    WgTile::new(128, 64, 4),
+    WgTile::new(128, 64, 3),
+    WgTile::new(256, 64, 4),
+];
+
+/// Heuristic choice: the largest tile, never wider in channels than the layer needs, that
+/// still fills every SM once.
+pub fn wg_heuristic(g: &Geom, sm_count: usize) -> WgTile {
+    let m = g.n * g.output_size();
+    let blocks = |c: &WgTile| m.div_ceil(c.bm) * g.kg().div_ceil(c.bn) * g.groups;
+    let ladder = [WgTile::new(256, 128, 4), WgTile::new(128, 128, 3), WgTile::new(128, 64, 3)];
+    ladder
+        .into_iter()
+        .filter(|c| c.bn <= 64 || g.kg() > c.bn / 2)
+        .find(|c| blocks(c) >= sm_count * c.fitted(g.cg() * g.filter_size()).min_blocks())
+        .unwrap_or(WgTile::new(128, 64, 3))
+}
+
+pub struct CudaConvIgemmWgmma;
+
+impl Solver for CudaConvIgemmWgmma {
+    fn name(&self) -> &'static str { "CudaConvImplicitGemmWgmma" }
+    fn solution_id(&self) -> u64 { 105 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String> {
+        tensor_core_check(problem)?;
+        let be = cuda_of(handle).map_err(|e| e.to_string())?;
+        match be.dev.compute_capability() {
+            (9, 0) => Ok(()),
+            (maj, min) => Err(format!("wgmma needs a compute capability 9.0 GPU (sm_90a); this one is {maj}.{min}")),
+        }
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // About 450 TFLOP/s on an H100/H200-class GPU.
+        problem.conv_problem().map(|c| 2.0 * c.macs() / 450e12 * 1e3 + 0.004).unwrap_or(f64::MAX)
+    }
+
+    fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(handle)?;
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-wgmma: not a convolution"))?;
+        // CONFLUX_WGMMA_TILE forces a configuration (for measuring the space); else the tuned
+        // one from the perf-db; else the heuristic.
+        let cfg = match std::env::var("CONFLUX_WGMMA_TILE") {
+            Ok(s) => WgTile::parse(&s).ok_or_else(|| Error::bad_parm(format!("CONFLUX_WGMMA_TILE={s}: not a known tile")))?,
+            Err(_) => perf_db::lookup(handle, self.name(), &problem.key())
+                .and_then(|label| WgTile::parse(&label))
+                .unwrap_or_else(|| wg_heuristic(&Geom::of(conv), be.dev.sm_count() as usize)),
+        };
+        self.build_with(problem, handle, cfg)
+    }
+
+    fn tuning_space(&self, _problem: &FusedProblem) -> Vec<String> {
+        WG_CONFIGS.iter().map(WgTile::label).collect()
+    }
+
+    fn build_config(&self, problem: &FusedProblem, handle: &Handle, config: &str) -> Result<Arc<dyn Invoker>> {
+        let cfg = WgTile::parse(config).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {config}", self.name())))?;
+        self.build_with(problem, handle, cfg)
+    }
+}
+
+impl CudaConvIgemmWgmma {
+    /// Build with a given tile (tuning and tests); `check` must have passed.
+    pub fn build_with(&self, problem: &FusedProblem, handle: &Handle, cfg: WgTile) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(handle)?.clone();
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-wgmma: not a convolution"))?;
+        let g = Geom::of(conv);
+        let cfg = cfg.fitted(g.cg() * g.filter_size());
+        // Staged row stores need channels-last y whose group slices start 16-byte aligned.
+        let ys = g.y_strides;
+        let stage_store = ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 8 == 0) && (g.kg() % 8 == 0 || g.groups == 1);
+        let tile = [
+            ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()),
+            ("LOADER_THREADS", cfg.threads()), ("MIN_BLOCKS", cfg.min_blocks()), ("STAGE_STORE", stage_store as usize),
+        ];
+        let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
+        let y_align = if stage_store { 16 } else if pair_store { 4 } else { 1 };
+        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let kernel = be.module_arch_specific("conv_igemm_wgmma", &src)?.function("conv_fwd_igemm_wgmma")?;
+        kernel.reserve_dynamic_smem(&be.dev, cfg.smem_bytes() as u32)?;
+        let launch = TileLaunch { bm: cfg.bm, bn: cfg.bn, threads: cfg.threads() as u32, smem: cfg.smem_bytes() as u32 };
+        Ok(Arc::new(TcInvoker::new(be, kernel, g, launch, y_align, problem)))
+    }
+}
