@@ -149,7 +149,8 @@ pub struct ConvArgs {
     /// 1 wall-clock time, 2 with warm-up (needs -t 1).
     #[arg(short = 'w', long = "wall", default_value_t = 0)]
     pub wall: i64,
-    /// Exhaustive search in Find (prints every timed candidate).
+    /// Exhaustive search in Find (prints every timed candidate). Find's progress goes to
+    /// stderr: a bar on a terminal, else one `Find: step i/n` line per timed candidate.
     #[arg(short = 's', long = "search", default_value_t = 0)]
     pub search: i64,
     /// < 0 Find API, 0 immediate mode best, > 0 solution id (or a solver name).
