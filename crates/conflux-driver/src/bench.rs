@@ -57,6 +57,9 @@ pub struct Row {
     pub solver: String,
     pub fused_ms: f64,
     pub unfused_ms: f64,
+    /// Fastest single iteration of each path: steadier than the average on a shared machine.
+    pub fused_min_ms: f64,
+    pub unfused_min_ms: f64,
     pub gflops: f64,
 }
 
@@ -83,7 +86,8 @@ pub fn run(s: &Session, a: &BenchArgs) -> Res<()> {
         s.out.push(
             "rows",
             json!({ "problem": row.problem, "n": n, "solver": row.solver, "fused_ms": row.fused_ms, "unfused_ms": row.unfused_ms,
-                    "speedup": row.unfused_ms / row.fused_ms, "gflops": row.gflops }),
+                    "speedup": row.unfused_ms / row.fused_ms, "gflops": row.gflops,
+                    "fused_min_ms": row.fused_min_ms, "unfused_min_ms": row.unfused_min_ms }),
         );
         rows.push(row);
     }
@@ -144,7 +148,7 @@ fn one(s: &Session, p: &Problem, n: usize, dt: DataType, layout: conflux::Layout
     unfused()?;
     let tu = timing::time(s, iters, || unfused().map_err(Into::into))?;
     let (gflops, _) = timing::rates(2.0 * problem.macs(), 0.0, &tf);
-    Ok(Row { problem: p.text.clone(), solver: plan.solver_name().unwrap_or("?").to_string(), fused_ms: tf.avg_ms, unfused_ms: tu.avg_ms, gflops })
+    Ok(Row { problem: p.text.clone(), solver: plan.solver_name().unwrap_or("?").to_string(), fused_ms: tf.avg_ms, unfused_ms: tu.avg_ms, fused_min_ms: tf.min_ms, unfused_min_ms: tu.min_ms, gflops })
 }
 
 fn print_table(s: &Session, rows: &[Row]) {

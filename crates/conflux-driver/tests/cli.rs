@@ -213,6 +213,7 @@ fn bench_prints_the_table_and_json() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("bench --json is JSON");
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
     assert!(v["rows"][0]["fused_ms"].as_f64().unwrap() > 0.0);
+    assert!(v["rows"][0]["fused_min_ms"].as_f64().unwrap() <= v["rows"][0]["fused_ms"].as_f64().unwrap());
     #[cfg(feature = "plot")]
     {
         let svg = dir.path().join("speedup.svg");
