@@ -377,7 +377,8 @@ pub struct BenchArgs {
     /// Verify each fused result against the f64 reference (slow on big problems).
     #[arg(short = 'V', long = "verify", default_value_t = 0)]
     pub verify: i64,
-    /// Write an SVG bar chart of the fused-vs-unfused speedups.
+    /// Write a bar chart of the fused-vs-unfused speedups: FILE.svg, or FILE.png when built
+    /// with `--features png` (embedded font; no system packages).
     #[arg(long = "plot")]
     pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]

@@ -221,7 +221,16 @@ fn bench_prints_the_table_and_json() {
         let img = std::fs::read_to_string(&svg).expect("chart file");
         assert!(img.starts_with("<svg") && img.contains("8-6-6-8-3-3-1-1") && img.matches("<rect").count() >= 3, "{img}");
     }
-    fails(&["bench", l, "--plot", "chart.png"], &[], 1, "PNG is not supported");
+    #[cfg(feature = "png")]
+    {
+        let png = dir.path().join("speedup.png");
+        ok(&["bench", l, "-n", "1", "-i", "1", "--plot", png.to_str().unwrap()], &["chart written to"]);
+        let img = std::fs::read(&png).expect("chart file");
+        assert!(img.starts_with(b"\x89PNG\r\n\x1a\n") && img.len() > 4000, "{} bytes", img.len());
+    }
+    #[cfg(not(feature = "png"))]
+    fails(&["bench", l, "--plot", "chart.png"], &[], 1, "PNG needs conflux-driver built with `--features png`");
+    fails(&["bench", l, "--plot", "chart.gif"], &[], 1, "the file name must end in .svg");
     std::fs::write(&list, "8-6-6\n").unwrap();
     fails(&["bench", l], &[], 1, "needs 8 fields C-H-W-K-fy-fx-py-px");
 }
