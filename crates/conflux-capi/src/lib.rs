@@ -23,3 +23,4 @@ pub mod conv_run;
 pub mod activation;
 pub mod batchnorm;
 pub mod fusion;
+pub mod progress;

@@ -129,7 +129,8 @@ fn every_header_function_is_exported() {
     let names = header_functions();
     assert!(names.len() >= 100, "only {} declarations found", names.len());
     for group in ["miopenCreate", "miopenOpTensor", "miopenConvolutionForwardImmediate", "miopenActivationBackward",
-        "miopenBatchNormalizationBackward_V2", "miopenConvolutionBiasActivationForward", "confluxGetLastErrorMessage"] {
+        "miopenBatchNormalizationBackward_V2", "miopenConvolutionBiasActivationForward", "confluxGetLastErrorMessage",
+        "confluxSetFindProgressCallback"] {
         assert!(names.iter().any(|n| n == group), "{group} not declared");
     }
     // Taking each address makes the link fail for any symbol the library does not export.

@@ -149,7 +149,8 @@ pub struct ConvArgs {
     /// 1 wall-clock time, 2 with warm-up (needs -t 1).
     #[arg(short = 'w', long = "wall", default_value_t = 0)]
     pub wall: i64,
-    /// Exhaustive search in Find (prints every timed candidate).
+    /// Exhaustive search in Find (prints every timed candidate). Find's progress goes to
+    /// stderr: a bar on a terminal, else one `Find: step i/n` line per timed candidate.
     #[arg(short = 's', long = "search", default_value_t = 0)]
     pub search: i64,
     /// < 0 Find API, 0 immediate mode best, > 0 solution id (or a solver name).
@@ -376,7 +377,8 @@ pub struct BenchArgs {
     /// Verify each fused result against the f64 reference (slow on big problems).
     #[arg(short = 'V', long = "verify", default_value_t = 0)]
     pub verify: i64,
-    /// Write an SVG bar chart of the fused-vs-unfused speedups.
+    /// Write a bar chart of the fused-vs-unfused speedups: FILE.svg, or FILE.png when built
+    /// with `--features png` (embedded font; no system packages).
     #[arg(long = "plot")]
     pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]

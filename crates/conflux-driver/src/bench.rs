@@ -1,7 +1,8 @@
 //! `bench`: the problems of a list file (`../shared/bench/cba_resnet.txt` format,
 //! C-H-W-K-fy-fx-py-px, stride 1) as one fused conv+bias+activation plan and as three
 //! separate calls (convolution, bias, activation), the comparison MIOpen's fusion speedup
-//! chart makes. Prints a table (and `--json`).
+//! chart makes. The two paths are timed in alternation (`timing::time_pair`) so a busy
+//! machine slows both alike. Prints a table (and `--json`, which adds min times).
 
 use crate::args::{parse_dtype, parse_layout, positive, BenchArgs};
 use crate::session::Session;
@@ -57,6 +58,9 @@ pub struct Row {
     pub solver: String,
     pub fused_ms: f64,
     pub unfused_ms: f64,
+    /// Fastest single iteration of each path: steadier than the average on a shared machine.
+    pub fused_min_ms: f64,
+    pub unfused_min_ms: f64,
     pub gflops: f64,
 }
 
@@ -83,7 +87,8 @@ pub fn run(s: &Session, a: &BenchArgs) -> Res<()> {
         s.out.push(
             "rows",
             json!({ "problem": row.problem, "n": n, "solver": row.solver, "fused_ms": row.fused_ms, "unfused_ms": row.unfused_ms,
-                    "speedup": row.unfused_ms / row.fused_ms, "gflops": row.gflops }),
+                    "speedup": row.unfused_ms / row.fused_ms, "gflops": row.gflops,
+                    "fused_min_ms": row.fused_min_ms, "unfused_min_ms": row.unfused_min_ms }),
         );
         rows.push(row);
     }
@@ -128,7 +133,6 @@ fn one(s: &Session, p: &Problem, n: usize, dt: DataType, layout: conflux::Layout
         let mut got = s.download(&yb, dt, want.len())?;
         verify::check(s, &format!("{} fused", p.text), Style::Plain, verify::FWD, &mut got, &want, dt, 1.0);
     }
-    let tf = timing::time(s, iters, || fused().map_err(Into::into))?;
 
     // Unfused: what a framework without fusion runs, one call per op.
     let problem = ConvProblem::forward(&cd, &x, &w, &y)?;
@@ -142,9 +146,9 @@ fn one(s: &Session, p: &Problem, n: usize, dt: DataType, layout: conflux::Layout
         ops::activation_forward(h, &act, &y, y1.ptr(), &y, y2.ptr())
     };
     unfused()?;
-    let tu = timing::time(s, iters, || unfused().map_err(Into::into))?;
+    let (tf, tu) = timing::time_pair(s, iters, || fused().map_err(Into::into), || unfused().map_err(Into::into))?;
     let (gflops, _) = timing::rates(2.0 * problem.macs(), 0.0, &tf);
-    Ok(Row { problem: p.text.clone(), solver: plan.solver_name().unwrap_or("?").to_string(), fused_ms: tf.avg_ms, unfused_ms: tu.avg_ms, gflops })
+    Ok(Row { problem: p.text.clone(), solver: plan.solver_name().unwrap_or("?").to_string(), fused_ms: tf.avg_ms, unfused_ms: tu.avg_ms, fused_min_ms: tf.min_ms, unfused_min_ms: tu.min_ms, gflops })
 }
 
 fn print_table(s: &Session, rows: &[Row]) {

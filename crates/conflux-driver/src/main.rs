@@ -14,6 +14,7 @@ mod bnorm;
 mod conv;
 mod fusion;
 mod plot;
+mod progress;
 mod report;
 mod session;
 mod solvers;

@@ -34,6 +34,7 @@ impl Session {
             }
             Some(d) => return Err(format!("--device {d}: expected cpu, cuda or cuda:N").into()),
         };
+        crate::progress::install(&handle);
         let seed = match std::env::var("MIOPEN_DEBUG_DRIVER_PRNG_SEED").ok().and_then(|s| s.trim().parse::<u64>().ok()) {
             Some(0) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1),
             Some(s) => s,

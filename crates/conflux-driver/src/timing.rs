@@ -32,11 +32,38 @@ pub fn time(s: &Session, iters: usize, mut work: impl FnMut() -> Res<()>) -> Res
         t.push(ms as f64);
     }
     s.handle.synchronize()?;
-    let wall_ms = wall.elapsed().as_secs_f64() * 1e3 / iters as f64;
+    Ok(summary(&t, wall.elapsed().as_secs_f64() * 1e3 / iters as f64))
+}
+
+/// Min and average (first run excluded when there are more) of per-iteration times.
+fn summary(t: &[f64], wall_ms: f64) -> Timing {
     let min_ms = t.iter().copied().fold(f64::INFINITY, f64::min);
-    let rest = if t.len() > 1 { &t[1..] } else { &t[..] };
+    let rest = if t.len() > 1 { &t[1..] } else { t };
     let avg_ms = rest.iter().sum::<f64>() / rest.len() as f64;
-    Ok(Timing { min_ms, avg_ms, iters, wall_ms })
+    Timing { min_ms, avg_ms, iters: t.len(), wall_ms }
+}
+
+/// Time two alternatives in alternation (a, b, a, b, …), so load that comes and goes on a
+/// shared machine hits both alike instead of whichever ran during it. Wall time per
+/// iteration is each one's own measured time.
+pub fn time_pair(s: &Session, iters: usize, mut a: impl FnMut() -> Res<()>, mut b: impl FnMut() -> Res<()>) -> Res<(Timing, Timing)> {
+    let mut ta = Vec::with_capacity(iters.max(1));
+    let mut tb = Vec::with_capacity(iters.max(1));
+    s.handle.synchronize()?;
+    for _ in 0..iters.max(1) {
+        for (work, out) in [(&mut a as &mut dyn FnMut() -> Res<()>, &mut ta), (&mut b, &mut tb)] {
+            let mut r = Ok(());
+            let ms = s.handle.measure_ms(|| {
+                r = work();
+                Ok(())
+            })?;
+            r?;
+            out.push(ms as f64);
+        }
+    }
+    s.handle.synchronize()?;
+    let mean = |t: &[f64]| t.iter().sum::<f64>() / t.len() as f64;
+    Ok((summary(&ta, mean(&ta)), summary(&tb, mean(&tb))))
 }
 
 /// GFLOP/s and GB/s at the average time.

@@ -88,6 +88,50 @@ fn conv_find_immediate_and_solution_choice() {
     fails(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-S", "NoSuchSolver"])), &[], 1, "no solver of that name");
 }
 
+/// The `Find: step i/n Solver [config] t ms` lines of stderr, as (i, n, solver), checked to
+/// number each Find's candidates 1..=n in order.
+fn progress_steps(err: &str) -> Vec<(usize, usize, String)> {
+    let mut steps = Vec::new();
+    for l in err.lines().filter(|l| l.starts_with("Find: ")) {
+        let mut f = l.split_whitespace().skip(2);
+        let (count, solver) = (f.next().unwrap_or(""), f.next().unwrap_or("").to_string());
+        let (i, n) = count.split_once('/').unwrap_or_else(|| panic!("bad progress line: {l}"));
+        let (i, n): (usize, usize) = (i.parse().unwrap(), n.parse().unwrap());
+        assert!(l.ends_with(" ms") && l.starts_with(&format!("Find: step {i}/{n} {solver}")), "bad progress line: {l}");
+        let want = match steps.last() {
+            Some(&(j, m, _)) if j < m => (j + 1, m),
+            _ => (1, n),
+        };
+        assert_eq!((i, n), want, "progress out of order at: {l}\n{err}");
+        steps.push((i, n, solver));
+    }
+    steps
+}
+
+#[test]
+fn find_progress_plain_lines_when_stderr_is_not_a_terminal() {
+    // stderr is a pipe here: one plain line per timed solver, none on stdout.
+    let o = driver(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-s", "1"])));
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let steps = progress_steps(&err);
+    assert!(!steps.is_empty() && steps.last().map(|s| s.0 == s.1) == Some(true), "no complete progress:\n{err}");
+    assert!(!out.contains("Find: step"), "{out}");
+    // The chosen solver is printed afterwards, as before, and was one of those timed.
+    let chosen = out.lines().find_map(|l| l.strip_prefix("Chosen Forward Conv. solver: ")).unwrap_or_else(|| panic!("{out}"));
+    let name = chosen.split_whitespace().next().unwrap();
+    assert!(steps.iter().any(|s| s.2 == name), "{name} not among {steps:?}");
+    // Find runs once per direction by default (-S -1), so three runs of steps; a fusion plan
+    // compiled in the NORMAL find mode reports its Find too.
+    let o = driver(&with(&["conv"], SMALL_CONV));
+    assert_eq!(progress_steps(&text(&o).1).iter().filter(|s| s.0 == 1).count(), 3, "{:?}", text(&o));
+    let o = driver_env(&["CBAInfer", "-F", "4", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4"], &[("MIOPEN_FIND_MODE_FUSION", "NORMAL")]);
+    assert!(o.status.success() && !progress_steps(&text(&o).1).is_empty(), "{:?}", text(&o));
+    // Immediate mode times nothing.
+    let o = driver(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-S", "0"])));
+    assert!(o.status.success() && progress_steps(&text(&o).1).is_empty(), "{:?}", text(&o));
+}
+
 #[test]
 fn cbainfer_every_fusion_mode_verifies() {
     let names = ["Convolution+Bias+BatchNorm+Activation", "Convolution+BatchNorm+Activation", "BatchNorm+Activation", "Convolution+BatchNorm", "Convolution+Bias+Activation", "Convolution+Activation", "Convolution+Bias"];
@@ -169,6 +213,7 @@ fn bench_prints_the_table_and_json() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("bench --json is JSON");
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
     assert!(v["rows"][0]["fused_ms"].as_f64().unwrap() > 0.0);
+    assert!(v["rows"][0]["fused_min_ms"].as_f64().unwrap() <= v["rows"][0]["fused_ms"].as_f64().unwrap());
     #[cfg(feature = "plot")]
     {
         let svg = dir.path().join("speedup.svg");
@@ -176,7 +221,16 @@ fn bench_prints_the_table_and_json() {
         let img = std::fs::read_to_string(&svg).expect("chart file");
         assert!(img.starts_with("<svg") && img.contains("8-6-6-8-3-3-1-1") && img.matches("<rect").count() >= 3, "{img}");
     }
-    fails(&["bench", l, "--plot", "chart.png"], &[], 1, "PNG is not supported");
+    #[cfg(feature = "png")]
+    {
+        let png = dir.path().join("speedup.png");
+        ok(&["bench", l, "-n", "1", "-i", "1", "--plot", png.to_str().unwrap()], &["chart written to"]);
+        let img = std::fs::read(&png).expect("chart file");
+        assert!(img.starts_with(b"\x89PNG\r\n\x1a\n") && img.len() > 4000, "{} bytes", img.len());
+    }
+    #[cfg(not(feature = "png"))]
+    fails(&["bench", l, "--plot", "chart.png"], &[], 1, "PNG needs conflux-driver built with `--features png`");
+    fails(&["bench", l, "--plot", "chart.gif"], &[], 1, "the file name must end in .svg");
     std::fs::write(&list, "8-6-6\n").unwrap();
     fails(&["bench", l], &[], 1, "needs 8 fields C-H-W-K-fy-fx-py-px");
 }

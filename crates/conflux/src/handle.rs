@@ -3,6 +3,7 @@
 
 use crate::backend::cuda::driver::DeviceMemory;
 use crate::backend::cuda::CudaBackend;
+use crate::conv::FindProgressFn;
 use crate::error::{Error, Result};
 use crate::fusion::FusedProblem;
 use crate::memory::{DevPtr, HostBuffer};
@@ -92,6 +93,8 @@ pub struct Handle {
     invokers: Mutex<HashMap<InvokerKey, Arc<dyn Invoker>>>,
     builds: AtomicU64,
     find_memo: Mutex<FindMemo>,
+    /// Called once per timed candidate of Find / tuning (`set_find_progress`).
+    find_progress: Mutex<Option<FindProgressFn>>,
 }
 
 impl Handle {
@@ -158,6 +161,7 @@ impl Handle {
             invokers: Mutex::new(HashMap::new()),
             builds: AtomicU64::new(0),
             find_memo: Mutex::new(HashMap::new()),
+            find_progress: Mutex::new(None),
         }
     }
 
@@ -212,6 +216,18 @@ impl Handle {
     /// The in-memory view of the find-db for this handle (read once per key, updated by Find).
     pub(crate) fn find_memo(&self) -> &Mutex<FindMemo> {
         &self.find_memo
+    }
+
+    /// Install (Some) or remove (None) the hook Find and exhaustive tuning call after each
+    /// timed candidate, on every direction and on fusion plans compiled with a timing find mode.
+    pub fn set_find_progress(&self, hook: Option<FindProgressFn>) {
+        *self.find_progress.lock().unwrap() = hook;
+    }
+
+    /// The installed progress hook, cloned so it runs without the lock held (it may call
+    /// back into the handle, even replace itself).
+    pub(crate) fn find_progress(&self) -> Option<FindProgressFn> {
+        self.find_progress.lock().unwrap().clone()
     }
 
     /// Milliseconds `work` takes on the device: CUDA events around it on the handle's stream,

@@ -1188,6 +1188,23 @@ miopenConvolutionBiasActivationForward(miopenHandle_t handle,
  * installs a tracing subscriber). */
 MIOPEN_EXPORT const char* confluxGetLastErrorMessage(void);
 
+/* Progress of Find: called once per timed candidate of miopenFindConvolution*Algorithm
+ * (every applicable solver that fits in the workspace; with exhaustiveSearch, every
+ * tuning configuration of a tunable solver) and of fusion plans compiled in a timing find
+ * mode. `step` runs from 1 to `total` within one Find; `total` is known at the first call.
+ * `solver` is the solver's name, `config` the tuning configuration or NULL, `ms` the
+ * measured time (-1 when the candidate failed and was skipped), `user` the pointer given
+ * here. Both strings are valid during the call only. The callback runs on the thread
+ * calling Find, between measurements, and must not unwind (C++ exceptions) into conflux. */
+typedef void (*confluxFindProgressCallback)(
+    const char* solver, const char* config, int step, int total, float ms, void* user);
+
+/* Install `callback` (with `user`) on `handle`, replacing any earlier one; a NULL
+ * callback removes it. A NULL handle gives miopenStatusBadParm. */
+MIOPEN_EXPORT miopenStatus_t confluxSetFindProgressCallback(miopenHandle_t handle,
+                                                            confluxFindProgressCallback callback,
+                                                            void* user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,25 @@
-/* Find + Forward: workspace query, Find (results sorted, y written), Forward with the found
- * algorithm (alpha/beta honored), forward/backward bias, and the one-call
- * miopenConvolutionBiasActivationForward with a residual z. */
+/* Find + Forward: workspace query, Find (results sorted, y written, the progress callback
+ * called once per timed solver), Forward with the found algorithm (alpha/beta honored),
+ * forward/backward bias, and the one-call miopenConvolutionBiasActivationForward with a
+ * residual z. */
 #include "common.h"
+
+/* What the Find progress callback saw. */
+typedef struct {
+    int calls, last_step, total, bad;
+} progress_log;
+
+static void on_progress(const char* solver, const char* config, int step, int total, float ms, void* user)
+{
+    progress_log* log = (progress_log*)user;
+    /* Steps count 1..total in order; names are set; no configuration outside tuning. */
+    if(solver == NULL || solver[0] == '\0' || config != NULL || step != log->last_step + 1 ||
+       total < 1 || step > total || (log->total != 0 && total != log->total) || !(ms >= 0.0f))
+        log->bad++;
+    log->calls++;
+    log->last_step = step;
+    log->total = total;
+}
 
 int main(void)
 {
@@ -12,6 +30,7 @@ int main(void)
     miopenActivationDescriptor_t relu;
     miopenConvAlgoPerf_t perf[4];
     int returned = -1, i;
+    progress_log log = {0, 0, 0, 0};
     size_t ws_size = 123, j, per = (size_t)g.oh * g.ow;
     void* ws = NULL;
     float two = 2.0f, one = 1.0f, zero = 0.0f;
@@ -36,9 +55,19 @@ int main(void)
     EXPECT_STATUS(miopenStatusBadParm,
                   miopenFindConvolutionForwardAlgorithm(handle, x_desc, x, w_desc, w, conv, y_desc, y, 4,
                                                         &returned, NULL, ws, ws_size, false));
+    EXPECT_STATUS(miopenStatusBadParm, confluxSetFindProgressCallback(NULL, on_progress, &log));
+    CHECK(confluxSetFindProgressCallback(handle, on_progress, &log));
     CHECK(miopenFindConvolutionForwardAlgorithm(handle, x_desc, x, w_desc, w, conv, y_desc, y, 4,
                                                 &returned, perf, ws, ws_size, false));
     REQUIRE(returned >= 1 && returned <= 4);
+    /* One call per timed solver: at least one per returned algorithm, the last one total. */
+    REQUIRE(log.bad == 0 && log.calls >= returned && log.calls == log.total && log.last_step == log.total);
+    /* Removed: the next Find calls nothing. */
+    CHECK(confluxSetFindProgressCallback(handle, NULL, NULL));
+    log.calls = 0;
+    CHECK(miopenFindConvolutionForwardAlgorithm(handle, x_desc, x, w_desc, w, conv, y_desc, y, 4,
+                                                &returned, perf, ws, ws_size, false));
+    REQUIRE(log.calls == 0);
     for(i = 0; i < returned; i++) {
         REQUIRE(perf[i].time >= 0.0f && perf[i].memory <= ws_size);
         REQUIRE(i == 0 || perf[i].time >= perf[i - 1].time);

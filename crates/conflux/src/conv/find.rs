@@ -8,6 +8,7 @@
 
 use super::api::{bind_backward_data, bind_backward_weights, bind_forward, check_workspace, Bound, Workspace};
 use super::find_db::{self, FindEntry};
+use super::progress::Steps;
 use super::ConvDesc;
 use crate::error::Result;
 use crate::fusion::FusedProblem;
@@ -40,10 +41,18 @@ fn reps(exhaustive: bool, warmup_ms: f32) -> usize {
     }
 }
 
+/// A solver Find will time: its workspace and, when tuning, its configurations.
+struct Candidate {
+    solver: &'static dyn Solver,
+    need: usize,
+    space: Vec<String>,
+}
+
 /// Time every applicable solver of `problem` (of `algo` only, when given) that fits in
 /// `ws_bytes`. `run` runs one invoker once on the caller's buffers. Returns the measured
 /// solvers fastest first, with the invoker of the fastest run last so its output remains;
-/// UnknownError naming every solver's reason when none could be timed.
+/// UnknownError naming every solver's reason when none could be timed. Each timed
+/// candidate is reported to the handle's progress hook (`progress.rs`).
 pub(crate) fn time_solvers(
     handle: &Handle,
     problem: &FusedProblem,
@@ -52,7 +61,8 @@ pub(crate) fn time_solvers(
     exhaustive: bool,
     run: &dyn Fn(&dyn Invoker) -> Result<()>,
 ) -> Result<Vec<FindEntry>> {
-    let mut timed = Vec::new();
+    // Choose the candidates first so progress knows the total before the first timing.
+    let mut candidates = Vec::new();
     let mut reasons = Vec::new();
     for info in applicable(problem, handle) {
         let s = info.solver;
@@ -68,20 +78,26 @@ pub(crate) fn time_solvers(
             reasons.push(format!("{}: needs {need} workspace bytes, {ws_bytes} given", s.name()));
             continue;
         }
-        let time_one = |inv: &dyn Invoker| -> Result<f32> {
-            let warm = handle.measure_ms(|| run(inv))?;
-            let mut t: Vec<f32> = (0..reps(exhaustive, warm)).map(|_| handle.measure_ms(|| run(inv))).collect::<Result<_>>()?;
-            t.sort_by(f32::total_cmp);
-            Ok(t[t.len() / 2])
-        };
         let space = if exhaustive { s.tuning_space(problem) } else { Vec::new() };
-        let measure = || -> Result<f32> {
-            if space.is_empty() {
-                return time_one(handle.invoker(problem, s)?.as_ref());
-            }
-            tune(handle, problem, s, &space, &time_one)
+        candidates.push(Candidate { solver: s, need, space });
+    }
+    let mut steps = Steps::new(handle, candidates.iter().map(|c| c.space.len().max(1)).sum());
+    let time_one = |inv: &dyn Invoker| -> Result<f32> {
+        let warm = handle.measure_ms(|| run(inv))?;
+        let mut t: Vec<f32> = (0..reps(exhaustive, warm)).map(|_| handle.measure_ms(|| run(inv))).collect::<Result<_>>()?;
+        t.sort_by(f32::total_cmp);
+        Ok(t[t.len() / 2])
+    };
+    let mut timed = Vec::new();
+    for Candidate { solver: s, need, space } in candidates {
+        let measured = if space.is_empty() {
+            let r = handle.invoker(problem, s).and_then(|inv| time_one(inv.as_ref()));
+            steps.done(s.name(), None, r.as_ref().copied());
+            r
+        } else {
+            tune(handle, problem, s, &space, &time_one, &mut steps)
         };
-        match measure() {
+        match measured {
             Ok(ms) => timed.push((FindEntry { solver: s.name(), solution_id: s.solution_id(), algorithm: s.algorithm(), time_ms: ms, workspace_bytes: need }, s)),
             Err(e) => {
                 tracing::warn!(solver = s.name(), error = %e, "solver failed during Find; skipping it");
@@ -99,17 +115,20 @@ pub(crate) fn time_solvers(
 
 /// Exhaustive search over a tunable solver's configurations: time each, keep the fastest as
 /// the handle's invoker and in the perf-db. Progress goes to `tracing` (target
-/// `conflux::tuning`); a configuration that fails to build or run is skipped.
+/// `conflux::tuning`) and to the progress hook; a configuration that fails to build or run
+/// is skipped.
 fn tune(
     handle: &Handle,
     problem: &FusedProblem,
     s: &'static dyn Solver,
     space: &[String],
     time_one: &dyn Fn(&dyn Invoker) -> Result<f32>,
+    steps: &mut Steps,
 ) -> Result<f32> {
     let mut best: Option<(f32, &str, std::sync::Arc<dyn Invoker>)> = None;
     for (i, config) in space.iter().enumerate() {
         let result = s.build_config(problem, handle, config).and_then(|inv| Ok((time_one(inv.as_ref())?, inv)));
+        steps.done(s.name(), Some(config), result.as_ref().map(|r| r.0));
         match result {
             Ok((ms, inv)) => {
                 tracing::info!(target: "conflux::tuning", solver = s.name(), config, ms, step = i + 1, of = space.len(), "tuned");

@@ -9,6 +9,7 @@ pub mod find_db;
 mod geom;
 mod immediate;
 mod problem;
+pub mod progress;
 
 pub use api::{backward_data, backward_weights, forward, Choice, Workspace};
 pub use desc::{output_desc_like, ConvDesc};
@@ -16,3 +17,4 @@ pub use find::{find_backward_data, find_backward_weights, find_forward, ConvPerf
 pub use geom::{shape5, spatial3, strides5, Geom};
 pub use immediate::{compile_solution, solution_count, solution_workspace, solutions, workspace_size, ConvSolution};
 pub use problem::ConvProblem;
+pub use progress::{FindProgress, FindProgressFn};
