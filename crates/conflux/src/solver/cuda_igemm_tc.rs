@@ -209,10 +209,12 @@ impl Invoker for TcInvoker {
         let g = &self.geom;
         let p = conv_run_params(g, &self.problem, a)?;
         let m = g.n * g.output_size();
-        let grid = (m.div_ceil(self.launch.bm) as u32, g.kg().div_ceil(self.launch.bn) as u32, g.groups as u32);
-        if grid.1 > 65535 || grid.2 > 65535 {
-            return Err(Error::not_implemented("igemm-tc: too many channel tiles or groups for one launch"));
+        // One grid row of (pixel tile, channel tile) pairs per group, channel tiles fastest.
+        let tiles = m.div_ceil(self.launch.bm) * g.kg().div_ceil(self.launch.bn);
+        if tiles > i32::MAX as usize || g.groups > 65535 {
+            return Err(Error::not_implemented("igemm-tc: too many tiles or groups for one launch"));
         }
+        let grid = (tiles as u32, 1, g.groups as u32);
         let (threads, smem) = (self.launch.threads, self.launch.smem);
         // SAFETY: Params mirrors the kernel struct; pointers validated against the problem and
         // checked for the alignment the kernel's vector accesses need.

@@ -68,17 +68,21 @@ pub const WG_CONFIGS: &[WgTile] = &[
     WgTile::new(256, 64, 4),
 ];
 
-/// Heuristic choice: the largest tile, never wider in channels than the layer needs, that
-/// still fills every SM once.
+/// Heuristic choice, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16; see
+/// bench/results/2026-11-21-h200-cba-wgmma.md): 128×64 for layers of at most 64 channels;
+/// else 256×128 unless that leaves most SMs idle (fewer blocks than 70% of the SMs; 128×128
+/// then); 4 stages.
 pub fn wg_heuristic(g: &Geom, sm_count: usize) -> WgTile {
     let m = g.n * g.output_size();
     let blocks = |c: &WgTile| m.div_ceil(c.bm) * g.kg().div_ceil(c.bn) * g.groups;
-    let ladder = [WgTile::new(256, 128, 4), WgTile::new(128, 128, 3), WgTile::new(128, 64, 3)];
-    ladder
-        .into_iter()
-        .filter(|c| c.bn <= 64 || g.kg() > c.bn / 2)
-        .find(|c| blocks(c) >= sm_count * c.fitted(g.cg() * g.filter_size()).min_blocks())
-        .unwrap_or(WgTile::new(128, 64, 3))
+    let big = WgTile::new(256, 128, 4);
+    if g.kg() <= 64 {
+        WgTile::new(128, 64, 4)
+    } else if blocks(&big) * 10 >= sm_count * 7 {
+        big
+    } else {
+        WgTile::new(128, 128, 4)
+    }
 }
 
 pub struct CudaConvIgemmWgmma;

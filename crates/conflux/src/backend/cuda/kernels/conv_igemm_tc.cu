@@ -31,7 +31,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
     const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
     const int g = blockIdx.z;
     const int M = p.n * OSP;
-    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    // Channel tiles vary fastest: blocks that share a pixel tile run together and read it
+    // from L2 rather than from memory once per channel tile.
+    const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
     const T* x = (const T*)p.x;
     const T* w = (const T*)p.w;
     const TileLoader loader(tid, m0, n0, g, M);

@@ -21,6 +21,7 @@ typedef CONFLUX_T T;
 #define B_LOADS (BN * CHUNKS / LOADER_THREADS)
 #define A_ELEMS (BM * BK)
 #define STAGE_ELEMS ((BM + BN) * BK)
+#define N_TILES ((KG + BN - 1) / BN)   // channel tiles per group
 
 static_assert((BM * CHUNKS) % LOADER_THREADS == 0 && (BN * CHUNKS) % LOADER_THREADS == 0, "tile loads per thread");
 static_assert(CG % 8 == 0, "channels per group must be a multiple of 8");
