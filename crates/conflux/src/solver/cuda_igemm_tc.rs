@@ -118,6 +118,9 @@ pub(crate) struct TileLaunch {
     pub bn: usize,
     pub threads: u32,
     pub smem: u32,
+    /// Persistent kernels: at most this many blocks, each looping over tiles; else one block
+    /// per tile.
+    pub max_blocks: Option<usize>,
 }
 
 /// Invoker of either tensor-core kernel.
@@ -184,7 +187,7 @@ impl CudaConvIgemmTc {
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let kernel = be.module("conv_igemm_tc", &src)?.function("conv_fwd_igemm_tc")?;
         kernel.reserve_dynamic_smem(&be.dev, cfg.smem_bytes() as u32)?;
-        let launch = TileLaunch { bm: cfg.bm, bn: cfg.bn, threads: cfg.threads() as u32, smem: cfg.smem_bytes() as u32 };
+        let launch = TileLaunch { bm: cfg.bm, bn: cfg.bn, threads: cfg.threads() as u32, smem: cfg.smem_bytes() as u32, max_blocks: None };
         Ok(Arc::new(TcInvoker::new(be, kernel, g, launch, if pair_store { 4 } else { 1 }, problem)))
     }
 }
@@ -214,7 +217,7 @@ impl Invoker for TcInvoker {
         if tiles > i32::MAX as usize || g.groups > 65535 {
             return Err(Error::not_implemented("igemm-tc: too many tiles or groups for one launch"));
         }
-        let grid = (tiles as u32, 1, g.groups as u32);
+        let grid = (tiles.min(self.launch.max_blocks.unwrap_or(usize::MAX)) as u32, 1, g.groups as u32);
         let (threads, smem) = (self.launch.threads, self.launch.smem);
         // SAFETY: Params mirrors the kernel struct; pointers validated against the problem and
         // checked for the alignment the kernel's vector accesses need.

@@ -21,20 +21,23 @@ const TEMPLATE: &str = concat!(
     include_str!("../backend/cuda/kernels/conv_igemm_wgmma.cu"),
 );
 
-/// One point of the wgmma kernel's space: block tile (one warpgroup per 64 pixel rows) and
-/// pipeline depth; the reduction step is always 64.
+/// One point of the wgmma kernel's space: block tile (one warpgroup per 64 pixel rows),
+/// pipeline depth, and whether the grid is persistent (as many blocks as are resident, each
+/// walking several tiles with the next tile's copies overlapping this tile's epilogue) or
+/// one block per tile; the reduction step is always 64.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WgTile {
     pub bm: usize,
     pub bn: usize,
     pub stages: usize,
+    pub persistent: bool,
 }
 
 /// Shared memory one SM offers its blocks (228 KiB, 1 KiB of it reserved per block).
 const SM_SMEM: usize = 228 * 1024;
 
 impl WgTile {
-    pub const fn new(bm: usize, bn: usize, stages: usize) -> WgTile { WgTile { bm, bn, stages } }
+    pub const fn new(bm: usize, bn: usize, stages: usize, persistent: bool) -> WgTile { WgTile { bm, bn, stages, persistent } }
     pub fn threads(&self) -> usize { self.bm / 64 * 128 }
     /// Stages of (BM + BN) rows of 128 bytes, plus 1 KiB to align the base for the swizzle.
     pub fn smem_bytes(&self) -> usize { self.stages * (self.bm + self.bn) * 128 + 1024 }
@@ -46,7 +49,7 @@ impl WgTile {
         let by_regs = 65536 / (self.threads() * (self.bn / 2 + 48));
         by_smem.min(by_regs).clamp(1, 4)
     }
-    pub fn label(&self) -> String { format!("wg{}x{}s{}", self.bm, self.bn, self.stages) }
+    pub fn label(&self) -> String { format!("{}{}x{}s{}", if self.persistent { "wgp" } else { "wg" }, self.bm, self.bn, self.stages) }
     /// The same tile with no more stages than a reduction of `kred` can fill (the pipeline
     /// keeps stages - 2 tiles in flight), so short reductions leave room for more blocks.
     pub fn fitted(&self, kred: usize) -> WgTile {
@@ -57,31 +60,40 @@ impl WgTile {
 
 /// The tuning space; every entry fits the 227 KiB of shared memory a block may use.
 pub const WG_CONFIGS: &[WgTile] = &[
-    WgTile::new(256, 128, 4),
-    WgTile::new(128, 256, 4),
-    WgTile::new(128, 128, 6),
-    WgTile::new(128, 128, 4),
-    WgTile::new(128, 128, 3),
-    WgTile::new(128, 64, 6),
-    WgTile::new(128, 64, 4),
-    WgTile::new(128, 64, 3),
-    WgTile::new(256, 64, 4),
+    WgTile::new(256, 128, 4, false),
+    WgTile::new(128, 128, 6, false),
+    WgTile::new(128, 128, 4, false),
+    WgTile::new(128, 128, 3, false),
+    WgTile::new(128, 64, 4, false),
+    WgTile::new(128, 64, 3, false),
+    WgTile::new(256, 64, 4, false),
+    WgTile::new(256, 128, 4, true),
+    WgTile::new(128, 128, 6, true),
+    WgTile::new(128, 128, 4, true),
+    WgTile::new(128, 128, 3, true),
+    WgTile::new(128, 64, 4, true),
+    WgTile::new(128, 64, 3, true),
+    WgTile::new(256, 64, 4, true),
 ];
 
 /// Heuristic choice, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16; see
-/// bench/results/2026-11-21-h200-cba-wgmma.md): 128×64 for layers of at most 64 channels;
-/// else 256×128 unless that leaves most SMs idle (fewer blocks than 70% of the SMs; 128×128
-/// then); 4 stages.
+/// bench/results/2026-11-21-h200-cba-wgmma.md): persistent 128×64 for layers of at most 64
+/// channels; for up to 16384 output pixels 256×128 unless that leaves most SMs idle (fewer
+/// blocks than 70% of the SMs: persistent 128×128 then); beyond that persistent 128×128,
+/// 3 stages (two blocks per SM) when the reduction is at most two k-tiles, else 6.
 pub fn wg_heuristic(g: &Geom, sm_count: usize) -> WgTile {
     let m = g.n * g.output_size();
-    let blocks = |c: &WgTile| m.div_ceil(c.bm) * g.kg().div_ceil(c.bn) * g.groups;
-    let big = WgTile::new(256, 128, 4);
+    let kred = g.cg() * g.filter_size();
+    let big = WgTile::new(256, 128, 4, false);
+    let blocks = m.div_ceil(big.bm) * g.kg().div_ceil(big.bn) * g.groups;
     if g.kg() <= 64 {
-        WgTile::new(128, 64, 4)
-    } else if blocks(&big) * 10 >= sm_count * 7 {
-        big
+        WgTile::new(128, 64, 4, true)
+    } else if m <= 16384 {
+        if blocks * 10 >= sm_count * 7 { big } else { WgTile::new(128, 128, 4, true) }
+    } else if kred <= 128 {
+        WgTile::new(128, 128, 3, true)
     } else {
-        WgTile::new(128, 128, 4)
+        WgTile::new(128, 128, 6, true)
     }
 }
 
@@ -134,13 +146,23 @@ impl Solver for CudaConvIgemmWgmma {
 impl CudaConvIgemmWgmma {
     /// Build with a given tile (tuning and tests); `check` must have passed.
     pub fn build_with(&self, problem: &FusedProblem, handle: &Handle, cfg: WgTile) -> Result<Arc<dyn Invoker>> {
+        self.build_capped(problem, handle, cfg, None)
+    }
+
+    /// `build_with`, launching at most `max_blocks` blocks per group (each walking several
+    /// tiles) instead of what the configuration says (tests use a few).
+    pub fn build_capped(&self, problem: &FusedProblem, handle: &Handle, cfg: WgTile, max_blocks: Option<usize>) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(handle)?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-wgmma: not a convolution"))?;
         let g = Geom::of(conv);
         let cfg = cfg.fitted(g.cg() * g.filter_size());
         // Staged row stores need channels-last y whose group slices start 16-byte aligned.
         let ys = g.y_strides;
-        let stage_store = ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 8 == 0) && (g.kg() % 8 == 0 || g.groups == 1);
+        // The staged tile lives in one pipeline buffer.
+        let stage_store = ys[1] == 1
+            && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 8 == 0)
+            && (g.kg() % 8 == 0 || g.groups == 1)
+            && cfg.bm * cfg.bn <= (cfg.bm + cfg.bn) * 64;
         let tile = [
             ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()),
             ("LOADER_THREADS", cfg.threads()), ("MIN_BLOCKS", cfg.min_blocks()), ("STAGE_STORE", stage_store as usize),
@@ -151,7 +173,14 @@ impl CudaConvIgemmWgmma {
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let kernel = be.module_arch_specific("conv_igemm_wgmma", &src)?.function("conv_fwd_igemm_wgmma")?;
         kernel.reserve_dynamic_smem(&be.dev, cfg.smem_bytes() as u32)?;
-        let launch = TileLaunch { bm: cfg.bm, bn: cfg.bn, threads: cfg.threads() as u32, smem: cfg.smem_bytes() as u32 };
+        // Persistent: as many blocks as are resident at once (per group).
+        let resident = be.dev.sm_count() as usize * cfg.min_blocks();
+        let max_blocks = match (max_blocks, cfg.persistent) {
+            (Some(b), _) => Some(b.max(1)),
+            (None, true) => Some(resident.div_ceil(g.groups)),
+            (None, false) => None,
+        };
+        let launch = TileLaunch { bm: cfg.bm, bn: cfg.bn, threads: cfg.threads() as u32, smem: cfg.smem_bytes() as u32, max_blocks };
         Ok(Arc::new(TcInvoker::new(be, kernel, g, launch, y_align, problem)))
     }
 }
