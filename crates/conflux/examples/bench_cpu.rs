@@ -7,10 +7,13 @@
 //!       dnnl_cba), oneDNN is measured right after each problem in the same run. Prints a
 //!       markdown table; an FMA probe before each row shows whether the (shared) machine gave
 //!       both cores. Threads: rayon's default (RAYON_NUM_THREADS).
+//!   bench_cpu one CFG N LAYOUT ALGO SECS one problem, one layout (NCHW/NHWC), one algorithm
+//!       (Gemm/ImplicitGemm/Winograd), run for SECS seconds: for `perf record`; prints min/median µs
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     match a.get(1).map(String::as_str) {
         Some("conv") => conv::run(&a[2..]),
+        Some("one") => conv::one(&a[2..]),
         Some("gemm") => gemm(&a[2..]),
         Some("kernel") => kernel(),
         _ => eprintln!("usage: see the header of bench_cpu.rs"),
@@ -60,6 +63,14 @@ fn kernel() {
         }
         let s = t0.elapsed().as_secs_f64();
         println!("{} kernel: {:.1} GFLOP/s (1 thread)", kern.name, 2.0 * (kern.mr * kern.nr * kc * iters) as f64 / s * 1e-9);
+        // The same tile reading A in place (row stride kc).
+        let t0 = std::time::Instant::now();
+        for _ in 0..iters {
+            // SAFETY: as above; A is mr rows of kc values.
+            unsafe { (kern.fa)(kc, a.as_ptr(), kc, b.as_ptr(), c.as_mut_ptr(), kern.nr, true) };
+        }
+        let s = t0.elapsed().as_secs_f64();
+        println!("{} kernel, A in place: {:.1} GFLOP/s (1 thread)", kern.name, 2.0 * (kern.mr * kern.nr * kc * iters) as f64 / s * 1e-9);
     }
 }
 
@@ -104,8 +115,28 @@ mod conv {
         2.0 * (kern.mr * kern.nr * kc * iters * threads) as f64 / t0.elapsed().as_secs_f64() * 1e-9
     }
 
-    /// (µs, solver) of the fastest algorithm for one problem and layout.
-    fn conflux_best(h: &Handle, cfg: &[usize], n: usize, layout: Layout) -> conflux::Result<(f64, String)> {
+    /// A compiled fused conv+bias+ReLU plan with its buffers, ready to execute.
+    struct Prepared {
+        h: Handle,
+        plan: FusionPlan,
+        x_desc: TensorDesc,
+        y_desc: TensorDesc,
+        bufs: [conflux::Buffer; 4],
+    }
+
+    impl Prepared {
+        fn run(&mut self) {
+            let mut args = OpArgs::new();
+            args.set(0, OpArg::Conv { w: self.bufs[1].ptr(), alpha: 1.0, beta: 0.0 });
+            args.set(1, OpArg::Bias { b: self.bufs[2].ptr() });
+            args.set(2, OpArg::Activation { alpha: 0.0, beta: 0.0, gamma: 0.0 });
+            self.plan.execute(&self.h, &self.x_desc, self.bufs[0].ptr(), &self.y_desc, self.bufs[3].ptr(), &args).unwrap();
+        }
+    }
+
+    /// The plan for one problem, layout and algorithm (None when no solver of it applies).
+    fn prepare(cfg: &[usize], n: usize, layout: Layout, algo: ConvAlgorithm) -> conflux::Result<Option<Prepared>> {
+        let h = Handle::cpu();
         let (c, hh, ww, k, fy, fx, py, px) = (cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6], cfg[7]);
         let dt = DataType::Float;
         let x_desc = TensorDesc::with_layout(dt, layout, &[n, c, hh, ww])?;
@@ -121,29 +152,55 @@ mod conv {
         let xb = up(&x_desc, 1, 1.0)?;
         let wb = up(&w_desc, 2, 1.0 / ((c * fy * fx) as f64).sqrt())?;
         let bb = up(&b_desc, 3, 0.1)?;
+        let mut plan = FusionPlan::new(FusionDirection::Vertical, x_desc.clone());
+        plan.set_algo(algo);
+        plan.add_conv_forward(&conv, &w_desc)?;
+        plan.add_bias(&b_desc)?;
+        plan.add_activation(ActivationMode::Relu)?;
+        if plan.compile(&h).is_err() {
+            return Ok(None);
+        }
+        let y_desc = plan.output_desc().clone();
+        let yb = h.alloc(y_desc.num_bytes())?;
+        Ok(Some(Prepared { h, plan, x_desc, y_desc, bufs: [xb, wb, bb, yb] }))
+    }
+
+    /// (µs, solver) of the fastest algorithm for one problem and layout.
+    fn conflux_best(cfg: &[usize], n: usize, layout: Layout) -> conflux::Result<(f64, String)> {
         let mut best = (f64::MAX, String::new());
         for algo in [ConvAlgorithm::Winograd, ConvAlgorithm::ImplicitGemm, ConvAlgorithm::Gemm] {
-            let mut plan = FusionPlan::new(FusionDirection::Vertical, x_desc.clone());
-            plan.set_algo(algo);
-            plan.add_conv_forward(&conv, &w_desc)?;
-            plan.add_bias(&b_desc)?;
-            plan.add_activation(ActivationMode::Relu)?;
-            if plan.compile(h).is_err() {
-                continue;
-            }
-            let y_desc = plan.output_desc().clone();
-            let yb = h.alloc(y_desc.num_bytes())?;
-            let mut args = OpArgs::new();
-            args.set(0, OpArg::Conv { w: wb.ptr(), alpha: 1.0, beta: 0.0 });
-            args.set(1, OpArg::Bias { b: bb.ptr() });
-            args.set(2, OpArg::Activation { alpha: 0.0, beta: 0.0, gamma: 0.0 });
-            let us = time_us(|| plan.execute(h, &x_desc, xb.ptr(), &y_desc, yb.ptr(), &args).unwrap());
-            eprintln!("{cfg:?} {layout:?} {}: {us:.0} us", plan.solver_name().unwrap_or("?"));
+            let Some(mut p) = prepare(cfg, n, layout, algo)? else { continue };
+            let us = time_us(|| p.run());
+            let name = p.plan.solver_name().unwrap_or("?").to_string();
+            eprintln!("{cfg:?} {layout:?} {name}: {us:.0} us");
             if us < best.0 {
-                best = (us, plan.solver_name().unwrap_or("?").to_string());
+                best = (us, name);
             }
         }
         Ok(best)
+    }
+
+    /// `one CFG N LAYOUT ALGO SECS`: a single plan in a loop (for profilers).
+    pub fn one(a: &[String]) {
+        let cfg: Vec<usize> = a[0].split('-').map(|t| t.parse().unwrap()).collect();
+        let n: usize = a[1].parse().unwrap();
+        let layout = if a[2] == "NHWC" { Layout::NHWC } else { Layout::NCHW };
+        let algo = match a[3].as_str() {
+            "Winograd" => ConvAlgorithm::Winograd,
+            "ImplicitGemm" => ConvAlgorithm::ImplicitGemm,
+            _ => ConvAlgorithm::Gemm,
+        };
+        let secs: f64 = a[4].parse().unwrap();
+        let mut p = prepare(&cfg, n, layout, algo).unwrap().expect("no solver of this algorithm applies");
+        let mut t = Vec::new();
+        let start = Instant::now();
+        while start.elapsed().as_secs_f64() < secs || t.len() < 5 {
+            let t0 = Instant::now();
+            p.run();
+            t.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        let min = t.iter().copied().fold(f64::MAX, f64::min);
+        println!("{} {layout:?} {}: min {min:.0} us, median {:.0} us ({} runs)", a[0], p.plan.solver_name().unwrap_or("?"), super::median(t.clone()), t.len());
     }
 
     /// oneDNN medians (any, nchw, wino) in µs from the peer harness.
@@ -169,7 +226,6 @@ mod conv {
         let list = std::fs::read_to_string(&a[0]).expect("problem list");
         let n: usize = a[1].parse().expect("N");
         let peer = a.get(2);
-        let h = Handle::cpu();
         println!("| config | N | FMA probe GFLOP/s | conflux NCHW µs | solver | GFLOP/s | conflux NHWC µs | oneDNN any µs | oneDNN nchw µs | oneDNN wino µs | NCHW / oneDNN best |");
         println!("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|");
         let (mut lsum, mut cnt) = (0.0, 0);
@@ -178,8 +234,8 @@ mod conv {
             let (ho, wo) = (cfg[1] + 2 * cfg[6] + 1 - cfg[4], cfg[2] + 2 * cfg[7] + 1 - cfg[5]);
             let gflop = 2.0 * (n * cfg[3] * ho * wo * cfg[0] * cfg[4] * cfg[5]) as f64 * 1e-9;
             let probe = fma_probe();
-            let (nchw, solver) = conflux_best(&h, &cfg, n, Layout::NCHW).unwrap();
-            let (nhwc, _) = conflux_best(&h, &cfg, n, Layout::NHWC).unwrap();
+            let (nchw, solver) = conflux_best(&cfg, n, Layout::NCHW).unwrap();
+            let (nhwc, _) = conflux_best(&cfg, n, Layout::NHWC).unwrap();
             let d = peer.map(|b| onednn(b, line, n)).unwrap_or([f64::NAN; 3]);
             let best_peer = d.iter().copied().filter(|v| v.is_finite()).fold(f64::MAX, f64::min);
             let ratio = nchw / best_peer;

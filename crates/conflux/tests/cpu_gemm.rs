@@ -1,10 +1,11 @@
 //! The packed CPU GEMM alone, every kernel this machine can run, against an f64 GEMM on odd
 //! sizes (edges of every micro-tile and cache block), small blockings that force many K
-//! blocks and tasks, k = 0, and exact small-integer data.
+//! blocks and tasks, k = 0, and exact small-integer data. Row-major A is read in place by the
+//! kernels; `packed_a_path` covers A operands that must be packed (and shared B packing).
 
 mod support;
 
-use conflux::backend::cpu::gemm::{available, sgemm_with, Blocking};
+use conflux::backend::cpu::gemm::{available, gemm_with, sgemm_with, Blocking, Dense, DenseSink, Elem};
 use conflux::reference::fill::{fill_normal, fill_small_int};
 use support::Rng;
 
@@ -65,4 +66,25 @@ fn tiny_blocks_many_tasks() {
 #[test]
 fn empty_k_gives_zeros() {
     check(5, 9, 0, None, true, 1);
+}
+
+#[test]
+fn packed_a_path() {
+    // A given element by element cannot be read in place: every tile is packed. Small mc
+    // gives several M blocks, so B is packed once and shared between tasks.
+    for kern in available() {
+        for (m, n, k) in [(2 * kern.mr + 3, 2 * kern.nr + 1, 40), (kern.mr * 5, 7, 300)] {
+            let a: Vec<f32> = fill_small_int(3, m * k, -3, 3).into_iter().map(|x| x as f32).collect();
+            let b: Vec<f32> = fill_small_int(4, k * n, -3, 3).into_iter().map(|x| x as f32).collect();
+            let want = naive(m, n, k, &a, &b);
+            let av = Elem(|o: usize, p: usize| a[o * k + p]);
+            let bv = Dense { data: &b, outer_stride: 1, inner_stride: n };
+            let mut c = vec![f32::NAN; m * n];
+            // SAFETY: c is m×n row-major and outlives the call.
+            let sink = unsafe { DenseSink::new(c.as_mut_ptr(), n, false) };
+            gemm_with(&kern, Blocking { mc: kern.mr, kc: 64, nc: 4 * kern.nr }, m, n, k, &av, &bv, &sink);
+            let got: Vec<f64> = c.iter().map(|&v| v as f64).collect();
+            assert_eq!(got, want, "{} {m}x{n}x{k}", kern.name);
+        }
+    }
 }

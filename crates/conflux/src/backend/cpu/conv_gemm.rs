@@ -79,6 +79,13 @@ impl Panels for WeightsA<'_> {
             }
         }
     }
+
+    /// f32 filters whose (c, r, s) elements are consecutive (KCRS): the kernels read them
+    /// in place, row stride = the filter stride.
+    fn in_place(&self) -> Option<(usize, usize)> {
+        let dense = self.p.dt == DataType::Float && self.kk_off.iter().enumerate().all(|(i, &o)| o == i);
+        dense.then(|| (self.p.w as usize + 4 * self.row0 * self.ws0, self.ws0))
+    }
 }
 
 /// GEMM sink for one group: rows are output channels in the group, columns (n, p) from n0.

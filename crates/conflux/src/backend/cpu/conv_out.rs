@@ -4,6 +4,7 @@
 
 use super::access::{load, store};
 use super::epilogue::CpuEpilogue;
+use super::store_fast::bias_relu_store;
 use crate::types::DataType;
 
 /// Offsets (in elements, without the n and c terms) of each linear spatial index
@@ -38,6 +39,14 @@ pub struct OutTensor<'a> {
 }
 
 impl OutTensor<'_> {
+    /// Spatial strides of a packed D×H×W block: every run of linear spatial indices is one
+    /// contiguous row (NCHW-like), decided from the strides in O(1).
+    fn packed_spatial(&self) -> bool {
+        let [_, h, w] = self.dims;
+        let s = self.strides;
+        (s[4] == 1 || w <= 1) && (s[3] == w || h <= 1) && (s[2] == h * w || self.dims[0] <= 1)
+    }
+
     /// out[n, c, sp0 + i] = epi(α·v[i] + β·out_old) for i in 0..v.len() (v is overwritten).
     /// β = 0 never reads the old value.
     ///
@@ -48,6 +57,14 @@ impl OutTensor<'_> {
         let offs = &self.sp_off[sp0..sp0 + v.len()];
         if v.is_empty() {
             return;
+        }
+        if self.dt == DataType::Float && self.alpha == 1.0 && self.beta == 0.0 && self.packed_spatial() {
+            if let Some((b, relu)) = self.epi.bias_relu(c) {
+                // One fused pass straight into y (the CBA case).
+                let y = std::slice::from_raw_parts_mut((self.ptr as *mut f32).add(base + offs[0]), v.len());
+                bias_relu_store(v, y, b, relu);
+                return;
+            }
         }
         if self.alpha != 1.0 {
             v.iter_mut().for_each(|x| *x *= self.alpha);
@@ -60,7 +77,7 @@ impl OutTensor<'_> {
         if !self.epi.is_empty() {
             self.epi.apply_span(v, n, c, sp0, self.dims);
         }
-        if self.dt == DataType::Float && offs[offs.len() - 1] == offs[0] + offs.len() - 1 && dense(offs) {
+        if self.dt == DataType::Float && (self.packed_spatial() || (offs[offs.len() - 1] == offs[0] + offs.len() - 1 && dense(offs))) {
             // Packed rows (NCHW): one slice copy.
             std::slice::from_raw_parts_mut((self.ptr as *mut f32).add(base + offs[0]), v.len()).copy_from_slice(v);
         } else if self.dt == DataType::Float {

@@ -74,6 +74,19 @@ impl CpuEpilogue {
 
     pub fn is_empty(&self) -> bool { self.steps.is_empty() }
 
+    /// When the chain is at most a bias then at most a ReLU (the CBA case): channel c's bias
+    /// (0 without one) and whether ReLU follows, so callers can fuse it into the store.
+    pub fn bias_relu(&self, c: usize) -> Option<(f32, bool)> {
+        let relu = |s: &Step| matches!(s, Step::Act(a) if a.mode == crate::types::ActivationMode::Relu);
+        match self.steps.as_slice() {
+            [] => Some((0.0, false)),
+            [Step::Bias(b)] => Some((b[c], false)),
+            [s] if relu(s) => Some((0.0, true)),
+            [Step::Bias(b), s] if relu(s) => Some((b[c], true)),
+            _ => None,
+        }
+    }
+
     /// Apply the chain to a run of values of one (n, c) at consecutive linear spatial indices
     /// `sp0..sp0 + v.len()` of an output with spatial lengths `dims` (D, H, W). Steps run one
     /// after another over the whole run, so bias, BN and the activation vectorize.

@@ -12,4 +12,5 @@ pub mod epilogue;
 pub mod gemm;
 pub mod im2col;
 pub mod pointwise;
+pub mod store_fast;
 pub mod winograd;

@@ -19,6 +19,8 @@ pub struct Kernel {
     pub mr: usize,
     pub nr: usize,
     pub f: KernelFn,
+    /// The same tile reading A in place (`kernel_a.rs`).
+    pub fa: super::kernel_a::KernelFnA,
 }
 
 
@@ -120,13 +122,13 @@ pub fn available() -> Vec<Kernel> {
     #[cfg(target_arch = "x86_64")]
     {
         if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
-            v.push(Kernel { name: "avx512", mr: 12, nr: 32, f: x86::k_avx512 });
+            v.push(Kernel { name: "avx512", mr: 12, nr: 32, f: x86::k_avx512, fa: super::kernel_a::x86::k_avx512_a });
         }
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            v.push(Kernel { name: "avx2", mr: 6, nr: 16, f: x86::k_avx2 });
+            v.push(Kernel { name: "avx2", mr: 6, nr: 16, f: x86::k_avx2, fa: super::kernel_a::x86::k_avx2_a });
         }
     }
-    v.push(Kernel { name: "portable", mr: 4, nr: 8, f: k_portable });
+    v.push(Kernel { name: "portable", mr: 4, nr: 8, f: k_portable, fa: super::kernel_a::k_portable_a });
     v
 }
 

@@ -9,6 +9,7 @@
 //! pack straight from its tensors (implicit im2col) in any layout and element type.
 
 pub mod kernel;
+pub mod kernel_a;
 pub mod scratch;
 
 pub use kernel::{available, best, Kernel};
@@ -23,6 +24,11 @@ use std::ops::Range;
 /// A is packed with outer = rows, B with outer = columns.
 pub trait Panels: Sync {
     fn pack(&self, outer: Range<usize>, inner: Range<usize>, w: usize, dst: &mut [f32]);
+
+    /// `Some((address, ld))` when the operand is a row-major f32 matrix in memory, element
+    /// (outer o, inner p) at address + 4·(o·ld + p), that the kernels may read in place
+    /// (used for A: full MR-row tiles skip packing).
+    fn in_place(&self) -> Option<(usize, usize)> { None }
 }
 
 /// Receives each finished C block (the full K sum) as f32, row-major with row stride `ld`
@@ -105,47 +111,80 @@ pub fn gemm_with(kern: &Kernel, blk: Blocking, m: usize, n: usize, k: usize, a: 
     // K blocks; an empty K still makes one (empty) block so C is written as zeros.
     #[allow(clippy::single_range_in_vec_init)]
     let kblocks: Vec<Range<usize>> = if k == 0 { vec![0..0] } else { (0..k).step_by(blk.kc).map(|p| p..(p + blk.kc).min(k)).collect() };
+    // A read in place: only the last, partial MR-row tile is packed.
+    let direct = a.in_place();
+    let packed_from = if direct.is_some() { m / mr * mr } else { 0 };
+    let (mblocks, nblocks) = (m.div_ceil(blk.mc), n.div_ceil(blk.nc));
+    let npad = round_up(n, nr);
+    // B shared: when several M blocks would each pack the same B block (few output columns,
+    // many filters: e.g. 7×7 layers), pack all of B once up front instead.
+    let share_b = mblocks > 1 && npad * k.max(1) <= SHARED_B_MAX;
     with_scratch(Slot::PackA, mpad * k.max(1), |apack| {
-        // A, once: block `p0..p1` lives at p0·mpad, as mpad/mr panels of mr·(p1−p0) values.
-        {
-            let mut parts: Vec<(&Range<usize>, &mut [f32])> = Vec::with_capacity(kblocks.len());
-            let mut rest = &mut apack[..];
-            for kb in &kblocks {
-                let (head, tail) = rest.split_at_mut(mpad * kb.len());
-                parts.push((kb, head));
-                rest = tail;
+        pack_all(a, m, mr, blk.mc, packed_from, &kblocks, apack);
+        with_scratch(Slot::PackBAll, if share_b { npad * k.max(1) } else { 0 }, |bshared| {
+            if share_b {
+                pack_all(b, n, nr, blk.nc, 0, &kblocks, bshared);
             }
-            parts.into_par_iter().for_each(|(kb, dst)| {
-                dst.par_chunks_mut(blk.mc * kb.len().max(1)).enumerate().for_each(|(i, chunk)| {
-                    let r0 = i * blk.mc;
-                    let rows = r0..(r0 + chunk.len() / kb.len().max(1)).min(m);
-                    if kb.is_empty() || rows.is_empty() {
-                        return;
-                    }
-                    a.pack(rows, kb.clone(), mr, chunk);
-                });
+            let (apack, bshared) = (&*apack, &*bshared);
+            (0..mblocks * nblocks).into_par_iter().for_each(|t| {
+                // Consecutive tasks share an N block, so its B panels stay in the shared cache.
+                let (jb, ib) = (t / mblocks, t % mblocks);
+                let rows = ib * blk.mc..((ib + 1) * blk.mc).min(m);
+                let cols = jb * blk.nc..((jb + 1) * blk.nc).min(n);
+                let a_in = direct.map(|(addr, ld)| (addr, ld, packed_from));
+                let b_src = if share_b { BSrc::Shared(bshared, npad) } else { BSrc::Pack(b) };
+                task(kern, &kblocks, mpad, apack, a_in, b_src, sink, rows, cols);
             });
-        }
-        let apack = &*apack;
-        let (mblocks, nblocks) = (m.div_ceil(blk.mc), n.div_ceil(blk.nc));
-        (0..mblocks * nblocks).into_par_iter().for_each(|t| {
-            // Consecutive tasks share an N block, so its B panels stay in the shared cache.
-            let (jb, ib) = (t / mblocks, t % mblocks);
-            let rows = ib * blk.mc..((ib + 1) * blk.mc).min(m);
-            let cols = jb * blk.nc..((jb + 1) * blk.nc).min(n);
-            task(kern, &kblocks, mpad, apack, b, sink, rows, cols);
         });
     });
 }
 
+/// Largest B (f32 values, 32 MiB) packed once for all tasks; larger ones are packed per task.
+const SHARED_B_MAX: usize = 8 << 20;
+
+/// Pack operand `p` (outer length `len`, panels of width `w`) for every K block, in parallel
+/// chunks of `chunk` outer indices, skipping outer indices below `from` (multiple of w).
+/// Block `kb` lives at kb.start·round_up(len, w), as panels of w·kb.len() values.
+fn pack_all(p: &dyn Panels, len: usize, w: usize, chunk: usize, from: usize, kblocks: &[Range<usize>], dst: &mut [f32]) {
+    let lpad = round_up(len, w);
+    let mut parts: Vec<(&Range<usize>, &mut [f32])> = Vec::with_capacity(kblocks.len());
+    let mut rest = &mut dst[..];
+    for kb in kblocks {
+        let (head, tail) = rest.split_at_mut(lpad * kb.len());
+        parts.push((kb, head));
+        rest = tail;
+    }
+    parts.into_par_iter().for_each(|(kb, dst)| {
+        dst.par_chunks_mut(chunk * kb.len().max(1)).enumerate().for_each(|(i, part)| {
+            let o0 = i * chunk;
+            let outer = o0.max(from)..(o0 + part.len() / kb.len().max(1)).min(len);
+            if kb.is_empty() || outer.is_empty() {
+                return;
+            }
+            p.pack(outer.clone(), kb.clone(), w, &mut part[(outer.start - o0) * kb.len()..]);
+        });
+    });
+}
+
+/// Where a task's B panels come from.
+#[derive(Clone, Copy)]
+enum BSrc<'a> {
+    /// Packed by the task itself.
+    Pack(&'a dyn Panels),
+    /// Already packed by `pack_all` for the whole N range (padded length given).
+    Shared(&'a [f32], usize),
+}
+
 /// One (M block, N block): loop over K blocks, pack B, run the micro-kernel, then sink.
+/// `a_in` = (address, ld, first packed row) when A's full tiles are read in place.
 #[allow(clippy::too_many_arguments)]
 fn task(
     kern: &Kernel,
     kblocks: &[Range<usize>],
     mpad: usize,
     apack: &[f32],
-    b: &dyn Panels,
+    a_in: Option<(usize, usize, usize)>,
+    b: BSrc,
     sink: &dyn Sink,
     rows: Range<usize>,
     cols: Range<usize>,
@@ -154,18 +193,35 @@ fn task(
     let (mp, np) = (round_up(rows.len(), mr), round_up(cols.len(), nr));
     let kmax = kblocks.iter().map(|r| r.len()).max().unwrap_or(0);
     with_scratch(Slot::Tile, mp * np, |cbuf| {
-        with_scratch(Slot::PackB, np * kmax.max(1), |bpack| {
+        let own = if matches!(b, BSrc::Pack(_)) { np * kmax.max(1) } else { 0 };
+        with_scratch(Slot::PackB, own, |bpack| {
             for (bi, kb) in kblocks.iter().enumerate() {
                 let kc = kb.len();
-                if kc > 0 {
-                    b.pack(cols.clone(), kb.clone(), nr, &mut bpack[..np * kc]);
-                }
+                let bpack: &[f32] = match b {
+                    BSrc::Pack(p) => {
+                        if kc > 0 {
+                            p.pack(cols.clone(), kb.clone(), nr, &mut bpack[..np * kc]);
+                        }
+                        &bpack[..]
+                    }
+                    BSrc::Shared(all, npad) => &all[kb.start * npad + cols.start * kc..],
+                };
                 let ablock = &apack[kb.start * mpad..];
                 for jr in 0..np / nr {
                     for ir in 0..mp / mr {
-                        let ap = ablock[(rows.start / mr + ir) * mr * kc..].as_ptr();
+                        let row = rows.start + ir * mr;
                         let bp = bpack[jr * nr * kc..].as_ptr();
                         let cp = cbuf[ir * mr * np + jr * nr..].as_mut_ptr();
+                        if let Some((addr, ld, packed_from)) = a_in {
+                            if row < packed_from {
+                                let ap = (addr as *const f32).wrapping_add(row * ld + kb.start);
+                                // SAFETY: rows row..row + mr and columns kb lie inside the
+                                // in-place matrix (row + mr ≤ packed_from ≤ m); B and C as below.
+                                unsafe { (kern.fa)(kc, ap, ld, bp, cp, np, bi > 0) };
+                                continue;
+                            }
+                        }
+                        let ap = ablock[(row / mr) * mr * kc..].as_ptr();
                         // SAFETY: the A and B panels hold kc·mr and kc·nr values; the C tile
                         // lies inside cbuf (mp×np, padded to whole tiles).
                         unsafe { (kern.f)(kc, ap, bp, cp, np, bi > 0) };
@@ -221,6 +277,10 @@ impl Panels for Dense<'_> {
                 }
             }
         }
+    }
+
+    fn in_place(&self) -> Option<(usize, usize)> {
+        (self.inner_stride == 1).then_some((self.data.as_ptr() as usize, self.outer_stride))
     }
 }
 

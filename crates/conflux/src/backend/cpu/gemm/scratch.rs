@@ -14,10 +14,12 @@ pub enum Slot {
     /// Per-task buffers of the convolution drivers (padded planes, accumulators).
     Task = 4,
     Task2 = 5,
+    /// B packed once for all tasks of a GEMM (on the calling thread).
+    PackBAll = 6,
 }
 
 thread_local! {
-    static SCRATCH: [RefCell<Vec<f32>>; 6] = Default::default();
+    static SCRATCH: [RefCell<Vec<f32>>; 7] = Default::default();
 }
 
 /// Run `f` with `len` f32 of scratch (contents unspecified). If the slot is busy on this
