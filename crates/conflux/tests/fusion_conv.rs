@@ -1,5 +1,6 @@
 //! Conv-based fusion plans (C followed by any chain of B, N, A, Z) on every device, against
-//! the f64 reference chain, on random geometries, types and layouts.
+//! the f64 reference chain and against the same ops run one by one through conflux, on random
+//! geometries, types and layouts.
 
 mod support;
 
@@ -118,6 +119,7 @@ fn run_case_algo(h: &Handle, c: &Case, seed: u64, algo: Option<ConvAlgorithm>) {
     let mut cur = vec![0.0; ypacked.element_space()];
     rconv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &ypacked, &mut cur).unwrap();
     let mut keep = Vec::new(); // device buffers must outlive execute
+    let mut unfused = Vec::new(); // the same chain as separate conflux calls
     for (i, op) in c.ops.iter().enumerate() {
         let s = seed + 10 + i as u64 * 7;
         match *op {
@@ -127,6 +129,7 @@ fn run_case_algo(h: &Handle, c: &Case, seed: u64, algo: Option<ConvAlgorithm>) {
                 plan.add_bias(&bd).unwrap();
                 args.set(i + 1, OpArg::Bias { b: b.ptr() });
                 bias::bias_forward(&ypacked, &mut cur, &bd, &b.host).unwrap();
+                unfused.push(Unfused::Bias(bd, b.ptr()));
                 keep.push(b);
             }
             Op::Bn(mode) => {
@@ -139,6 +142,8 @@ fn run_case_algo(h: &Handle, c: &Case, seed: u64, algo: Option<ConvAlgorithm>) {
                 args.set(i + 1, OpArg::BnInference { scale: sc.ptr(), bias: bi.ptr(), mean: mu.ptr(), var: var.ptr(), eps: 1e-5 });
                 let prev = cur.clone();
                 batchnorm::bn_inference(mode, &ypacked, &prev, &ypacked, &mut cur, &sc.host, &bi.host, &mu.host, &var.host, 1e-5).unwrap();
+                let bn = conflux::ops::BnInferenceArgs { scale: sc.ptr(), bias: bi.ptr(), mean: mu.ptr(), var: var.ptr(), eps: 1e-5 };
+                unfused.push(Unfused::Bn(mode, pd, bn));
                 keep.extend([sc, bi, mu, var]);
             }
             Op::Act(mode) => {
@@ -147,6 +152,7 @@ fn run_case_algo(h: &Handle, c: &Case, seed: u64, algo: Option<ConvAlgorithm>) {
                 args.set(i + 1, OpArg::Activation { alpha: a, beta: b, gamma: g });
                 let prev = cur.clone();
                 activation::activation_forward(&ActivationDesc::new(mode, a, b, g), &ypacked, &prev, &ypacked, &mut cur).unwrap();
+                unfused.push(Unfused::Act(ActivationDesc::new(mode, a, b, g)));
             }
             Op::Add => {
                 let z = random(h, &ydesc, Fill::Normal, s);
@@ -154,6 +160,7 @@ fn run_case_algo(h: &Handle, c: &Case, seed: u64, algo: Option<ConvAlgorithm>) {
                 args.set(i + 1, OpArg::AddTensor { z: z.ptr(), alpha: 0.5 });
                 let zl = logical(&ydesc, &z.host);
                 cur.iter_mut().zip(&zl).for_each(|(v, zv)| *v += 0.5 * zv);
+                unfused.push(Unfused::Add(z.ptr()));
                 keep.push(z);
             }
         }
@@ -163,12 +170,37 @@ fn run_case_algo(h: &Handle, c: &Case, seed: u64, algo: Option<ConvAlgorithm>) {
     plan.execute(h, &c.x, x.ptr(), &ydesc, y.ptr(), &args).unwrap();
     let got = logical(&ydesc, &download(h, &y));
     let tol = if c.exact { 0.0 } else { tolerance(c.dt) };
-    assert_close(
-        &format!("{} x {} w {} {} ops {:?} on {}", c.dt.short(), c.x.key(), c.w.key(), c.conv.key(), c.ops, h.device().name()),
-        &got,
-        &cur,
-        tol,
-    );
+    let what = format!("{} x {} w {} {} ops {:?} on {}", c.dt.short(), c.x.key(), c.w.key(), c.conv.key(), c.ops, h.device().name());
+    assert_close(&what, &got, &cur, tol);
+    if algo.is_none() {
+        // Unfused results round to the data type between ops, hence the wider tolerance.
+        let separate = run_unfused(h, c, x.ptr(), w.ptr(), &ydesc, &unfused);
+        assert_close(&format!("{what}: fused vs unfused"), &got, &separate, if c.exact { 0.0 } else { 4.0 * tolerance(c.dt) });
+    }
+}
+
+/// One op of the chain as its own conflux call.
+enum Unfused {
+    Bias(TensorDesc, conflux::DevPtr),
+    Bn(BnMode, TensorDesc, conflux::ops::BnInferenceArgs),
+    Act(ActivationDesc),
+    Add(conflux::DevPtr),
+}
+
+/// The convolution (immediate choice, no workspace), then each op in place on y.
+fn run_unfused(h: &Handle, c: &Case, x: conflux::DevPtr, w: conflux::DevPtr, yd: &TensorDesc, ops: &[Unfused]) -> Vec<f64> {
+    use conflux::conv::{self, Choice, Workspace};
+    let y = poisoned(h, yd);
+    conv::forward(h, &c.conv, &c.x, x, &c.w, w, yd, y.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default()).unwrap();
+    for op in ops {
+        match op {
+            Unfused::Bias(bd, b) => conv::bias::forward_bias(h, 1.0, bd, *b, 0.0, yd, y.ptr()).unwrap(),
+            Unfused::Bn(mode, pd, a) => conflux::ops::bn_forward_inference(h, *mode, yd, y.ptr(), yd, y.ptr(), &[pd, pd], a).unwrap(),
+            Unfused::Act(act) => conflux::ops::activation_forward(h, act, yd, y.ptr(), yd, y.ptr()).unwrap(),
+            Unfused::Add(z) => conflux::ops::op_tensor(h, conflux::TensorOp::Add, 1.0, yd, y.ptr(), 0.5, yd, *z, 0.0, yd, y.ptr()).unwrap(),
+        }
+    }
+    logical(yd, &download(h, &y))
 }
 
 device_tests!(random_conv_chains, |h: &Handle| {
