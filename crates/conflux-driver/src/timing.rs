@@ -23,16 +23,21 @@ pub fn time(s: &Session, iters: usize, mut work: impl FnMut() -> Res<()>) -> Res
     s.handle.synchronize()?;
     let wall = Instant::now();
     for _ in 0..iters {
-        let mut r = Ok(());
-        let ms = s.handle.measure_ms(|| {
-            r = work();
-            Ok(())
-        })?;
-        r?;
-        t.push(ms as f64);
+        t.push(measure(s, &mut work)?);
     }
     s.handle.synchronize()?;
     Ok(summary(&t, wall.elapsed().as_secs_f64() * 1e3 / iters as f64))
+}
+
+/// One timed run of `work` (its own error, if any, wins over the timer's).
+fn measure(s: &Session, work: &mut impl FnMut() -> Res<()>) -> Res<f64> {
+    let mut r = Ok(());
+    let ms = s.handle.measure_ms(|| {
+        r = work();
+        Ok(())
+    })?;
+    r?;
+    Ok(ms as f64)
 }
 
 /// Min and average (first run excluded when there are more) of per-iteration times.
@@ -51,15 +56,8 @@ pub fn time_pair(s: &Session, iters: usize, mut a: impl FnMut() -> Res<()>, mut 
     let mut tb = Vec::with_capacity(iters.max(1));
     s.handle.synchronize()?;
     for _ in 0..iters.max(1) {
-        for (work, out) in [(&mut a as &mut dyn FnMut() -> Res<()>, &mut ta), (&mut b, &mut tb)] {
-            let mut r = Ok(());
-            let ms = s.handle.measure_ms(|| {
-                r = work();
-                Ok(())
-            })?;
-            r?;
-            out.push(ms as f64);
-        }
+        ta.push(measure(s, &mut a)?);
+        tb.push(measure(s, &mut b)?);
     }
     s.handle.synchronize()?;
     let mean = |t: &[f64]| t.iter().sum::<f64>() / t.len() as f64;

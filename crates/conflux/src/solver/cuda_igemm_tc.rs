@@ -154,14 +154,10 @@ impl Solver for CudaConvIgemmTc {
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(handle)?;
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tc: not a convolution"))?;
-        // CONFLUX_TC_TILE forces a configuration (for measuring the tuning space); else the
-        // tuned one from the perf-db; else the heuristic.
-        let cfg = match std::env::var("CONFLUX_TC_TILE") {
-            Ok(s) => TileConfig::parse(&s).ok_or_else(|| Error::bad_parm(format!("CONFLUX_TC_TILE={s}: not a known tile")))?,
-            Err(_) => perf_db::lookup(handle, self.name(), &problem.key())
-                .and_then(|label| TileConfig::parse(&label))
-                .unwrap_or_else(|| heuristic(&Geom::of(conv), be.dev.sm_count() as usize)),
-        };
+        let g = Geom::of(conv);
+        let cfg = perf_db::chosen_config(handle, self.name(), &problem.key(), "CONFLUX_TC_TILE", TileConfig::parse, || {
+            heuristic(&g, be.dev.sm_count() as usize)
+        })?;
         self.build_with(problem, handle, cfg)
     }
 

@@ -122,14 +122,10 @@ impl Solver for CudaConvIgemmWgmma {
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(handle)?;
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-wgmma: not a convolution"))?;
-        // CONFLUX_WGMMA_TILE forces a configuration (for measuring the space); else the tuned
-        // one from the perf-db; else the heuristic.
-        let cfg = match std::env::var("CONFLUX_WGMMA_TILE") {
-            Ok(s) => WgTile::parse(&s).ok_or_else(|| Error::bad_parm(format!("CONFLUX_WGMMA_TILE={s}: not a known tile")))?,
-            Err(_) => perf_db::lookup(handle, self.name(), &problem.key())
-                .and_then(|label| WgTile::parse(&label))
-                .unwrap_or_else(|| wg_heuristic(&Geom::of(conv), be.dev.sm_count() as usize)),
-        };
+        let g = Geom::of(conv);
+        let cfg = perf_db::chosen_config(handle, self.name(), &problem.key(), "CONFLUX_WGMMA_TILE", WgTile::parse, || {
+            wg_heuristic(&g, be.dev.sm_count() as usize)
+        })?;
         self.build_with(problem, handle, cfg)
     }
 

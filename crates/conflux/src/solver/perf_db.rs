@@ -41,3 +41,19 @@ pub fn store(handle: &Handle, solver: &str, key: &str, config: &str) {
         tracing::warn!(solver, error = %e, "could not write the perf-db entry");
     }
 }
+
+/// The configuration a tunable solver builds with: the one the environment variable `force`
+/// names (for measuring a tuning space), else the tuned one in the perf-db, else `fallback`.
+pub fn chosen_config<C>(
+    handle: &Handle,
+    solver: &str,
+    key: &str,
+    force: &str,
+    parse: impl Fn(&str) -> Option<C>,
+    fallback: impl FnOnce() -> C,
+) -> crate::error::Result<C> {
+    if let Ok(s) = std::env::var(force) {
+        return parse(&s).ok_or_else(|| crate::error::Error::bad_parm(format!("{force}={s}: not a configuration of {solver}")));
+    }
+    Ok(lookup(handle, solver, key).and_then(|label| parse(&label)).unwrap_or_else(fallback))
+}
