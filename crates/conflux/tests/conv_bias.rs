@@ -18,7 +18,8 @@ fn per_channel(dt: DataType, lens: &[usize]) -> TensorDesc {
     TensorDesc::new(dt, &b).unwrap()
 }
 
-const SHAPES: [&[usize]; 3] = [&[2, 3, 4, 5], &[1, 5, 3, 2, 4], &[3, 2, 7, 3]];
+// The last is big enough for many vectors per thread pass and a ragged tail.
+const SHAPES: [&[usize]; 4] = [&[2, 3, 4, 5], &[1, 5, 3, 2, 4], &[3, 2, 7, 3], &[2, 37, 9, 7]];
 const AB: [(f64, f64); 3] = [(1.0, 0.0), (0.5, -2.0), (-1.0, 1.5)];
 
 device_tests!(forward_bias_matches_reference, |h: &Handle| {

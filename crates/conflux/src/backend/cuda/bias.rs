@@ -24,9 +24,15 @@ fn params(t: &TensorDesc, xp: u64, xs: [usize; 5], yp: u64, ys: [usize; 5], alph
 /// y = α·(y + b) + β·y.
 #[allow(clippy::too_many_arguments)]
 pub fn forward(handle: &Handle, be: &CudaBackend, y: &TensorDesc, yp: u64, b: &TensorDesc, bp: u64, alpha: f32, beta: f32) -> Result<()> {
-    let k = be.module("bias", &preamble::source(y.dtype(), &[], &Extra::default(), TEMPLATE)?)?.function("bias_fwd")?;
-    let p = params(y, bp, broadcast_strides(b), yp, shape5(y).2, alpha, beta);
-    let grid = grid_for(be, y.element_count() as u64, 256);
+    // Dense y with a per-channel b (the usual conv bias, any layout) walks y linearly in
+    // vectors; anything else decomposes each element's coordinates.
+    let bs = broadcast_strides(b);
+    let dense = y.is_packed() && yp % 16 == 0 && bs.iter().enumerate().all(|(i, &s)| i == 1 || s == 0);
+    let name = if dense { "bias_fwd_dense" } else { "bias_fwd" };
+    let k = be.module("bias", &preamble::source(y.dtype(), &[], &Extra::default(), TEMPLATE)?)?.function(name)?;
+    let p = params(y, bp, bs, yp, shape5(y).2, alpha, beta);
+    let per_thread = if dense { 8 } else { 1 };
+    let grid = grid_for(be, (y.element_count() as u64).div_ceil(per_thread) + 1, 256);
     // SAFETY: Params mirrors the kernel struct; pointers are the caller's validated tensors.
     timed(handle, be, || unsafe { k.launch(&be.dev, (grid, 1, 1), (256, 1, 1), 0, &p) })
 }

@@ -20,6 +20,50 @@ extern "C" __global__ void bias_fwd(const Params p) {
     }
 }
 
+// The same for a dense y (packed in any dimension order) and a per-channel b: the channel of
+// memory offset i is (i / ys[1]) % C, so threads walk y linearly, 8 elements (one or two
+// 16-byte vectors) at a time, and track the channel without dividing per element. The
+// caller guarantees a 16-byte aligned y.
+#define BIAS_VEC 8
+extern "C" __global__ void bias_fwd_dense(const Params p) {
+    const i64 total = (i64)p.n * p.c * p.in[0] * p.in[1] * p.in[2];
+    const i64 cs = p.ys[1], bs = p.xs[1];
+    const i64 vecs = total / BIAS_VEC;
+    const i64 step = (i64)gridDim.x * blockDim.x;
+    for (i64 v = blockIdx.x * (i64)blockDim.x + threadIdx.x; v <= vecs; v += step) {
+        const i64 i0 = v * BIAS_VEC;
+        const int len = v < vecs ? BIAS_VEC : (int)(total - i0);   // the last pass: the tail
+        if (len == 0) break;
+        i64 q = i0 / cs, r = i0 - q * cs;
+        int c = (int)(q % p.c);
+        T e[BIAS_VEC];
+        T* y = (T*)p.y + i0;
+        if (len == BIAS_VEC) {
+#pragma unroll
+            for (int k = 0; k < (int)(BIAS_VEC * sizeof(T) / 16); ++k) ((uint4*)e)[k] = ((const uint4*)y)[k];
+        } else {
+            for (int j = 0; j < len; ++j) e[j] = y[j];
+        }
+#pragma unroll
+        for (int j = 0; j < BIAS_VEC; ++j) {
+            if (j < len) {
+                const float x = to_f(e[j]);
+                e[j] = from_f<T>(p.alpha * (x + ldp<T>(p.x, c * bs)) + p.beta * x);
+            }
+            if (++r == cs) {
+                r = 0;
+                if (++c == p.c) c = 0;
+            }
+        }
+        if (len == BIAS_VEC) {
+#pragma unroll
+            for (int k = 0; k < (int)(BIAS_VEC * sizeof(T) / 16); ++k) ((uint4*)y)[k] = ((const uint4*)e)[k];
+        } else {
+            for (int j = 0; j < len; ++j) y[j] = e[j];
+        }
+    }
+}
+
 // db[c] = α·Σ_{n,d,h,w} dy + β·db[c]: one block of 256 threads per channel, f64 partial sums
 // reduced in a fixed order, so the result is deterministic.
 #define BIAS_BLOCK 256
