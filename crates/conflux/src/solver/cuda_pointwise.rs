@@ -149,7 +149,8 @@ impl Invoker for PwInvoker {
                     Path::Nchw(v) if a.x.0 % v as u64 == 0 && a.y.0 % v as u64 == 0 && x.n().div_ceil(nchunk(ops)) <= 65535 => {
                         ("pw_chain_nchw", count / x.n() as u64 / (v / x.dtype().size()) as u64)
                     }
-                    Path::Nhwc if a.x.0 % 16 == 0 && a.y.0 % 16 == 0 => ("pw_chain_nhwc", count / (16 / x.dtype().size()) as u64),
+                    // Each thread takes NHWC_UNROLL (4) vectors per pass.
+                    Path::Nhwc if a.x.0 % 16 == 0 && a.y.0 % 16 == 0 => ("pw_chain_nhwc", (count / (16 / x.dtype().size()) as u64).div_ceil(4)),
                     _ => ("pw_chain_generic", count),
                 };
                 let grid_y = if name == "pw_chain_nchw" { x.n().div_ceil(nchunk(ops)) as u32 } else { 1 };

@@ -35,6 +35,7 @@ extern "C" __global__ void pw_chain_generic(const Params p) {
 #ifndef CONFLUX_NCHUNK
 #define CONFLUX_NCHUNK 4
 #endif
+#define LOAD_BATCH CONFLUX_NCHUNK
 extern "C" __global__ void pw_chain_nchw(const Params p) {
     const int H = p.in[1], W = p.in[2];
     const unsigned sp_size = p.in[0] * H * W;
@@ -45,23 +46,38 @@ extern "C" __global__ void pw_chain_nchw(const Params p) {
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
         const int c = i / vec_per_plane;
         const int sp0 = (i - c * vec_per_plane) * VEC;
-        const int n_end = min(p.n, (int)(blockIdx.y + 1) * CONFLUX_NCHUNK);
+        const int n0 = blockIdx.y * CONFLUX_NCHUNK;
+        const int count = min(CONFLUX_NCHUNK, p.n - n0);
+        // Loads go out in batches of LOAD_BATCH before any is used, so several independent
+        // 16-byte loads per thread are in flight (small tensors give each SM few threads; one
+        // load at a time leaves bandwidth unused). All NCHUNK at once measured best on the
+        // H200 (na.txt, 2026-11-21): batches of 4 lost 8-12 points on per-element BN.
 #pragma unroll
-        for (int n = blockIdx.y * CONFLUX_NCHUNK; n < n_end; ++n) {
-            const size_t at = (size_t)n * items + i;
-            Vec16 a = x[at], b;
+        for (int k0 = 0; k0 < CONFLUX_NCHUNK; k0 += LOAD_BATCH) {
+            if (k0 >= count) break;
+            Vec16 a[LOAD_BATCH];
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) {
-                const int sp = sp0 + j;
-                const int w = sp % W, h = (sp / W) % H, d = sp / (W * H);
-                b.v[j] = from_f<T>(conflux_epilogue(to_f(a.v[j]), p.epi, n, c, d, h, w, sp, sp_size));
+            for (int k = 0; k < LOAD_BATCH; ++k)
+                if (k0 + k < count) a[k] = x[(size_t)(n0 + k0 + k) * items + i];
+#pragma unroll
+            for (int k = 0; k < LOAD_BATCH; ++k) {
+                if (k0 + k >= count) break;
+                const int n = n0 + k0 + k;
+                Vec16 b;
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) {
+                    const int sp = sp0 + j;
+                    const int w = sp % W, h = (sp / W) % H, d = sp / (W * H);
+                    b.v[j] = from_f<T>(conflux_epilogue(to_f(a[k].v[j]), p.epi, n, c, d, h, w, sp, sp_size));
+                }
+                y[(size_t)n * items + i] = b;
             }
-            y[at] = b;
         }
     }
 }
 
 // Packed NHWC-family: channels innermost, c % VEC == 0.
+#define NHWC_UNROLL 4
 extern "C" __global__ void pw_chain_nhwc(const Params p) {
     const int H = p.in[1], W = p.in[2];
     const unsigned sp_size = p.in[0] * H * W;
@@ -69,16 +85,27 @@ extern "C" __global__ void pw_chain_nhwc(const Params p) {
     const unsigned total = (unsigned)p.n * sp_size * cvec;
     const Vec16* x = (const Vec16*)p.x;
     Vec16* y = (Vec16*)p.y;
-    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-        const unsigned pix = i / cvec;
-        const int c0 = (i - pix * cvec) * VEC;
-        const int sp = pix % sp_size, n = pix / sp_size;
-        const int w = sp % W, h = (sp / W) % H, d = sp / (W * H);
-        Vec16 a = x[i], b;
+    // NHWC_UNROLL vectors per thread pass, loaded before any is computed (bytes in flight).
+    const unsigned stride = gridDim.x * blockDim.x;
+    for (unsigned i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += NHWC_UNROLL * stride) {
+        Vec16 a[NHWC_UNROLL];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j)
-            b.v[j] = from_f<T>(conflux_epilogue(to_f(a.v[j]), p.epi, n, c0 + j, d, h, w, sp, sp_size));
-        y[i] = b;
+        for (int k = 0; k < NHWC_UNROLL; ++k)
+            if (i0 + k * stride < total) a[k] = x[i0 + k * stride];
+#pragma unroll
+        for (int k = 0; k < NHWC_UNROLL; ++k) {
+            const unsigned i = i0 + k * stride;
+            if (i >= total) break;
+            const unsigned pix = i / cvec;
+            const int c0 = (i - pix * cvec) * VEC;
+            const int sp = pix % sp_size, n = pix / sp_size;
+            const int w = sp % W, h = (sp / W) % H, d = sp / (W * H);
+            Vec16 b;
+#pragma unroll
+            for (int j = 0; j < VEC; ++j)
+                b.v[j] = from_f<T>(conflux_epilogue(to_f(a[k].v[j]), p.epi, n, c0 + j, d, h, w, sp, sp_size));
+            y[i] = b;
+        }
     }
 }
 
