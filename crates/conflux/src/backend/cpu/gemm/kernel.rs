@@ -60,8 +60,35 @@ unsafe fn body<const MR: usize, const NR: usize, const FMA: bool>(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(super) mod x86 {
     use std::arch::x86_64::*;
+
+    /// Write an accumulator tile of two zmm per row to C (row stride `ldc`), adding C's old
+    /// values when `accumulate`. Shared by the packed and in-place (`kernel_a`) kernels.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub unsafe fn store_tile_512(acc: &[[__m512; 2]], c: *mut f32, ldc: usize, accumulate: bool) {
+        for (i, row) in acc.iter().enumerate() {
+            for (h, v) in row.iter().enumerate() {
+                let out = c.add(i * ldc + 16 * h);
+                let v = if accumulate { _mm512_add_ps(*v, _mm512_loadu_ps(out)) } else { *v };
+                _mm512_storeu_ps(out, v);
+            }
+        }
+    }
+
+    /// The same for two ymm per row.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub unsafe fn store_tile_256(acc: &[[__m256; 2]], c: *mut f32, ldc: usize, accumulate: bool) {
+        for (i, row) in acc.iter().enumerate() {
+            for (h, v) in row.iter().enumerate() {
+                let out = c.add(i * ldc + 8 * h);
+                let v = if accumulate { _mm256_add_ps(*v, _mm256_loadu_ps(out)) } else { *v };
+                _mm256_storeu_ps(out, v);
+            }
+        }
+    }
 
     /// 12×32: 24 zmm accumulators, two B vectors, A broadcast from memory.
     #[target_feature(enable = "avx512f")]
@@ -78,13 +105,7 @@ mod x86 {
                 row[1] = _mm512_fmadd_ps(av, b1, row[1]);
             }
         }
-        for (i, row) in acc.iter().enumerate() {
-            for (h, v) in row.iter().enumerate() {
-                let out = c.add(i * ldc + 16 * h);
-                let v = if accumulate { _mm512_add_ps(*v, _mm512_loadu_ps(out)) } else { *v };
-                _mm512_storeu_ps(out, v);
-            }
-        }
+        store_tile_512(&acc, c, ldc, accumulate);
     }
 
     /// 6×16: 12 ymm accumulators (16 ymm registers without AVX-512).
@@ -102,13 +123,7 @@ mod x86 {
                 row[1] = _mm256_fmadd_ps(av, b1, row[1]);
             }
         }
-        for (i, row) in acc.iter().enumerate() {
-            for (h, v) in row.iter().enumerate() {
-                let out = c.add(i * ldc + 8 * h);
-                let v = if accumulate { _mm256_add_ps(*v, _mm256_loadu_ps(out)) } else { *v };
-                _mm256_storeu_ps(out, v);
-            }
-        }
+        store_tile_256(&acc, c, ldc, accumulate);
     }
 }
 

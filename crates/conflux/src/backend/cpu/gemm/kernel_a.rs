@@ -31,6 +31,7 @@ pub(super) unsafe fn k_portable_a(kc: usize, a: *const f32, lda: usize, b: *cons
 
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
+    use super::super::kernel::x86::{store_tile_256, store_tile_512};
     use std::arch::x86_64::*;
 
     /// 12×32. Rows are addressed from four base pointers (rows 0, 3, 6, 9) plus 0/1/2·lda,
@@ -51,13 +52,7 @@ pub(super) mod x86 {
                 }
             }
         }
-        for (i, row) in acc.iter().enumerate() {
-            for (h, v) in row.iter().enumerate() {
-                let out = c.add(i * ldc + 16 * h);
-                let v = if accumulate { _mm512_add_ps(*v, _mm512_loadu_ps(out)) } else { *v };
-                _mm512_storeu_ps(out, v);
-            }
-        }
+        store_tile_512(&acc, c, ldc, accumulate);
     }
 
     /// 6×16.
@@ -77,12 +72,6 @@ pub(super) mod x86 {
                 }
             }
         }
-        for (i, row) in acc.iter().enumerate() {
-            for (h, v) in row.iter().enumerate() {
-                let out = c.add(i * ldc + 8 * h);
-                let v = if accumulate { _mm256_add_ps(*v, _mm256_loadu_ps(out)) } else { *v };
-                _mm256_storeu_ps(out, v);
-            }
-        }
+        store_tile_256(&acc, c, ldc, accumulate);
     }
 }
