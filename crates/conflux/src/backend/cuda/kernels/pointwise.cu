@@ -35,7 +35,6 @@ extern "C" __global__ void pw_chain_generic(const Params p) {
 #ifndef CONFLUX_NCHUNK
 #define CONFLUX_NCHUNK 4
 #endif
-#define LOAD_BATCH CONFLUX_NCHUNK
 extern "C" __global__ void pw_chain_nchw(const Params p) {
     const int H = p.in[1], W = p.in[2];
     const unsigned sp_size = p.in[0] * H * W;
@@ -48,30 +47,26 @@ extern "C" __global__ void pw_chain_nchw(const Params p) {
         const int sp0 = (i - c * vec_per_plane) * VEC;
         const int n0 = blockIdx.y * CONFLUX_NCHUNK;
         const int count = min(CONFLUX_NCHUNK, p.n - n0);
-        // Loads go out in batches of LOAD_BATCH before any is used, so several independent
-        // 16-byte loads per thread are in flight (small tensors give each SM few threads; one
-        // load at a time leaves bandwidth unused). All NCHUNK at once measured best on the
-        // H200 (na.txt, 2026-11-21): batches of 4 lost 8-12 points on per-element BN.
+        // Every image's load first, so NCHUNK independent 16-byte loads per thread are in
+        // flight (small tensors give each SM few threads; one load at a time leaves bandwidth
+        // unused). Measured best on the H200 (na.txt, 2026-11-21): batches of 4 lost 8-12
+        // points on per-element BN.
+        Vec16 a[CONFLUX_NCHUNK];
 #pragma unroll
-        for (int k0 = 0; k0 < CONFLUX_NCHUNK; k0 += LOAD_BATCH) {
-            if (k0 >= count) break;
-            Vec16 a[LOAD_BATCH];
+        for (int k = 0; k < CONFLUX_NCHUNK; ++k)
+            if (k < count) a[k] = x[(size_t)(n0 + k) * items + i];
 #pragma unroll
-            for (int k = 0; k < LOAD_BATCH; ++k)
-                if (k0 + k < count) a[k] = x[(size_t)(n0 + k0 + k) * items + i];
+        for (int k = 0; k < CONFLUX_NCHUNK; ++k) {
+            if (k >= count) break;
+            const int n = n0 + k;
+            Vec16 b;
 #pragma unroll
-            for (int k = 0; k < LOAD_BATCH; ++k) {
-                if (k0 + k >= count) break;
-                const int n = n0 + k0 + k;
-                Vec16 b;
-#pragma unroll
-                for (int j = 0; j < VEC; ++j) {
-                    const int sp = sp0 + j;
-                    const int w = sp % W, h = (sp / W) % H, d = sp / (W * H);
-                    b.v[j] = from_f<T>(conflux_epilogue(to_f(a[k].v[j]), p.epi, n, c, d, h, w, sp, sp_size));
-                }
-                y[(size_t)n * items + i] = b;
+            for (int j = 0; j < VEC; ++j) {
+                const int sp = sp0 + j;
+                const int w = sp % W, h = (sp / W) % H, d = sp / (W * H);
+                b.v[j] = from_f<T>(conflux_epilogue(to_f(a[k].v[j]), p.epi, n, c, d, h, w, sp, sp_size));
             }
+            y[(size_t)n * items + i] = b;
         }
     }
 }
