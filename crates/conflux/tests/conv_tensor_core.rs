@@ -10,6 +10,7 @@ mod support;
 use conflux::fusion::FusedProblem;
 use conflux::reference::{activation, bias, compare::tolerance, conv as rconv, fill::Fill};
 use conflux::solver::cuda_igemm_tc::{CudaConvIgemmTc, CONFIGS};
+use conflux::solver::cuda_igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
 use conflux::solver::cuda_igemm_wgmma::{CudaConvIgemmWgmma, WG_CONFIGS};
 use conflux::solver::{Invoker, RunArgs, Solver};
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use support::*;
 
 const TC: &str = "CudaConvImplicitGemmTensorCore";
 const WGMMA: &str = "CudaConvImplicitGemmWgmma";
+const TMA: &str = "CudaConvImplicitGemmTma";
 
 struct Case {
     dt: DataType,
@@ -104,8 +106,15 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
     let mut plan = plan_for(c);
     plan.compile(h).unwrap();
     if h.device_kind() == conflux::handle::DeviceKind::Cuda {
-        // wgmma where the GPU has it (sm_90), else mma.sync.
-        let want = if CudaConvIgemmWgmma.check(&plan.problem().unwrap(), h).is_ok() { WGMMA } else { TC };
+        // TMA + wgmma where the GPU and geometry allow, else wgmma (sm_90), else mma.sync.
+        let p = plan.problem().unwrap();
+        let want = if CudaConvIgemmTma.check(&p, h).is_ok() {
+            TMA
+        } else if CudaConvIgemmWgmma.check(&p, h).is_ok() {
+            WGMMA
+        } else {
+            TC
+        };
         assert_eq!(plan.solver_name(), Some(want), "{}", what(c, "plan", h));
     }
     let mut args = OpArgs::new();
@@ -117,14 +126,20 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
     check(h, c, &d, &y, exact, "plan");
 }
 
-/// An invoker of every tile configuration of both tensor-core kernels (wgmma only where the
-/// GPU has it), labelled.
+/// An invoker of every tile configuration of the tensor-core kernels (wgmma and TMA only
+/// where the GPU and geometry allow), labelled.
 fn every_tile(h: &Handle, problem: &FusedProblem) -> Vec<(String, Arc<dyn Invoker>)> {
     let mut out: Vec<(String, Arc<dyn Invoker>)> = CONFIGS.iter().map(|c| (c.label(), CudaConvIgemmTc.build_with(problem, h, *c).unwrap())).collect();
     if CudaConvIgemmWgmma.check(problem, h).is_ok() {
         out.extend(WG_CONFIGS.iter().map(|c| (c.label(), CudaConvIgemmWgmma.build_with(problem, h, *c).unwrap())));
         // The persistent kernel with a small grid, so every block walks several tiles.
         out.extend(WG_CONFIGS.iter().filter(|c| c.persistent).map(|c| (format!("{} on 3 blocks", c.label()), CudaConvIgemmWgmma.build_capped(problem, h, *c, Some(3)).unwrap())));
+    }
+    if CudaConvIgemmTma.check(problem, h).is_ok() {
+        for c in TMA_CONFIGS {
+            out.push((c.label(), CudaConvIgemmTma.build_with(problem, h, *c, None).unwrap()));
+            out.push((format!("{} on 3 blocks", c.label()), CudaConvIgemmTma.build_with(problem, h, *c, Some(3)).unwrap()));
+        }
     }
     out
 }
@@ -171,6 +186,40 @@ device_tests!(tiles_larger_than_one_block, |h: &Handle| {
         let y = conv.output_desc(&x, &w).unwrap();
         let b = TensorDesc::new(dt, &[1, 200 + 56 * k, 1, 1]).unwrap();
         run_configs(h, &Case { dt, conv, x, w, y, b }, 50 + k as u64, exact);
+    }
+});
+
+device_tests!(tma_geometries, |h: &Handle| {
+    // The TMA kernel's own conditions (2-D, 64-channel groups): padding and stride in the
+    // im2col walk, dilated taps, groups, 1×1 (plain GEMM loads) with a pixel tail and with
+    // groups, a one-row filter, every tile.
+    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
+        return;
+    }
+    let cases: [(DataType, bool, [usize; 4], [usize; 4], usize, [i64; 2], [i64; 2], [i64; 2]); 6] = [
+        (DataType::Half, true, [2, 128, 11, 9], [144, 64, 3, 3], 2, [2, 2], [1, 1], [2, 2]),
+        (DataType::BFloat16, false, [2, 128, 7, 7], [64, 128, 1, 1], 1, [0, 0], [1, 1], [1, 1]),
+        (DataType::Half, false, [3, 64, 13, 10], [72, 64, 3, 3], 1, [1, 1], [2, 2], [1, 1]),
+        (DataType::Half, true, [2, 64, 6, 9], [40, 64, 1, 3], 1, [0, 1], [1, 2], [1, 1]),
+        (DataType::BFloat16, false, [4, 192, 15, 15], [320, 192, 3, 3], 1, [1, 1], [1, 1], [1, 1]),
+        (DataType::Half, true, [3, 128, 5, 6], [128, 64, 1, 1], 2, [0, 0], [1, 1], [1, 1]),
+    ];
+    for (i, (dt, exact, lx, lw, groups, pad, stride, dil)) in cases.into_iter().enumerate() {
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dil).unwrap();
+        conv.set_groups(groups as i64).unwrap();
+        let x = desc(dt, &lx, Lay::ChannelsLast);
+        let w = desc(dt, &lw, Lay::ChannelsLast);
+        let y = conv.output_desc(&x, &w).unwrap();
+        let b = TensorDesc::new(dt, &[1, lw[0], 1, 1]).unwrap();
+        let c = Case { dt, conv, x, w, y, b };
+        let problem = plan_for(&c).problem().unwrap();
+        if CudaConvIgemmTma.check(&problem, h).is_err() {
+            // Not an sm_90 GPU: the other kernels are covered elsewhere.
+            assert!(CudaConvIgemmWgmma.check(&problem, h).is_err(), "TMA refused {}: {:?}", what(&c, "check", h), CudaConvIgemmTma.check(&problem, h));
+            return;
+        }
+        run_plan(h, &c, 70 + i as u64, exact);
+        run_configs(h, &c, 80 + i as u64, exact);
     }
 });
 
@@ -249,6 +298,12 @@ fn tile_space_is_consistent() {
         assert!(c.bm % 64 == 0 && [64, 128, 256].contains(&c.bn) && c.stages >= 3, "{}", c.label());
         assert!((c.bm * 8) % c.threads() == 0 && (c.bn * 8) % c.threads() == 0, "{}", c.label());
         assert!(c.smem_bytes() <= 227 * 1024, "{}: shared memory", c.label());
+    }
+    use conflux::solver::cuda_igemm_tma::TmaTile;
+    for c in TMA_CONFIGS {
+        assert_eq!(TmaTile::parse(&c.label()), Some(*c), "{}", c.label());
+        assert!([64, 128, 256].contains(&c.bn) && c.stages >= 2, "{}", c.label());
+        assert!(c.smem_bytes() * c.min_blocks() <= 227 * 1024, "{}: shared memory", c.label());
     }
 }
 

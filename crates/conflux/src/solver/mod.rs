@@ -16,6 +16,7 @@ pub mod cpu_winograd;
 pub mod cuda_direct;
 pub mod cuda_igemm;
 pub mod cuda_igemm_tc;
+pub mod cuda_igemm_tma;
 pub mod cuda_igemm_wgmma;
 pub mod cuda_pointwise;
 pub(crate) mod op_args;

@@ -11,6 +11,7 @@ use super::cpu_winograd::CpuWinograd;
 use super::cuda_direct::CudaConvDirect;
 use super::cuda_igemm::CudaConvIgemm;
 use super::cuda_igemm_tc::CudaConvIgemmTc;
+use super::cuda_igemm_tma::CudaConvIgemmTma;
 use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
 use super::cuda_pointwise::CudaPointwise;
 use super::Solver;
@@ -28,16 +29,18 @@ static CUDA_DIRECT: CudaConvDirect = CudaConvDirect;
 static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
 static CUDA_IGEMM_TC: CudaConvIgemmTc = CudaConvIgemmTc;
 static CUDA_IGEMM_WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
+static CUDA_IGEMM_TMA: CudaConvIgemmTma = CudaConvIgemmTma;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
 /// CPU: Direct only takes short reductions (depthwise / few channels); implicit GEMM needs no
 /// workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured 2–3× slower than
 /// the GEMM solvers on the ResNet 3×3 layers (2026-11-21), so it comes after them until its
-/// transforms are vectorized. CUDA: wgmma (sm_90 only) before mma.sync before CUDA cores.
+/// transforms are vectorized. CUDA: TMA + wgmma (sm_90, 2-D, 64-channel groups) before wgmma
+/// with cp.async (sm_90) before mma.sync before CUDA cores.
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
         &CPU_POINTWISE, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
-        &CUDA_POINTWISE, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
+        &CUDA_POINTWISE, &CUDA_IGEMM_TMA, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST
 }

@@ -7,6 +7,7 @@ pub mod driver;
 pub mod module;
 pub mod params;
 pub mod preamble;
+pub mod tensor_map;
 
 use crate::error::Result;
 use crate::handle::Handle;

@@ -1,7 +1,7 @@
 // Implicit-GEMM forward convolution with Hopper warpgroup MMA (wgmma, sm_90a), f32
 // accumulation, for 16-bit channels-last tensors, with the fused epilogue. The GEMM view,
-// the loader and the epilogue are in igemm_tile.cuh; the wgmma wrappers in wgmma.cuh (both
-// prepended by the solver).
+// the loader in igemm_tile.cuh, the wgmma wrappers in wgmma.cuh, the epilogue in
+// wgmma_epilogue.cuh (all prepended by the solver).
 //
 // Block tile BM × BN with BK = 64: one warpgroup (128 threads) per 64 pixel rows multiplies
 // its 64 × BN slice straight out of shared memory, whose 128-byte swizzled rows are what the
@@ -28,82 +28,6 @@ static_assert(BM % 64 == 0 && THREADS == WGS * 128 && LOADER_THREADS == THREADS,
 static_assert(BN == 64 || BN == 128 || BN == 256, "BN");
 static_assert(STAGES >= 3, "STAGES");
 static_assert(!STAGE_STORE || BM * BN <= STAGE_ELEMS, "staged output fits in one pipeline buffer");
-
-#if BN == 64
-#define WGMMA wgmma_n64
-#elif BN == 128
-#define WGMMA wgmma_n128
-#else
-#define WGMMA wgmma_n256
-#endif
-
-// The four k16 steps of one 64-deep tile: A rows of warpgroup cw, all BN rows of B.
-__device__ __forceinline__ void mma_tile(float (&acc)[ACC], unsigned stage_addr, int cw) {
-    const unsigned sa = stage_addr + cw * (64 * BK * 2);
-    const unsigned sb = stage_addr + A_ELEMS * 2;
-    wgmma_hold(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < BK / 16; ++ks) WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
-    wgmma_commit();
-    wgmma_hold(acc);
-}
-
-// Staged output: row-major BM × BN with the 16-byte chunks of a row XOR-swizzled by row, so
-// the fragment writes (8 rows × 4 words per warp) and the row-chunk reads miss each other's
-// banks.
-__device__ __forceinline__ int out_swz(int row, int chunk) { return row * BN + ((chunk ^ (row & 7)) << 3); }
-
-// Warpgroup cw's accumulators → y. acc[4j + 2h + e] is row 16·(warp % 4) + lane/4 + 8h of
-// the warpgroup's 64, channel 8j + 2·(lane % 4) + e. `stage` is a pipeline buffer no copy
-// targets until two more steps have passed a __syncthreads.
-__device__ __forceinline__ void epilogue(const Params& p, const float (&acc)[ACC], T* stage, int cw, int tid, int m0, int n0, int g, int M) {
-    const int lane = tid & 31, warp = (tid >> 5) & 3;
-#if STAGE_STORE
-    __syncthreads();   // every warpgroup is done multiplying out of `stage`
-#endif
-    // Channel-outer so each channel's epilogue parameters are loaded once for both rows.
-    int rows[2];
-    bool live[2];
-    OutRow r[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        rows[h] = cw * 64 + warp * 16 + (lane >> 2) + h * 8;
-        live[h] = m0 + rows[h] < M;
-        r[h] = out_row(live[h] ? m0 + rows[h] : 0);
-    }
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        const int col = j * 8 + (lane & 3) * 2;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            if (!live[h]) continue;
-#if STAGE_STORE
-            float v[2];
-            epilogue_pair(p, r[h], g, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], v);
-            *(unsigned*)(stage + out_swz(rows[h], j) + (lane & 3) * 2) = pack2(v[0], v[1]);
-#else
-            store_pair(p, r[h], g, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-#endif
-        }
-    }
-#if STAGE_STORE
-    __syncthreads();
-    // Whole 16-byte chunks of output rows, consecutive threads along a row.
-    for (int i = tid; i < BM * (BN / 8); i += THREADS) {
-        const int row = i / (BN / 8), ch = i % (BN / 8);
-        const int m = m0 + row, kn = n0 + ch * 8;
-        if (m >= M || kn >= KG) continue;
-        const i64 o = y_row_offset(m) + g * KG + kn;
-        const T* src = stage + out_swz(row, ch);
-        if (kn + 8 <= KG) {
-            *(uint4*)((T*)p.y + o) = *(const uint4*)src;
-        } else {
-            for (int e = 0; e < KG - kn; ++e) ((T*)p.y)[o + e] = src[e];
-        }
-    }
-#endif
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm_wgmma(const Params p) {
     // wgmma's 128-byte swizzle is anchored to 1024-byte aligned tiles; the launch reserves
@@ -166,7 +90,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         }
         wgmma_wait<0>();
         wgmma_hold(acc);
-        epilogue(p, acc, smem + ((s - 1) % STAGES) * STAGE_ELEMS, wg, tid, tile_m0(i), tile_n0(i), g, M);
+        // The staged output goes through the buffer just multiplied: no copy targets it until
+        // two more steps have passed a __syncthreads.
+        wg_epilogue<BM, THREADS>(p, acc, smem + ((s - 1) % STAGES) * STAGE_ELEMS, wg * 64, tid & 31, (tid >> 5) & 3, tid,
+                                 tile_m0(i), tile_n0(i), g, M, [] { __syncthreads(); });
     }
     cp_async_wait<0>();
 }

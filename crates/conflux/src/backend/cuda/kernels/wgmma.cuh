@@ -88,3 +88,23 @@ __device__ __forceinline__ void wgmma_n256(float (&d)[128], unsigned long long d
         : "l"(da), "l"(db), "r"(1));
 }
 
+#if BN == 64
+#define WGMMA wgmma_n64
+#elif BN == 128
+#define WGMMA wgmma_n128
+#else
+#define WGMMA wgmma_n256
+#endif
+
+// The four k16 steps of one 64-deep stage laid out as [BM pixel rows | BN channel rows] of
+// 128 bytes: A rows of warpgroup cw, all BN rows of B.
+__device__ __forceinline__ void mma_tile(float (&acc)[BN / 2], unsigned stage_addr, int cw) {
+    const unsigned sa = stage_addr + cw * (64 * BK * 2);
+    const unsigned sb = stage_addr + A_ELEMS * 2;
+    wgmma_hold(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+    wgmma_commit();
+    wgmma_hold(acc);
+}

@@ -1,0 +1,176 @@
+// Implicit-GEMM forward convolution on Hopper (sm_90a): tiles brought in by the copy engine
+// (TMA: im2col loads of x, box loads of w) and multiplied with wgmma, f32 accumulation,
+// 16-bit channels-last 2-D tensors, fused epilogue. Prepended by the solver: igemm_tile.cuh
+// (GEMM view, epilogue helpers), tma.cuh, wgmma.cuh, wgmma_epilogue.cuh.
+//
+// Warp-specialised and persistent: warpgroup 0 is the producer — one thread issues two bulk
+// copies per 64-deep k-step into a ring of STAGES buffers and never computes; warpgroups
+// 1..BM/64 are consumers, each multiplying 64 pixel rows by BN channels straight out of the
+// swizzled buffers and running the epilogue. Buffers are handed over with mbarriers: `full`
+// completes when the copy engine has written a stage's bytes, `empty` when every consumer
+// warp has retired its multiplies of it. Each block walks output tiles b, b + gridDim.x, ...;
+// the producer runs ahead into the next tile while consumers run this tile's epilogue.
+//
+// GEMM k-step kt = (filter tap, 64-channel slice): CG % 64 == 0 so a step never straddles
+// taps. The im2col copy starts at the tile's first output pixel (its filter window's corner
+// in x) shifted by the tap, walks BM pixels in output order across rows and images, and
+// zero-fills taps that fall in the padding or pixels past the batch; the w copy is rows
+// [n0, n0 + BN) of w seen as a K × (FH·FW·CG) matrix, zero past K. A_TILED: a 1×1, unpadded,
+// stride-1 convolution over dense pixel rows is a plain GEMM, and x is loaded as BM × 64 boxes
+// of the (N·H·W) × C matrix, which the copy engine moves faster than im2col walks.
+//
+// Output: with TMA_STORE (dense channels-last y; groups whose channel slices are whole 64s)
+// each consumer writes its 64 rows into a staging buffer laid out as the copy engine's
+// swizzled 64 × 64 boxes and one thread hands them to bulk stores, which drain while the
+// warpgroup goes on to the next tile; else wg_epilogue (staged row stores or pairs).
+
+#define CONSUMERS (BM / 64)
+#define A_BYTES (BM * 128)
+#define B_BYTES (BN * 128)
+#define STAGE_BYTES (A_BYTES + B_BYTES)
+#define C_SLICES (CG / 64)
+#define KSTEPS (FH * FW * C_SLICES)
+#define OUT_BYTES (STAGE_STORE ? BM * BN * 2 : 0)
+
+static_assert(BK == 64, "128-byte rows");
+static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one per 64 rows");
+static_assert(CG % 64 == 0, "a k-step is one tap and 64 channels");
+static_assert(FD == 1 && OD == 1 && ID == 1, "2-D convolution");
+static_assert(BN == 64 || BN == 128 || BN == 256, "BN");
+
+struct __align__(64) TmaArgs {
+    TensorMap x;   // im2col map of x: dims (C, W, H, N), 64 channels × BM pixels per copy
+                   // (A_TILED: box map of x as dims (C, N·H·W), 64 × BM per copy)
+    TensorMap w;   // box map of w: dims (FH·FW·CG, K), 64 × BN per copy
+    TensorMap y;   // box map of y (TMA_STORE): dims (K, N·OH·OW), 64 × 64 per copy
+    Params p;
+};
+
+#if TMA_STORE
+static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1, "bulk stores need dense channels-last y");
+// One warpgroup's 64 × BN results → staging boxes → bulk stores. `stage` is the warpgroup's
+// 1024-byte aligned buffer; `issuer` the thread that owns its bulk-store groups.
+__device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc)[BN / 2], unsigned stage, bool issuer, int barrier, int lane, int warp, int m0, int n0, int g, int M) {
+    const Params& p = a.p;
+    if (issuer) bulk_wait_read<0>();   // the previous tile's stores have left the buffer
+    named_barrier(barrier, 128);
+    int rows[2];
+    bool live[2];
+    OutRow r[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        rows[h] = warp * 16 + (lane >> 2) + h * 8;
+        live[h] = m0 + rows[h] < M;
+        r[h] = out_row(live[h] ? m0 + rows[h] : 0);
+    }
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const int col = j * 8 + (lane & 3) * 2;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (!live[h]) continue;   // rows past the batch are clipped by the store
+            float v[2];
+            epilogue_pair(p, r[h], g, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], v);
+            // Box j / 8, row rows[h]: 128-byte rows whose 16-byte chunks are XOR-swizzled by row.
+            const unsigned at = stage + (j >> 3) * 8192 + rows[h] * 128 + (((j & 7) ^ (rows[h] & 7)) << 4) + (lane & 3) * 4;
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack2(v[0], v[1])) : "memory");
+        }
+    }
+    fence_proxy_async();   // the writes above are read by the copy engine
+    named_barrier(barrier, 128);
+    if (issuer) {
+#pragma unroll
+        for (int b = 0; b < BN / 64; ++b)
+            if (n0 + 64 * b < KG) tma_store_2d(&a.y, stage + b * 8192, g * KG + n0 + 64 * b, m0);
+        bulk_commit();
+    }
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm_tma(const __grid_constant__ TmaArgs args) {
+    const Params& p = args.p;
+    // Buffers: STAGES × [A | B], then the consumers' output staging, then the barriers. The
+    // 128-byte swizzle is anchored to 1024-byte aligned tiles: the launch reserves 1 KiB extra.
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const unsigned raw = smem_addr(smem_raw);
+    unsigned char* base = smem_raw + (((raw + 1023) & ~1023u) - raw);
+    const unsigned sbase = smem_addr(base);
+    const unsigned bars = sbase + STAGES * STAGE_BYTES + OUT_BYTES;
+    auto full = [&](int s) { return bars + 8 * s; };
+    auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
+
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int g = blockIdx.z;
+    const int M = p.n * OSP;
+    const int tiles = (M + BM - 1) / BM * N_TILES;   // channel tiles fastest, as in the other kernels
+    const int my_tiles = tiles > (int)blockIdx.x ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full(s), 1);
+            mbar_init(empty(s), CONSUMERS * 4);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        if (tid != 0) return;
+        tma_prefetch_map(&args.x);
+        tma_prefetch_map(&args.w);
+        int it = 0;   // pipeline step: (tile, k-step) in order
+        for (int i = 0; i < my_tiles; ++i) {
+            const int t = blockIdx.x + i * gridDim.x;
+            const int m0 = t / N_TILES * BM, n0 = t % N_TILES * BN;
+            const Pixel q = pixel_of(m0);
+            const int w0 = q.ow * SW - PW, h0 = q.oh * SH - PH;
+            for (int kt = 0; kt < KSTEPS; ++kt, ++it) {
+                const int s = it % STAGES;
+                mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
+                mbar_arrive_expect_tx(full(s), STAGE_BYTES);
+                const int tap = kt / C_SLICES;
+                const unsigned dst = sbase + s * STAGE_BYTES;
+#if A_TILED
+                tma_load_2d(dst, &args.x, full(s), g * CG + kt * 64, m0);
+#else
+                tma_load_im2col_4d(dst, &args.x, full(s), g * CG + kt % C_SLICES * 64, w0, h0, q.n, (unsigned short)(tap % FW * DW),
+                                   (unsigned short)(tap / FW * DH));
+#endif
+                tma_load_2d(dst + A_BYTES, &args.w, full(s), kt * 64, g * KG + n0);
+            }
+        }
+        return;
+    }
+
+    const int cw = wg - 1, lane = tid & 31, warp = (tid >> 5) & 3;
+    T* stage = (T*)(base + STAGES * STAGE_BYTES) + cw * 64 * BN;
+    float acc[BN / 2];
+    int it = 0;
+    for (int i = 0; i < my_tiles; ++i) {
+        const int t = blockIdx.x + i * gridDim.x;
+        const int m0 = t / N_TILES * BM, n0 = t % N_TILES * BN;
+#pragma unroll
+        for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
+        for (int kt = 0; kt < KSTEPS; ++kt, ++it) {
+            mbar_wait(full(it % STAGES), (it / STAGES) & 1);
+            mma_tile(acc, sbase + (it % STAGES) * STAGE_BYTES, cw);
+            if (kt > 0) {
+                // The previous step's multiplies have retired: its buffer may be refilled.
+                wgmma_wait<1>();
+                wgmma_hold(acc);
+                if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
+            }
+        }
+        wgmma_wait<0>();
+        wgmma_hold(acc);
+        if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
+#if TMA_STORE
+        tma_epilogue(args, acc, smem_addr(stage), (tid & 127) == 0, 1 + cw, lane, warp, m0 + cw * 64, n0, g, M);
+#else
+        wg_epilogue<64, 128>(p, acc, stage, 0, lane, warp, tid & 127, m0 + cw * 64, n0, g, M, [cw] { named_barrier(1 + cw, 128); });
+#endif
+    }
+#if TMA_STORE
+    if ((tid & 127) == 0) bulk_wait<0>();   // shared memory must outlive the stores reading it
+#endif
+}

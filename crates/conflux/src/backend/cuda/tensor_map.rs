@@ -1,0 +1,95 @@
+//! Tensor maps: the descriptors Hopper's copy engine (TMA) reads to move tiles between global
+//! and shared memory. They embed the tensor's address, so the kernels that use them get
+//! fresh ones on every launch (encoding is a host-side computation, no driver round trip).
+
+use super::driver::driver_err;
+use crate::error::Result;
+use crate::types::DataType;
+use cudarc::driver::{result as cu, sys};
+
+pub type TensorMap = sys::CUtensorMap;
+
+/// im2col view of a 4-D channels-last tensor (dims C, W, H, N; C contiguous) for a 2-D
+/// convolution: each copy brings `pixels` output pixels × `channels` channels.
+#[derive(Clone, Copy, Debug)]
+pub struct Im2col {
+    /// Extents C, W, H, N.
+    pub dims: [u64; 4],
+    /// Byte strides of W, H, N.
+    pub strides: [u64; 3],
+    /// Filter-window corner of the first and of the last output pixel along W and H, at tap
+    /// offset 0: -pad and pad - dilation·(filter - 1).
+    pub lower: [i32; 2],
+    pub upper: [i32; 2],
+    /// Convolution stride along W and H (the traversal stride).
+    pub stride: [u32; 2],
+    pub channels: u32,
+    pub pixels: u32,
+}
+
+fn data_type(dt: DataType) -> sys::CUtensorMapDataType {
+    match dt {
+        DataType::BFloat16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        DataType::Float => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        _ => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    }
+}
+
+fn check(what: &str, r: sys::CUresult) -> Result<()> {
+    r.result().map_err(|e: cu::DriverError| driver_err(what, e))
+}
+
+/// Encode `m` over the tensor at `addr`, 128-byte swizzled in shared memory, zeros outside.
+pub fn im2col(m: &Im2col, dt: DataType, addr: u64) -> Result<TensorMap> {
+    let mut map = TensorMap { opaque: [0; 16] };
+    let elem_strides = [1, m.stride[0], m.stride[1], 1];
+    // SAFETY: every array has the length the rank (4) and spatial rank (2) call for; the
+    // driver only writes `map`.
+    let r = unsafe {
+        sys::cuTensorMapEncodeIm2col(
+            &mut map,
+            data_type(dt),
+            4,
+            addr as *mut std::ffi::c_void,
+            m.dims.as_ptr(),
+            m.strides.as_ptr(),
+            m.lower.as_ptr(),
+            m.upper.as_ptr(),
+            m.channels,
+            m.pixels,
+            elem_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    check("cuTensorMapEncodeIm2col", r)?;
+    Ok(map)
+}
+
+/// Box view of a row-major 2-D tensor: `dims` (inner, outer), `row_bytes` between rows, each
+/// copy a `boxes` (inner, outer) block, 128-byte swizzled, zeros outside.
+pub fn tiled_2d(dims: [u64; 2], row_bytes: u64, boxes: [u32; 2], dt: DataType, addr: u64) -> Result<TensorMap> {
+    let mut map = TensorMap { opaque: [0; 16] };
+    let elem_strides = [1u32, 1];
+    // SAFETY: arrays of rank 2 (strides: rank - 1); the driver only writes `map`.
+    let r = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            data_type(dt),
+            2,
+            addr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            &row_bytes,
+            boxes.as_ptr(),
+            elem_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    check("cuTensorMapEncodeTiled", r)?;
+    Ok(map)
+}

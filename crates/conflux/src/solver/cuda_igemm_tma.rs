@@ -1,0 +1,283 @@
+//! Implicit-GEMM forward convolution on Hopper with the copy engine (conv_igemm_tma.cu): x
+//! arrives through im2col tensor-map copies and w through box copies issued by one producer
+//! thread, consumer warpgroups multiply with wgmma, stages are handed over with mbarriers.
+//! Narrower than the cp.async wgmma kernel (`cuda_igemm_wgmma`), which stays the fallback:
+//! 2-D, channels per group a multiple of 64, each filter's reduction contiguous in w.
+
+use super::cuda_direct::{conv_run_params, cuda_of};
+use super::cuda_igemm::CudaConvIgemm;
+use super::cuda_igemm_tc::{tensor_core_check, tensor_core_defines};
+use super::{perf_db, Invoker, RunArgs, Solver};
+use crate::backend::cuda::module::Kernel;
+use crate::backend::cuda::params::Params;
+use crate::backend::cuda::preamble::{self, Extra};
+use crate::backend::cuda::tensor_map::{self, Im2col, TensorMap};
+use crate::backend::cuda::{timed, CudaBackend};
+use crate::conv::Geom;
+use crate::error::{Error, Result};
+use crate::fusion::FusedProblem;
+use crate::handle::{DeviceKind, Handle};
+use crate::types::{ConvAlgorithm, DataType};
+use std::sync::{Arc, OnceLock};
+
+const TEMPLATE: &str = concat!(
+    include_str!("../backend/cuda/kernels/igemm_tile.cuh"),
+    include_str!("../backend/cuda/kernels/tma.cuh"),
+    include_str!("../backend/cuda/kernels/wgmma.cuh"),
+    include_str!("../backend/cuda/kernels/wgmma_epilogue.cuh"),
+    include_str!("../backend/cuda/kernels/conv_igemm_tma.cu"),
+);
+
+/// One point of the kernel's space: block tile (one consumer warpgroup per 64 pixel rows),
+/// pipeline depth, and whether the output goes through a shared staging buffer (bulk stores
+/// or whole 16-byte row stores) or straight from registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TmaTile {
+    pub bm: usize,
+    pub bn: usize,
+    pub stages: usize,
+    pub staged: bool,
+}
+
+impl TmaTile {
+    pub const fn new(bm: usize, bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm, bn, stages, staged } }
+    /// Consumers plus the producer warpgroup.
+    pub fn threads(&self) -> usize { (self.bm / 64 + 1) * 128 }
+    /// Pipeline buffers, the staging buffer, two barriers per stage, 1 KiB to align the base.
+    pub fn smem_bytes(&self) -> usize {
+        self.stages * (self.bm + self.bn) * 128 + if self.staged { self.bm * self.bn * 2 } else { 0 } + 16 * self.stages + 1024
+    }
+    /// Blocks per SM that shared memory and registers (accumulators plus about 48) allow:
+    /// with short reductions the epilogue dominates and wants more warps per SM.
+    pub fn min_blocks(&self) -> usize {
+        let by_smem = 228 * 1024 / (self.smem_bytes() + 1024);
+        let by_regs = 65536 / (self.threads() * (self.bn / 2 + 48));
+        by_smem.min(by_regs).clamp(1, 2)
+    }
+    /// The same tile with no more stages than `ksteps` 64-deep steps per tile need to keep
+    /// the next tile's first loads in flight (fewer stages leave room for another block).
+    pub fn fitted(&self, ksteps: usize) -> TmaTile { TmaTile { stages: self.stages.min(ksteps + 1).max(2), ..*self } }
+    pub fn label(&self) -> String { format!("tma{}x{}s{}{}", self.bm, self.bn, self.stages, if self.staged { "" } else { "d" }) }
+    pub fn parse(s: &str) -> Option<TmaTile> { TMA_CONFIGS.iter().copied().find(|c| c.label() == s) }
+}
+
+/// The tuning space; every entry fits the 227 KiB of shared memory a block may use.
+pub const TMA_CONFIGS: &[TmaTile] = &[
+    TmaTile::new(128, 128, 4, true),
+    TmaTile::new(128, 128, 5, true),
+    TmaTile::new(128, 128, 4, false),
+    TmaTile::new(128, 128, 6, false),
+    TmaTile::new(128, 64, 4, true),
+    TmaTile::new(128, 64, 6, true),
+    TmaTile::new(128, 64, 4, false),
+    TmaTile::new(256, 128, 3, true),
+    TmaTile::new(256, 64, 4, true),
+];
+
+/// Heuristic choice: 128 channels per tile with staged stores unless the layer has at most 64.
+pub fn tma_heuristic(g: &Geom) -> TmaTile {
+    if g.kg() <= 64 { TmaTile::new(128, 64, 4, true) } else { TmaTile::new(128, 128, 4, true) }
+}
+
+/// What the tensor maps need beyond the tensor-core kernels' conditions.
+fn tma_check(g: &Geom) -> std::result::Result<(), String> {
+    if g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 {
+        return Err("TMA im2col kernel handles 2-D convolutions only".into());
+    }
+    if g.cg() % 64 != 0 {
+        return Err(format!("channels per group ({}) not a multiple of 64", g.cg()));
+    }
+    let ws = g.w_strides;
+    if ws[4] != g.cg() || ws[3] != g.filter[2] * g.cg() {
+        return Err("each filter's taps and channels must be contiguous in w".into());
+    }
+    if g.stride[1] > 8 || g.stride[2] > 8 {
+        return Err("stride above 8 (the copy engine's traversal stride limit)".into());
+    }
+    Ok(())
+}
+
+fn im2col_of(g: &Geom, bm: usize) -> Im2col {
+    let xs = g.x_strides.map(|v| v as u64 * 2);
+    let [_, ph, pw] = g.pad.map(|v| v as i32);
+    let [_, fh, fw] = g.filter.map(|v| v as i32);
+    let [_, dh, dw] = g.dilation.map(|v| v as i32);
+    Im2col {
+        dims: [g.c as u64, g.input[2] as u64, g.input[1] as u64, g.n as u64],
+        strides: [xs[4], xs[3], xs[0]],
+        lower: [-pw, -ph],
+        upper: [pw - dw * (fw - 1), ph - dh * (fh - 1)],
+        stride: [g.stride[2] as u32, g.stride[1] as u32],
+        channels: 64,
+        pixels: bm as u32,
+    }
+}
+
+/// w as a K × (FH·FW·CG) matrix: extents (inner, outer) and row bytes.
+fn w_matrix(g: &Geom) -> ([u64; 2], u64) {
+    ([(g.cg() * g.filter_size()) as u64, g.k as u64], g.w_strides[0] as u64 * 2)
+}
+
+/// A 1×1, unpadded, stride-1 convolution over dense pixel rows: x is a (N·H·W) × C matrix.
+fn plain_gemm(g: &Geom) -> bool {
+    let xs = g.x_strides;
+    g.filter_size() == 1 && g.pad == [0; 3] && g.stride == [1; 3] && xs[3] == g.input[2] * xs[4] && xs[0] == g.input[1] * xs[3]
+}
+
+/// The x and w maps (over stand-in addresses in `check`: the driver validates the geometry —
+/// corner ranges, strides, extents — without touching memory).
+fn encode_maps(g: &Geom, dt: DataType, (bm, bn): (usize, usize), x: u64, w: u64) -> Result<(TensorMap, TensorMap)> {
+    let (dims, row) = w_matrix(g);
+    let xm = if plain_gemm(g) {
+        let pixels = (g.n * g.input_size()) as u64;
+        tensor_map::tiled_2d([g.c as u64, pixels], g.x_strides[4] as u64 * 2, [64, bm as u32], dt, x)?
+    } else {
+        tensor_map::im2col(&im2col_of(g, bm), dt, x)?
+    };
+    Ok((xm, tensor_map::tiled_2d(dims, row, [64, bn as u32], dt, w)?))
+}
+
+pub struct CudaConvIgemmTma;
+
+impl Solver for CudaConvIgemmTma {
+    fn name(&self) -> &'static str { "CudaConvImplicitGemmTma" }
+    fn solution_id(&self) -> u64 { 106 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String> {
+        let g = tensor_core_check(problem)?;
+        tma_check(&g)?;
+        let be = cuda_of(handle).map_err(|e| e.to_string())?;
+        if be.dev.compute_capability() != (9, 0) {
+            let (maj, min) = be.dev.compute_capability();
+            return Err(format!("wgmma and TMA need a compute capability 9.0 GPU (sm_90a); this one is {maj}.{min}"));
+        }
+        let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
+        encode_maps(&g, dt, (128, 128), 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // About 500 TFLOP/s on an H100/H200-class GPU.
+        problem.conv_problem().map(|c| 2.0 * c.macs() / 500e12 * 1e3 + 0.004).unwrap_or(f64::MAX)
+    }
+
+    fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
+        let g = Geom::of(conv);
+        let cfg = perf_db::chosen_config(handle, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g))?;
+        self.build_with(problem, handle, cfg, None)
+    }
+
+    fn tuning_space(&self, _problem: &FusedProblem) -> Vec<String> {
+        TMA_CONFIGS.iter().map(TmaTile::label).collect()
+    }
+
+    fn build_config(&self, problem: &FusedProblem, handle: &Handle, config: &str) -> Result<Arc<dyn Invoker>> {
+        let cfg = TmaTile::parse(config).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {config}", self.name())))?;
+        self.build_with(problem, handle, cfg, None)
+    }
+}
+
+impl CudaConvIgemmTma {
+    /// Build with a given tile, launching at most `max_blocks` blocks per group when given
+    /// (tests make blocks walk many tiles); `check` must have passed.
+    pub fn build_with(&self, problem: &FusedProblem, handle: &Handle, cfg: TmaTile, max_blocks: Option<usize>) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(handle)?.clone();
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
+        let g = Geom::of(conv);
+        let cfg = cfg.fitted(g.filter_size() * g.cg() / 64);
+        let ys = g.y_strides;
+        let staged = cfg.staged && ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 8 == 0) && (g.kg() % 8 == 0 || g.groups == 1);
+        // Bulk stores write whole 64-channel boxes of y seen as pixels × channels: y must be
+        // dense channels-last and no box may reach into another group's channels.
+        let [od, oh, ow] = g.output;
+        let pixel_rows = ys[3] == ow * ys[4] && ys[2] == oh * ys[3] && ys[0] == od * ys[2];
+        let tma_store = staged && pixel_rows && (g.groups == 1 || g.kg() % 64 == 0);
+        let tile = [
+            ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
+            ("MIN_BLOCKS", cfg.min_blocks()), ("STAGE_STORE", staged as usize), ("TMA_STORE", tma_store as usize),
+            ("A_TILED", plain_gemm(&g) as usize),
+        ];
+        let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
+        let y_align = if staged { 16 } else if pair_store { 4 } else { 1 };
+        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let kernel = be.module_arch_specific("conv_igemm_tma", &src)?.function("conv_fwd_igemm_tma")?;
+        let smem = cfg.smem_bytes() as u32;
+        kernel.reserve_dynamic_smem(&be.dev, smem)?;
+        let resident = (be.dev.sm_count() as usize * cfg.min_blocks()).div_ceil(g.groups);
+        let max_blocks = max_blocks.unwrap_or(resident).max(1);
+        Ok(Arc::new(TmaInvoker {
+            be,
+            kernel,
+            dtype: conv.dtype(),
+            bm: cfg.bm,
+            bn: cfg.bn,
+            threads: cfg.threads() as u32,
+            smem,
+            max_blocks,
+            y_align,
+            tma_store,
+            geom: g,
+            problem: problem.clone(),
+            fallback: OnceLock::new(),
+        }))
+    }
+}
+
+/// The kernel's parameter block: both tensor maps, then the common parameters (mirrors
+/// `TmaArgs` in conv_igemm_tma.cu; the y map is unused without bulk stores).
+#[repr(C, align(128))]
+struct TmaArgs {
+    x: TensorMap,
+    w: TensorMap,
+    y: TensorMap,
+    p: Params,
+}
+
+struct TmaInvoker {
+    be: Arc<CudaBackend>,
+    kernel: Kernel,
+    dtype: DataType,
+    bm: usize,
+    bn: usize,
+    threads: u32,
+    smem: u32,
+    max_blocks: usize,
+    /// Alignment (bytes) the stores need of y: 1, 4 (paired) or 16 (staged rows, bulk stores).
+    y_align: u64,
+    /// y goes out through bulk tensor stores (needs its own map).
+    tma_store: bool,
+    geom: Geom,
+    problem: FusedProblem,
+    /// The CUDA-core kernel, built on first need for pointers the copy engine cannot use.
+    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+}
+
+impl Invoker for TmaInvoker {
+    fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
+        if a.x.0 % 16 != 0 || a.w.0 % 16 != 0 || a.y.0 % self.y_align != 0 {
+            let inv = self.fallback.get_or_init(|| CudaConvIgemm.build(&self.problem, handle)).as_ref().map_err(Clone::clone)?;
+            return inv.run(handle, a);
+        }
+        let g = &self.geom;
+        let (x, w) = encode_maps(g, self.dtype, (self.bm, self.bn), a.x.0, a.w.0)?;
+        let y = if self.tma_store {
+            let pixels = (g.n * g.output_size()) as u64;
+            tensor_map::tiled_2d([g.k as u64, pixels], g.y_strides[4] as u64 * 2, [64, 64], self.dtype, a.y.0)?
+        } else {
+            TensorMap { opaque: [0; 16] }
+        };
+        let args = TmaArgs { x, w, y, p: conv_run_params(g, &self.problem, a)? };
+        let tiles = (g.n * g.output_size()).div_ceil(self.bm) * g.kg().div_ceil(self.bn);
+        if g.groups > 65535 {
+            return Err(Error::not_implemented("igemm-tma: more than 65535 groups in one launch"));
+        }
+        let grid = (tiles.min(self.max_blocks) as u32, 1, g.groups as u32);
+        // SAFETY: TmaArgs mirrors the kernel's parameter block (Params checked by the
+        // preamble's static_assert, the maps are 128-byte opaque blocks); pointers are the
+        // caller's tensors, validated against the problem and aligned as the copies need.
+        timed(handle, &self.be, || unsafe { self.kernel.launch(&self.be.dev, grid, (self.threads, 1, 1), self.smem, &args) })
+    }
+}
