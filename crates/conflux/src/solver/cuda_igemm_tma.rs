@@ -74,9 +74,19 @@ pub const TMA_CONFIGS: &[TmaTile] = &[
     TmaTile::new(256, 64, 4, true),
 ];
 
-/// Heuristic choice: 128 channels per tile with staged stores unless the layer has at most 64.
+/// Heuristic choice, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16;
+/// bench/results/2026-11-21-h200-cba-tma.md): 256 × 64 for layers of at most 64 channels;
+/// 256 × 128 with 3 stages when the output is at least twice the reduction per pixel (the
+/// epilogue dominates, so more consumer warps); else 128 × 128, 6 stages, stores from
+/// registers.
 pub fn tma_heuristic(g: &Geom) -> TmaTile {
-    if g.kg() <= 64 { TmaTile::new(128, 64, 4, true) } else { TmaTile::new(128, 128, 4, true) }
+    if g.kg() <= 64 {
+        TmaTile::new(256, 64, 4, true)
+    } else if g.kg() >= 2 * g.cg() * g.filter_size() {
+        TmaTile::new(256, 128, 3, true)
+    } else {
+        TmaTile::new(128, 128, 6, false)
+    }
 }
 
 /// What the tensor maps need beyond the tensor-core kernels' conditions.

@@ -49,8 +49,9 @@ struct __align__(64) TmaArgs {
 #if TMA_STORE
 static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1, "bulk stores need dense channels-last y");
 // One warpgroup's 64 × BN results → staging boxes → bulk stores. `stage` is the warpgroup's
-// 1024-byte aligned buffer; `issuer` the thread that owns its bulk-store groups.
-__device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc)[BN / 2], unsigned stage, bool issuer, int barrier, int lane, int warp, int m0, int n0, int g, int M) {
+// 1024-byte aligned buffer (plain stores into it, so the compiler may interleave them with
+// the epilogue's loads); `issuer` the thread that owns its bulk-store groups.
+__device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc)[BN / 2], unsigned char* stage, bool issuer, int barrier, int lane, int warp, int m0, int n0, int g, int M) {
     const Params& p = a.p;
     if (issuer) bulk_wait_read<0>();   // the previous tile's stores have left the buffer
     named_barrier(barrier, 128);
@@ -72,8 +73,7 @@ __device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc
             float v[2];
             epilogue_pair(p, r[h], g, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], v);
             // Box j / 8, row rows[h]: 128-byte rows whose 16-byte chunks are XOR-swizzled by row.
-            const unsigned at = stage + (j >> 3) * 8192 + rows[h] * 128 + (((j & 7) ^ (rows[h] & 7)) << 4) + (lane & 3) * 4;
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack2(v[0], v[1])) : "memory");
+            *(unsigned*)(stage + (j >> 3) * 8192 + rows[h] * 128 + (((j & 7) ^ (rows[h] & 7)) << 4) + (lane & 3) * 4) = pack2(v[0], v[1]);
         }
     }
     fence_proxy_async();   // the writes above are read by the copy engine
@@ -81,7 +81,7 @@ __device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc
     if (issuer) {
 #pragma unroll
         for (int b = 0; b < BN / 64; ++b)
-            if (n0 + 64 * b < KG) tma_store_2d(&a.y, stage + b * 8192, g * KG + n0 + 64 * b, m0);
+            if (n0 + 64 * b < KG) tma_store_2d(&a.y, smem_addr(stage) + b * 8192, g * KG + n0 + 64 * b, m0);
         bulk_commit();
     }
 }
@@ -165,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         wgmma_hold(acc);
         if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
 #if TMA_STORE
-        tma_epilogue(args, acc, smem_addr(stage), (tid & 127) == 0, 1 + cw, lane, warp, m0 + cw * 64, n0, g, M);
+        tma_epilogue(args, acc, (unsigned char*)stage, (tid & 127) == 0, 1 + cw, lane, warp, m0 + cw * 64, n0, g, M);
 #else
         wg_epilogue<64, 128>(p, acc, stage, 0, lane, warp, tid & 127, m0 + cw * 64, n0, g, M, [cw] { named_barrier(1 + cw, 128); });
 #endif
