@@ -75,17 +75,15 @@ pub const TMA_CONFIGS: &[TmaTile] = &[
 ];
 
 /// Heuristic choice, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16;
-/// bench/results/2026-11-21-h200-cba-tma.md): 256 × 64 for layers of at most 64 channels;
-/// 256 × 128 with 3 stages when the output is at least twice the reduction per pixel (the
-/// epilogue dominates, so more consumer warps); else 128 × 128, 6 stages, stores from
-/// registers.
+/// bench/results/2026-11-21-h200-cba-tma.md; within 10% of the best tile on all 13): 256 × 64
+/// for layers of at most 64 channels and for layers whose output per pixel is at least twice
+/// their reduction (the epilogue and its stores dominate: more consumer warps, narrow tiles);
+/// else 128 × 128 with 4 stages. Both stage the output for bulk stores.
 pub fn tma_heuristic(g: &Geom) -> TmaTile {
-    if g.kg() <= 64 {
+    if g.kg() <= 64 || g.kg() >= 2 * g.cg() * g.filter_size() {
         TmaTile::new(256, 64, 4, true)
-    } else if g.kg() >= 2 * g.cg() * g.filter_size() {
-        TmaTile::new(256, 128, 3, true)
     } else {
-        TmaTile::new(128, 128, 6, false)
+        TmaTile::new(128, 128, 4, true)
     }
 }
 
@@ -202,7 +200,8 @@ impl CudaConvIgemmTma {
         // Bulk stores write whole 64-channel boxes of y seen as pixels × channels: y must be
         // dense channels-last and no box may reach into another group's channels.
         let [od, oh, ow] = g.output;
-        let pixel_rows = ys[3] == ow * ys[4] && ys[2] == oh * ys[3] && ys[0] == od * ys[2];
+        // (A 2-D y has D stride 0: only the N stride says whether images are packed.)
+        let pixel_rows = ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3]) && ys[0] == od * oh * ys[3];
         let tma_store = staged && pixel_rows && (g.groups == 1 || g.kg() % 64 == 0);
         let tile = [
             ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),

@@ -139,8 +139,8 @@ __device__ __forceinline__ OutRow out_row(int m) {
 }
 
 // Where pixel m's channels start in y; packed pixel rows (the usual channels-last y) need no
-// division.
-#define Y_PIXEL_LINEAR (YS_H == OW * YS_W && YS_D == OH * YS_H && YS_N == OD * YS_D)
+// division. (A 2-D y has D stride 0: only the N stride says whether images are packed.)
+#define Y_PIXEL_LINEAR (YS_H == OW * YS_W && (OD == 1 || YS_D == OH * YS_H) && YS_N == OD * OH * YS_H)
 __device__ __forceinline__ i64 y_row_offset(int m) {
     if (Y_PIXEL_LINEAR) return (i64)m * YS_W;
     return out_row(m).off;
