@@ -10,7 +10,7 @@ if [ "$kind" = tc ]; then
   cfgs="128x128x32w64x32s4 128x128x64w64x32s3 128x64x32w64x32s4 128x64x64w64x32s3 64x128x32w32x64s4 64x64x64w32x32s4 256x64x32w64x32s4"
 elif [ "$kind" = tma ]; then
   var=CONFLUX_TMA_TILE
-  cfgs="tma128x128s4 tma128x128s5 tma128x128s4d tma128x128s6d tma128x64s4 tma128x64s6 tma128x64s4d tma256x128s3 tma256x64s4"
+  cfgs="tma128x128s4 tma128x128s5 tma128x128s4d tma128x128s6d tma128x64s4 tma128x64s6 tma128x64s4d tma256x128s3 tma256x64s4 tma64x128s3 tma64x128s4d"
 else
   var=CONFLUX_WGMMA_TILE
   cfgs="wg256x128s4 wg128x128s6 wg128x128s4 wg128x128s3 wg128x64s4 wg128x64s3 wg256x64s4 wgp256x128s4 wgp128x128s6 wgp128x128s4 wgp128x128s3 wgp128x64s4 wgp128x64s3 wgp256x64s4"

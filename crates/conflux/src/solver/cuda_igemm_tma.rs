@@ -72,6 +72,8 @@ pub const TMA_CONFIGS: &[TmaTile] = &[
     TmaTile::new(128, 64, 4, false),
     TmaTile::new(256, 128, 3, true),
     TmaTile::new(256, 64, 4, true),
+    TmaTile::new(64, 128, 3, true),
+    TmaTile::new(64, 128, 4, false),
 ];
 
 /// Heuristic choice, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16;
