@@ -55,27 +55,11 @@ __device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc
     const Params& p = a.p;
     if (issuer) bulk_wait_read<0>();   // the previous tile's stores have left the buffer
     named_barrier(barrier, 128);
-    int rows[2];
-    bool live[2];
-    OutRow r[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        rows[h] = warp * 16 + (lane >> 2) + h * 8;
-        live[h] = m0 + rows[h] < M;
-        r[h] = out_row(live[h] ? m0 + rows[h] : 0);
-    }
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        const int col = j * 8 + (lane & 3) * 2;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            if (!live[h]) continue;   // rows past the batch are clipped by the store
-            float v[2];
-            epilogue_pair(p, r[h], g, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], v);
-            // Box j / 8, row rows[h]: 128-byte rows whose 16-byte chunks are XOR-swizzled by row.
-            *(unsigned*)(stage + (j >> 3) * 8192 + rows[h] * 128 + (((j & 7) ^ (rows[h] & 7)) << 4) + (lane & 3) * 4) = pack2(v[0], v[1]);
-        }
-    }
+    const FragRows f(0, lane, warp, m0, M);   // rows past the batch are clipped by the store
+    for_each_pair(p, acc, f, lane, n0, g, [&](int j, int h, const float (&v)[2]) {
+        // Box j / 8, row f.rows[h]: 128-byte rows whose 16-byte chunks are XOR-swizzled by row.
+        *(unsigned*)(stage + (j >> 3) * 8192 + f.rows[h] * 128 + (((j & 7) ^ (f.rows[h] & 7)) << 4) + (lane & 3) * 4) = pack2(v[0], v[1]);
+    });
     fence_proxy_async();   // the writes above are read by the copy engine
     named_barrier(barrier, 128);
     if (issuer) {

@@ -165,11 +165,9 @@ __device__ __forceinline__ unsigned pack2(float a, float b) {
     return (unsigned)from_f<T>(a).u | ((unsigned)from_f<T>(b).u << 16);
 }
 
-// The same, stored straight to y (both at once when PAIR_STORE says they are adjacent and
-// 4-byte aligned).
-__device__ __forceinline__ void store_pair(const Params& p, const OutRow& r, int g, int kn, float a0, float a1) {
-    float v[2];
-    epilogue_pair(p, r, g, kn, a0, a1, v);
+// Finished values of channels kn and kn + 1 stored straight to y (both at once when
+// PAIR_STORE says they are adjacent and 4-byte aligned).
+__device__ __forceinline__ void put_pair(const Params& p, const OutRow& r, int g, int kn, const float (&v)[2]) {
     const i64 o = r.off + (i64)(g * KG + kn) * YS_C;
 #if PAIR_STORE
     if (kn + 1 < KG) {
@@ -179,4 +177,11 @@ __device__ __forceinline__ void store_pair(const Params& p, const OutRow& r, int
 #endif
     if (kn < KG) st<T>(p.y, o, v[0]);
     if (kn + 1 < KG) st<T>(p.y, o + YS_C, v[1]);
+}
+
+// epilogue_pair, then put_pair.
+__device__ __forceinline__ void store_pair(const Params& p, const OutRow& r, int g, int kn, float a0, float a1) {
+    float v[2];
+    epilogue_pair(p, r, g, kn, a0, a1, v);
+    put_pair(p, r, g, kn, v);
 }

@@ -11,6 +11,39 @@
 // each other's banks.
 __device__ __forceinline__ int out_swz(int row, int chunk) { return row * BN + ((chunk ^ (row & 7)) << 3); }
 
+// The two accumulator rows a thread holds (h = 0, 1: rows row0 + 16·warp + lane/4 + 8h of the
+// buffer, output pixels m0 + that), whether they exist, and where they go in y.
+struct FragRows {
+    int rows[2];
+    bool live[2];
+    OutRow r[2];
+    __device__ __forceinline__ FragRows(int row0, int lane, int warp, int m0, int M) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            rows[h] = row0 + warp * 16 + (lane >> 2) + h * 8;
+            live[h] = m0 + rows[h] < M;
+            r[h] = out_row(live[h] ? m0 + rows[h] : 0);
+        }
+    }
+};
+
+// Every live output pair of one warpgroup's accumulators through α/β and the generated chain,
+// channel-outer so each channel's epilogue parameters are loaded once for both rows: calls
+// put(j, h, v) with the values of channels n0 + 8j + 2·(lane % 4) + {0, 1} of row h.
+template <class Put>
+__device__ __forceinline__ void for_each_pair(const Params& p, const float (&acc)[BN / 2], const FragRows& f, int lane, int n0, int g, Put put) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (!f.live[h]) continue;
+            float v[2];
+            epilogue_pair(p, f.r[h], g, n0 + j * 8 + (lane & 3) * 2, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], v);
+            put(j, h, v);
+        }
+    }
+}
+
 // `stage` holds ROWS output rows, row 0 being output pixel m0; this warpgroup's rows start at
 // `row0`. The NT threads that share the buffer store all of it; `t` is this thread's index
 // among them and `sync()` a barrier over exactly them. The caller guarantees nobody else
@@ -20,31 +53,14 @@ __device__ __forceinline__ void wg_epilogue(const Params& p, const float (&acc)[
 #if STAGE_STORE
     sync();   // the buffer's previous readers (multiplies or stores) are done
 #endif
-    // Channel-outer so each channel's epilogue parameters are loaded once for both rows.
-    int rows[2];
-    bool live[2];
-    OutRow r[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        rows[h] = row0 + warp * 16 + (lane >> 2) + h * 8;
-        live[h] = m0 + rows[h] < M;
-        r[h] = out_row(live[h] ? m0 + rows[h] : 0);
-    }
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        const int col = j * 8 + (lane & 3) * 2;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            if (!live[h]) continue;
+    const FragRows f(row0, lane, warp, m0, M);
+    for_each_pair(p, acc, f, lane, n0, g, [&](int j, int h, const float (&v)[2]) {
 #if STAGE_STORE
-            float v[2];
-            epilogue_pair(p, r[h], g, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], v);
-            *(unsigned*)(stage + out_swz(rows[h], j) + (lane & 3) * 2) = pack2(v[0], v[1]);
+        *(unsigned*)(stage + out_swz(f.rows[h], j) + (lane & 3) * 2) = pack2(v[0], v[1]);
 #else
-            store_pair(p, r[h], g, n0 + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        put_pair(p, f.r[h], g, n0 + j * 8 + (lane & 3) * 2, v);
 #endif
-        }
-    }
+    });
 #if STAGE_STORE
     sync();
     for (int i = t; i < ROWS * (BN / 8); i += NT) {
