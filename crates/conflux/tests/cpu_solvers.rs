@@ -20,6 +20,7 @@ const WINOGRAD: u64 = 3;
 const IMPLICIT_GEMM: u64 = 4;
 const GEMM: u64 = 5;
 const DIRECT: u64 = 6;
+const WINOGRAD4: u64 = 7;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Dir {
@@ -59,23 +60,24 @@ fn make_geo(pads: &[i64], strides: &[i64], dils: &[i64], groups: usize, x: Vec<u
 /// Random geometry of the kind a solver is meant for.
 fn random_geo(r: &mut Rng, solution: u64) -> Geo {
     loop {
-        let nd = if solution == WINOGRAD || r.range(0, 2) > 0 { 2 } else { 3 };
+        let wino = solution == WINOGRAD || solution == WINOGRAD4;
+        let nd = if wino || r.range(0, 2) > 0 { 2 } else { 3 };
         let (g, cg, kg) = match solution {
             DIRECT => {
                 if r.range(0, 1) == 0 { (r.range(2, 5), 1, r.range(1, 2)) } else { (r.pick(&[1, 2]), r.range(1, 3), r.range(1, 4)) }
             }
-            WINOGRAD => (r.pick(&[1, 1, 2]), r.range(4, 9), r.range(4, 13)),
+            WINOGRAD | WINOGRAD4 => (r.pick(&[1, 1, 2]), r.range(4, 9), r.range(4, 13)),
             _ => (r.pick(&[1, 1, 2, 3]), r.range(1, 6), r.range(1, 14)),
         };
         let n = r.range(1, 3);
         let (mut pads, mut strides, mut dils, mut ks, mut ins) = (vec![], vec![], vec![], vec![], vec![]);
         for _ in 0..nd {
-            let wino = solution == WINOGRAD;
             pads.push(r.range(0, 2) as i64);
             strides.push(if wino { 1 } else { r.range(1, 3) as i64 });
             dils.push(if wino { 1 } else { r.range(1, 2) as i64 });
             ks.push(if wino { 3 } else { r.range(1, 3) });
-            ins.push(if nd == 3 { r.range(2, 5) } else { r.range(3, 11) });
+            // Winograd F(4×4): sizes that leave 1, 2 or 3 rows/columns in the last tile too.
+            ins.push(if nd == 3 { r.range(2, 5) } else if solution == WINOGRAD4 { r.range(3, 19) } else { r.range(3, 11) });
         }
         let mut x = vec![n, g * cg];
         x.extend(&ins);
@@ -191,6 +193,9 @@ fn direct_random_all_directions() { random_cases(DIRECT, &ALL, 10, 3); }
 fn winograd_random_forward() { random_cases(WINOGRAD, &[Dir::Forward], 12, 4); }
 
 #[test]
+fn winograd4_random_forward() { random_cases(WINOGRAD4, &[Dir::Forward], 16, 5); }
+
+#[test]
 fn medium_shapes_span_gemm_blocks() {
     // K > 256 (several K blocks), n·P above one N block, M not a multiple of any MR.
     let h = Handle::cpu();
@@ -204,7 +209,7 @@ fn medium_shapes_span_gemm_blocks() {
         for lay in [Lay::Packed, Lay::ChannelsLast] {
             let dt = DataType::Float;
             let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
-            for sol in [WINOGRAD, IMPLICIT_GEMM, GEMM, DIRECT] {
+            for sol in [WINOGRAD4, WINOGRAD, IMPLICIT_GEMM, GEMM, DIRECT] {
                 for (di, dir) in ALL.into_iter().enumerate() {
                     let ab = AB[(gi + di) % 4];
                     check_solver(&h, geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), sol, 50 + gi as u64);
@@ -221,7 +226,7 @@ fn fused_bias_relu_per_algorithm() {
     let h = Handle::cpu();
     type Case = (ConvAlgorithm, &'static str, [usize; 4], [usize; 4], i64);
     let cases: [Case; 4] = [
-        (ConvAlgorithm::Winograd, "CpuConvWinogradF2x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
+        (ConvAlgorithm::Winograd, "CpuConvWinogradF4x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),
         (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [12, 1, 3, 3], 1),
@@ -278,13 +283,17 @@ fn refusals_name_the_cause() {
     };
     let g5 = make_geo(&[2, 2], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 5, 5]).unwrap();
     assert!(why(&g5, Dir::Forward, WINOGRAD).contains("3×3"));
+    assert!(why(&g5, Dir::Forward, WINOGRAD4).contains("3×3"));
+    assert!(why(&g5, Dir::BackwardData, WINOGRAD4).contains("forward only"));
     assert!(why(&g5, Dir::BackwardData, WINOGRAD).contains("forward only"));
     assert!(why(&g5, Dir::BackwardWeights, IMPLICIT_GEMM).contains("forward only"));
     assert!(why(&g5, Dir::Forward, DIRECT).contains("reduction"));
     let s2 = make_geo(&[1, 1], &[2, 2], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
     assert!(why(&s2, Dir::Forward, WINOGRAD).contains("stride"));
+    assert!(why(&s2, Dir::Forward, WINOGRAD4).contains("stride"));
     let few = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 2, 9, 9], vec![8, 2, 3, 3]).unwrap();
     assert!(why(&few, Dir::Forward, WINOGRAD).contains("channels"));
+    assert!(why(&few, Dir::Forward, WINOGRAD4).contains("channels"));
 }
 
 #[test]

@@ -8,6 +8,7 @@ use super::cpu_igemm::CpuImplicitGemm;
 use super::cpu_naive::CpuNaive;
 use super::cpu_pointwise::CpuPointwise;
 use super::cpu_winograd::CpuWinograd;
+use super::cpu_winograd4::CpuWinograd4;
 use super::cuda_direct::CudaConvDirect;
 use super::cuda_igemm::CudaConvIgemm;
 use super::cuda_igemm_tc::CudaConvIgemmTc;
@@ -19,6 +20,7 @@ use crate::handle::Handle;
 
 static CPU_POINTWISE: CpuPointwise = CpuPointwise;
 static CPU_WINOGRAD: CpuWinograd = CpuWinograd;
+static CPU_WINOGRAD4: CpuWinograd4 = CpuWinograd4;
 static CPU_DIRECT: CpuDirect = CpuDirect;
 static CPU_IGEMM: CpuImplicitGemm = CpuImplicitGemm;
 static CPU_GEMM: CpuGemm = CpuGemm;
@@ -36,7 +38,7 @@ static CUDA_IGEMM_WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
 /// transforms are vectorized. CUDA: wgmma (sm_90 only) before mma.sync before CUDA cores.
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
-        &CPU_POINTWISE, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
+        &CPU_POINTWISE, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD4, &CPU_WINOGRAD, &CPU_NAIVE,
         &CUDA_POINTWISE, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST

@@ -14,3 +14,5 @@ pub mod im2col;
 pub mod pointwise;
 pub mod store_fast;
 pub mod winograd;
+pub mod wino4;
+mod wino4_math;
