@@ -195,6 +195,29 @@ fn winograd_random_forward() { random_cases(WINOGRAD, &[Dir::Forward], 12, 4); }
 #[test]
 fn winograd4_random_forward() { random_cases(WINOGRAD4, &[Dir::Forward], 16, 5); }
 
+/// F(4×4,3×3)'s f32 error against the f64 reference on a deep reduction (C = 512), printed
+/// (`--nocapture`) and held to the f32 tolerance.
+#[test]
+fn winograd4_f32_error_on_512_channels() {
+    let h = Handle::cpu();
+    let geo = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![2, 512, 16, 16], vec![64, 512, 3, 3]).unwrap();
+    let dt = DataType::Float;
+    let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, Lay::Packed), desc(dt, &geo.y, Lay::Packed));
+    let x = random(&h, &xd, Fill::Normal, 1);
+    let w = random(&h, &wd, Fill::Normal, 2);
+    let mut want = vec![0.0; yd.element_space()];
+    r::conv_forward_alpha_beta(1.0, 0.0, &geo.conv, &xd, &x.host, &wd, &w.host, &yd, &mut want).unwrap();
+    for sol in [WINOGRAD4, WINOGRAD, IMPLICIT_GEMM] {
+        let y = poisoned(&h, &yd);
+        let ws = Workspace::default();
+        api::forward(&h, &geo.conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, conflux::conv::Choice::Solution(sol), ws).unwrap();
+        let got = logical(&yd, &download(&h, &y));
+        let c = conflux::reference::compare::Comparison::new(&got, &logical(&yd, &want));
+        println!("solution {sol}: relative L2 error {:.2e}, max abs {:.2e}", c.rel_l2, c.max_abs);
+        assert!(c.rel_l2 <= tolerance(dt), "solution {sol}: {:.3e}", c.rel_l2);
+    }
+}
+
 #[test]
 fn medium_shapes_span_gemm_blocks() {
     // K > 256 (several K blocks), n·P above one N block, M not a multiple of any MR.
@@ -291,6 +314,8 @@ fn refusals_name_the_cause() {
     let s2 = make_geo(&[1, 1], &[2, 2], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
     assert!(why(&s2, Dir::Forward, WINOGRAD).contains("stride"));
     assert!(why(&s2, Dir::Forward, WINOGRAD4).contains("stride"));
+    let deep = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 256, 14, 14], vec![256, 256, 3, 3]).unwrap();
+    assert!(why(&deep, Dir::Forward, WINOGRAD4).contains("tiles"));
     let few = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 2, 9, 9], vec![8, 2, 3, 3]).unwrap();
     assert!(why(&few, Dir::Forward, WINOGRAD).contains("channels"));
     assert!(why(&few, Dir::Forward, WINOGRAD4).contains("channels"));

@@ -15,6 +15,10 @@ use std::sync::Arc;
 
 /// Fewest channels per group (in and out) for the transforms to pay off.
 const MIN_CHANNELS: usize = 4;
+/// Below this many 4×4 output tiles (all images), problems with at least `BIG_FILTERS`
+/// (C/G·K/G) filters are left to the GEMM solvers.
+const MIN_TILES: usize = 32;
+const BIG_FILTERS: usize = 128 * 128;
 
 pub struct CpuWinograd4;
 
@@ -37,6 +41,17 @@ impl Solver for CpuWinograd4 {
         winograd::supports(&g)?;
         if g.cg() < MIN_CHANNELS || g.kg() < MIN_CHANNELS {
             return Err(format!("{} input / {} output channels per group (< {MIN_CHANNELS})", g.cg(), g.kg()));
+        }
+        // The filters are transformed on every call (no weight cache): with few tiles and
+        // many filter elements that costs more than the multiplies it saves (measured on
+        // 512-7-7-512 and 256-14-14-256 at N=1, 2026-11-21).
+        let tiles = g.n * g.output[1].div_ceil(4) * g.output[2].div_ceil(4);
+        if tiles < MIN_TILES && g.cg() * g.kg() >= BIG_FILTERS {
+            return Err(format!(
+                "{tiles} output tiles for {}×{} filters per group (< {MIN_TILES} tiles with ≥ {BIG_FILTERS} filters: the per-call filter transform outweighs the saved multiplies)",
+                g.kg(),
+                g.cg()
+            ));
         }
         Ok(())
     }

@@ -32,13 +32,14 @@ static CUDA_IGEMM_TC: CudaConvIgemmTc = CudaConvIgemmTc;
 static CUDA_IGEMM_WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
-/// CPU: Direct only takes short reductions (depthwise / few channels); implicit GEMM needs no
-/// workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured 2–3× slower than
-/// the GEMM solvers on the ResNet 3×3 layers (2026-11-21), so it comes after them until its
-/// transforms are vectorized. CUDA: wgmma (sm_90 only) before mma.sync before CUDA cores.
+/// CPU: Direct only takes short reductions (depthwise / few channels); Winograd F(4×4,3×3)
+/// beats the GEMM solvers on the ResNet 3×3 layers it accepts (it refuses few tiles with many
+/// filters, where the GEMM solvers win; bench/results/2026-11-21-cpu-winograd.md); implicit
+/// GEMM needs no workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured
+/// 2–3× slower than the GEMM solvers (2026-11-21), so it stays after them. CUDA: wgmma (sm_90 only) before mma.sync before CUDA cores.
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
-        &CPU_POINTWISE, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD4, &CPU_WINOGRAD, &CPU_NAIVE,
+        &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
         &CUDA_POINTWISE, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST

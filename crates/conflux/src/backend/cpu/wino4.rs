@@ -36,6 +36,17 @@ struct Ctx<'a> {
     /// Padded plane rows and columns.
     ph: usize,
     pw: usize,
+    /// Distance between the ξ slabs of V and U (`slab`).
+    vx: usize,
+    ux: usize,
+}
+
+/// A slab length for n f32 that is an odd number of cache lines: the 36 ξ slabs are written
+/// and read together, and power-of-two distances put them all in one L1 set (4K aliasing
+/// made the filter transform 5× slower).
+fn slab(n: usize) -> usize {
+    let lines = n.div_ceil(16);
+    16 * (lines | 1)
 }
 
 /// A pointer that parallel items write through at disjoint offsets.
@@ -44,6 +55,14 @@ struct Shared(*mut f32);
 // SAFETY: every user writes disjoint elements, and reads happen after the writing phase.
 unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
+
+impl Shared {
+    /// The pointer `off` elements on (a method, so closures capture the whole `Shared`).
+    ///
+    /// # Safety
+    /// As `pointer::add`.
+    unsafe fn at(self, off: usize) -> Shared { Shared(self.0.add(off)) }
+}
 
 /// Picks the widest vector extension once; the transforms are written on lane arrays and
 /// compiled for each level by `simd!`.
@@ -108,11 +127,12 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) 
         kpad: kg.div_ceil(kern.nr) * kern.nr,
         ph: 4 * th + 2,
         pw: 4 * tw + 2,
+        vx: slab(tiles.div_ceil(kern.mr) * kern.mr * cg),
+        ux: slab(kg.div_ceil(kern.nr) * kern.nr * cg),
     };
     let sp_off = spatial_offsets(g.output, g.y_strides);
     let out = OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
-    let vlen = 36 * cx.tpad * cg; // per group
-    let ulen = 36 * cx.kpad * cg;
+    let (vlen, ulen) = (36 * cx.vx, 36 * cx.ux); // per group
     with_scratch(Slot::Conv, g.n * g.c * cx.ph * cx.pw, |planes| {
         pad_planes(&cx, planes);
         let planes = &*planes;
@@ -126,18 +146,107 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) 
                 let cs = cc * cchunk..((cc + 1) * cchunk).min(cg);
                 input_panel(&cx, planes, group, tp, cs.start, cs.end, vp, vlen);
             });
-            with_scratch(Slot::PackBAll, g.groups * ulen, |u| {
-                let up = Shared(u.as_mut_ptr());
-                let kpanels = cx.kpad / kern.nr;
-                let cchunk = 32;
-                let cchunks = cg.div_ceil(cchunk);
-                (0..g.groups * kpanels * cchunks).into_par_iter().for_each(|i| {
-                    let (group, kp, cc) = (i / (kpanels * cchunks), (i / cchunks) % kpanels, i % cchunks);
-                    let cs = cc * cchunk..((cc + 1) * cchunk).min(cg);
-                    filter_panel(&cx, group, kp, cs.start, cs.end, up, ulen);
-                });
-                gemm_and_output(&cx, v, u, vlen, ulen, &out);
+            let blk = Blocks::choose(&cx);
+            // U materialized once when it is reused by several tile blocks and small; else
+            // each task transforms its filters chunk by chunk (no large U round trip).
+            let fused = blk.tblocks == 1 || 4 * g.groups * ulen > FUSE_ABOVE_BYTES;
+            with_scratch(Slot::PackBAll, if fused { 0 } else { g.groups * ulen }, |u| {
+                if !fused {
+                    let up = Shared(u.as_mut_ptr());
+                    let kpanels = cx.kpad / kern.nr;
+                    let cchunk = 32;
+                    let cchunks = cg.div_ceil(cchunk);
+                    (0..g.groups * kpanels * cchunks).into_par_iter().for_each(|i| {
+                        let (group, kp, cc) = (i / (kpanels * cchunks), (i / cchunks) % kpanels, i % cchunks);
+                        let c0 = cc * cchunk;
+                        // SAFETY: U holds every (group, ξ, panel, channel).
+                        let dst = unsafe { up.at(group * ulen + kp * kern.nr * cg + c0 * kern.nr) };
+                        filter_panel(&cx, group, kp, c0, (c0 + cchunk).min(cg), dst, cx.ux);
+                    });
+                }
+                let uopt = if fused { None } else { Some(&*u) };
+                gemm_and_output(&cx, &blk, v, uopt, vlen, ulen, &out);
             });
+        });
+    });
+}
+
+/// Materialized U above this size (bytes) is transformed inside the tasks instead.
+const FUSE_ABOVE_BYTES: usize = 8 << 20;
+/// Channels per GEMM step when the tasks transform the filters themselves.
+const FUSED_CHUNK: usize = 64;
+
+/// Task blocking: tile panels × filter panels per task.
+struct Blocks {
+    tb: usize,
+    kb: usize,
+    tblocks: usize,
+    kblocks: usize,
+}
+
+impl Blocks {
+    fn choose(cx: &Ctx) -> Blocks {
+        let (mr, nr) = (cx.kern.mr, cx.kern.nr);
+        let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
+        let (mut tb, mut kb) = (tpanels.min((48 / mr).max(1)), kpanels.min((64 / nr).max(1)));
+        let tasks = |tb: usize, kb: usize| cx.g.groups * tpanels.div_ceil(tb) * kpanels.div_ceil(kb);
+        let want = 3 * rayon::current_num_threads();
+        while tasks(tb, kb) < want && tb > 1 {
+            tb -= 1;
+        }
+        while tasks(tb, kb) < want && kb > 1 {
+            kb -= 1;
+        }
+        Blocks { tb, kb, tblocks: tpanels.div_ceil(tb), kblocks: kpanels.div_ceil(kb) }
+    }
+}
+
+/// Phase 4: (group, tile block, filter block) tasks. `u` is the materialized U, or None when
+/// each task transforms its filters per channel chunk.
+fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: usize, ulen: usize, out: &OutTensor) {
+    let (mr, nr, cg) = (cx.kern.mr, cx.kern.nr, cx.cg);
+    let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
+    let (tb, kb, tblocks, kblocks) = (blk.tb, blk.kb, blk.tblocks, blk.kblocks);
+    let chunk = if u.is_some() { cg } else { FUSED_CHUNK };
+    (0..cx.g.groups * tblocks * kblocks).into_par_iter().for_each(|i| {
+        let (group, ti, ki) = (i / (tblocks * kblocks), (i / kblocks) % tblocks, i % kblocks);
+        let tps = ti * tb..((ti + 1) * tb).min(tpanels);
+        let kps = ki * kb..((ki + 1) * kb).min(kpanels);
+        let (rows, cols) = (tps.len() * mr, kps.len() * nr);
+        let ms = slab(rows * cols);
+        with_scratch(Slot::Task, 36 * ms, |m| {
+            with_scratch(Slot::PackB, if u.is_some() { 0 } else { 36 * slab(cols * chunk.min(cg)) }, |ul| {
+                for c0 in (0..cg).step_by(chunk) {
+                    let cl = chunk.min(cg - c0);
+                    if u.is_none() {
+                        for (kj, kp) in kps.clone().enumerate() {
+                            let dst = Shared(ul[kj * nr * cl..].as_mut_ptr());
+                            filter_panel(cx, group, kp, c0, c0 + cl, dst, slab(cols * cl));
+                        }
+                    }
+                    for xi in 0..36 {
+                        let vx = &v[group * vlen + xi * cx.vx + c0 * mr..];
+                        let mx = &mut m[xi * ms..];
+                        for (kj, kp) in kps.clone().enumerate() {
+                            let bp = match u {
+                                Some(u) => u[group * ulen + xi * cx.ux + kp * nr * cg + c0 * nr..].as_ptr(),
+                                None => ul[xi * slab(cols * cl) + kj * nr * cl..].as_ptr(),
+                            };
+                            for (tj, tp) in tps.clone().enumerate() {
+                                let ap = vx[tp * mr * cg..].as_ptr();
+                                let cp = mx[tj * mr * cols + kj * nr..].as_mut_ptr();
+                                // SAFETY: panels of cl·mr and cl·nr values; the mr×nr tile lies in m.
+                                unsafe { (cx.kern.f)(cl, ap, bp, cp, cols, c0 > 0) };
+                            }
+                        }
+                    }
+                }
+            });
+            let t0 = tps.start * mr;
+            let k0 = kps.start * nr;
+            let tlive = rows.min(cx.tiles - t0);
+            let klive = cols.min(cx.kg - k0);
+            write_block(cx, out, m, ms, cols, group, t0, tlive, k0, klive);
         });
     });
 }
@@ -192,87 +301,76 @@ simd!(input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, 
         }
         let v = wm::input(&d);
         for (xi, row) in v.iter().enumerate() {
-            let o = group * vlen + (xi * cx.tpad + tp * mr) * cx.cg + c * mr;
+            let o = group * vlen + xi * cx.vx + tp * mr * cx.cg + c * mr;
             // SAFETY: this item alone writes panel tp, channel c of every ξ.
-            unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), vp.0.add(o), mr) };
+            unsafe { copy_lanes(row, vp.0.add(o), mr) };
         }
     }
 });
 
-simd!(filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, up: Shared, ulen: usize) {
+simd!(filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
+    // U' of filters kp·nr.. (lanes) and channels c0..c1; element (ξ, c, lane) goes to
+    // dst + ξ·xi_stride + (c − c0)·nr + lane.
     let (nr, ws, p) = (cx.kern.nr, cx.g.w_strides, cx.p);
-    for c in c0..c1 {
-        for l0 in (0..nr).step_by(L) {
-            let lanes = L.min(nr - l0);
-            let mut f = [[0f32; L]; 9];
+    let taps: [usize; 9] = std::array::from_fn(|i| (i / 3) * ws[3] + (i % 3) * ws[4]);
+    for l0 in (0..nr).step_by(L) {
+        let lanes = L.min(nr - l0).min(cx.kg.saturating_sub(kp * nr + l0));
+        for cb in (c0..c1).step_by(FILTER_CHUNK) {
+            let ce = (cb + FILTER_CHUNK).min(c1);
+            // Gather filter by filter (each one's channels are near each other in memory) into
+            // f[c][tap][lane]; lanes past the last filter stay zero.
+            let mut f = [[[0f32; L]; 9]; FILTER_CHUNK];
             for l in 0..lanes {
-                let k = kp * nr + l0 + l;
-                if k >= cx.kg {
-                    break;
-                }
-                let o = (group * cx.kg + k) * ws[0] + c * ws[1];
-                for (i, e) in f.iter_mut().enumerate() {
-                    // SAFETY: a weight element.
-                    e[l] = unsafe { load(p.dt, p.w, o + (i / 3) * ws[3] + (i % 3) * ws[4]) };
-                }
-            }
-            let u = wm::filter(&f);
-            for (xi, row) in u.iter().enumerate() {
-                let o = group * ulen + (xi * cx.kpad + kp * nr) * cx.cg + c * nr + l0;
-                // SAFETY: this item alone writes panel kp, channel c of every ξ.
-                unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), up.0.add(o), lanes) };
-            }
-        }
-    }
-});
-
-/// Phase 4: (group, tile block, filter block) tasks.
-fn gemm_and_output(cx: &Ctx, v: &[f32], u: &[f32], vlen: usize, ulen: usize, out: &OutTensor) {
-    let (mr, nr) = (cx.kern.mr, cx.kern.nr);
-    let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
-    let (mut tb, mut kb) = (tpanels.min((48 / mr).max(1)), kpanels.min((64 / nr).max(1)));
-    let tasks = |tb: usize, kb: usize| cx.g.groups * tpanels.div_ceil(tb) * kpanels.div_ceil(kb);
-    let want = 3 * rayon::current_num_threads();
-    while tasks(tb, kb) < want && tb > 1 {
-        tb -= 1;
-    }
-    while tasks(tb, kb) < want && kb > 1 {
-        kb -= 1;
-    }
-    let (tblocks, kblocks) = (tpanels.div_ceil(tb), kpanels.div_ceil(kb));
-    (0..cx.g.groups * tblocks * kblocks).into_par_iter().for_each(|i| {
-        let (group, ti, ki) = (i / (tblocks * kblocks), (i / kblocks) % tblocks, i % kblocks);
-        let tps = ti * tb..((ti + 1) * tb).min(tpanels);
-        let kps = ki * kb..((ki + 1) * kb).min(kpanels);
-        let (rows, cols) = (tps.len() * mr, kps.len() * nr);
-        with_scratch(Slot::Task, 36 * rows * cols, |m| {
-            for xi in 0..36 {
-                let vx = &v[group * vlen + xi * cx.tpad * cx.cg..];
-                let ux = &u[group * ulen + xi * cx.kpad * cx.cg..];
-                let mx = &mut m[xi * rows * cols..];
-                for (kj, kp) in kps.clone().enumerate() {
-                    let bp = ux[kp * nr * cx.cg..].as_ptr();
-                    for (tj, tp) in tps.clone().enumerate() {
-                        let ap = vx[tp * mr * cx.cg..].as_ptr();
-                        let cp = mx[tj * mr * cols + kj * nr..].as_mut_ptr();
-                        // SAFETY: panels of cg·mr and cg·nr values; the mr×nr tile lies in m.
-                        unsafe { (cx.kern.f)(cx.cg, ap, bp, cp, cols, false) };
+                let base = (group * cx.kg + kp * nr + l0 + l) * ws[0];
+                for (ci, c) in (cb..ce).enumerate() {
+                    let o = base + c * ws[1];
+                    for (t, &to) in taps.iter().enumerate() {
+                        f[ci][t][l] = if p.dt == DataType::Float {
+                            // SAFETY: a weight element.
+                            unsafe { *(p.w as *const f32).add(o + to) }
+                        } else {
+                            // SAFETY: a weight element.
+                            unsafe { load(p.dt, p.w, o + to) }
+                        };
                     }
                 }
             }
-            let t0 = tps.start * mr;
-            let k0 = kps.start * nr;
-            let tlive = rows.min(cx.tiles - t0);
-            let klive = cols.min(cx.kg - k0);
-            write_block(cx, out, m, rows, cols, group, t0, tlive, k0, klive);
-        });
-    });
+            for (ci, c) in (cb..ce).enumerate() {
+                let u = wm::filter(&f[ci]);
+                for (xi, row) in u.iter().enumerate() {
+                    // SAFETY: this caller alone writes these elements.
+                    unsafe { copy_lanes(row, dst.0.add(xi * xi_stride + (c - c0) * nr + l0), lanes) };
+                }
+            }
+        }
+    }
+});
+
+/// Channels gathered at once by `filter_panel` (its stack buffer: 9 KiB per 16 channels).
+const FILTER_CHUNK: usize = 16;
+
+/// dst[..n] = src[..n] with fixed-size copies for the usual widths (a memmove call per row
+/// was 13 % of a layer).
+#[inline(always)]
+unsafe fn copy_lanes(src: &Lanes, dst: *mut f32, n: usize) {
+    #[inline(always)]
+    unsafe fn fixed<const W: usize>(src: &Lanes, dst: *mut f32) {
+        (dst as *mut [f32; W]).write_unaligned(*(src.as_ptr() as *const [f32; W]));
+    }
+    match n {
+        16 => fixed::<16>(src, dst),
+        12 => fixed::<12>(src, dst),
+        8 => fixed::<8>(src, dst),
+        6 => fixed::<6>(src, dst),
+        4 => fixed::<4>(src, dst),
+        _ => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, n),
+    }
 }
 
-/// Output transform of a task's M (36 × rows × cols; rows = tiles from t0, cols = filters
-/// from k0) into y: per run of tiles in one tile row, four output rows per filter.
+/// Output transform of a task's M (36 slabs of `ms` holding rows × cols; rows = tiles from
+/// t0, cols = filters from k0) into y: per run of tiles in one tile row, four output rows per filter.
 #[allow(clippy::too_many_arguments)]
-fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], rows: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) {
+fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) {
     let [_, oh, ow] = cx.g.output;
     let span = 4 * cx.tw;
     with_scratch(Slot::Task2, klive * 4 * span, |stage| {
@@ -281,7 +379,7 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], rows: usize, cols: usize, g
             let t = t0 + tl;
             let (n, ti, tj0) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
             let len = (cx.tw - tj0).min(tlive - tl);
-            transform_run(m, rows, cols, tl, len, klive, span, stage);
+            transform_run(m, ms, cols, tl, len, klive, span, stage);
             let (ow0, wlen) = (4 * tj0, (4 * len).min(ow - 4 * tj0));
             for k in 0..klive {
                 for r in 0..4 {
@@ -298,15 +396,19 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], rows: usize, cols: usize, g
     });
 }
 
-simd!(transform_run(m: &[f32], rows: usize, cols: usize, tl: usize, len: usize, klive: usize, span: usize, stage: &mut [f32]) {
+simd!(transform_run(m: &[f32], ms: usize, cols: usize, tl: usize, len: usize, klive: usize, span: usize, stage: &mut [f32]) {
     // Lanes are filters: M's rows hold consecutive filters of one tile.
     for i in 0..len {
         for l0 in (0..klive).step_by(L) {
             let lanes = L.min(klive - l0);
             let mut mv = [[0f32; L]; 36];
             for (xi, e) in mv.iter_mut().enumerate() {
-                let src = &m[xi * rows * cols + (tl + i) * cols + l0..];
-                e[..lanes].copy_from_slice(&src[..lanes]);
+                let src = &m[xi * ms + (tl + i) * cols + l0..];
+                if lanes == L {
+                    *e = src[..L].try_into().unwrap();
+                } else {
+                    e[..lanes].copy_from_slice(&src[..lanes]);
+                }
             }
             let y: [Lanes; 16] = wm::output(&mv);
             for l in 0..lanes {
