@@ -17,7 +17,7 @@ use std::sync::Arc;
 const MIN_CHANNELS: usize = 4;
 /// Below this many 4×4 output tiles (all images), problems with at least `BIG_FILTERS`
 /// (C/G·K/G) filters are left to the GEMM solvers.
-const MIN_TILES: usize = 32;
+const MIN_TILES: usize = 0; // TEMP-EXPERIMENT
 const BIG_FILTERS: usize = 128 * 128;
 
 pub struct CpuWinograd4;

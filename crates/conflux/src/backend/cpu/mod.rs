@@ -16,3 +16,5 @@ pub mod store_fast;
 pub mod winograd;
 pub mod wino4;
 mod wino4_math;
+#[cfg(target_arch = "x86_64")]
+mod wino4_x86;

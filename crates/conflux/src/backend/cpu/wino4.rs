@@ -201,6 +201,67 @@ impl Blocks {
     }
 }
 
+/// U' of filters kp·nr.. (lanes) and channels c0..c1; element (ξ, c, lane) goes to
+/// dst + ξ·xi_stride + (c − c0)·nr + lane.
+fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if level() == 2 && cx.p.dt == DataType::Float && cx.kern.nr % 16 == 0 && cx.g.w_strides[0] < (i32::MAX / 16) as usize {
+        let (nr, ws) = (cx.kern.nr, cx.g.w_strides);
+        let taps: [usize; 9] = std::array::from_fn(|i| (i / 3) * ws[3] + (i % 3) * ws[4]);
+        let idx: [i32; 16] = std::array::from_fn(|l| (l * ws[0]) as i32);
+        for c in c0..c1 {
+            for l0 in (0..nr).step_by(16) {
+                let k = kp * nr + l0;
+                if k >= cx.kg {
+                    break;
+                }
+                let mask = if cx.kg - k >= 16 { 0xffff } else { (1u16 << (cx.kg - k)) - 1 };
+                // SAFETY: AVX-512 was detected; lanes in the mask are filters of this group; the
+                // 16 destination values lie inside panel kp's row for channel c.
+                unsafe {
+                    let w = (cx.p.w as *const f32).add((group * cx.kg + k) * ws[0] + c * ws[1]);
+                    let idx = std::arch::x86_64::_mm512_loadu_si512(idx.as_ptr() as *const _);
+                    super::wino4_x86::filter16(w, idx, mask, &taps, dst.0.add((c - c0) * nr + l0), xi_stride);
+                }
+            }
+        }
+        return;
+    }
+    filter_panel_lanes(cx, group, kp, c0, c1, dst, xi_stride)
+}
+
+/// V of tile panel tp for channels c0..c1 (see `input_panel_lanes`).
+#[allow(clippy::too_many_arguments)]
+fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if level() == 2 && cx.kern.mr <= 16 {
+        let (mr, pw, plane) = (cx.kern.mr, cx.pw, cx.ph * cx.pw);
+        let live = mr.min(cx.tiles - tp * mr);
+        let base: [usize; 16] = std::array::from_fn(|l| {
+            let t = (tp * mr + l.min(live - 1)).min(cx.tiles - 1);
+            let (n, i, j) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
+            (n * cx.g.c + group * cx.cg) * plane + 4 * i * pw + 4 * j
+        });
+        if base[live - 1] - base[0] < (i32::MAX / 2) as usize {
+            let idx: [i32; 16] = std::array::from_fn(|l| (base[l] - base[0]) as i32);
+            let mask = (1u16 << live) - 1;
+            let store_mask = ((1u32 << mr) - 1) as u16;
+            for c in c0..c1 {
+                // SAFETY: AVX-512 was detected; the gathered 6×6 windows lie in the planes of
+                // (n, group·cg + c); the panel row of channel c holds mr values per ξ.
+                unsafe {
+                    let idx = std::arch::x86_64::_mm512_loadu_si512(idx.as_ptr() as *const _);
+                    let src = planes.as_ptr().add(base[0] + c * plane);
+                    let dst = vp.0.add(group * vlen + tp * mr * cx.cg + c * mr);
+                    super::wino4_x86::input16_masked(src, idx, mask, store_mask, pw, dst, cx.vx);
+                }
+            }
+            return;
+        }
+    }
+    input_panel_lanes(cx, planes, group, tp, c0, c1, vp, vlen)
+}
+
 /// Phase 4: (group, tile block, filter block) tasks. `u` is the materialized U, or None when
 /// each task transforms its filters per channel chunk.
 fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: usize, ulen: usize, out: &OutTensor) {
@@ -278,7 +339,7 @@ fn pad_planes(cx: &Ctx, planes: &mut [f32]) {
     });
 }
 
-simd!(input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
+simd!(input_panel_lanes(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
     // Plane offsets of the panel's tiles (tiles past the end read tile 0 and are zeroed later).
     let (mr, pw) = (cx.kern.mr, cx.pw);
     let mut base = [0usize; L];
@@ -308,7 +369,7 @@ simd!(input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, 
     }
 });
 
-simd!(filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
+simd!(filter_panel_lanes(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
     // U' of filters kp·nr.. (lanes) and channels c0..c1; element (ξ, c, lane) goes to
     // dst + ξ·xi_stride + (c − c0)·nr + lane.
     let (nr, ws, p) = (cx.kern.nr, cx.g.w_strides, cx.p);
