@@ -440,6 +440,24 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
             let t = t0 + tl;
             let (n, ti, tj0) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
             let len = (cx.tw - tj0).min(tlive - tl);
+            #[cfg(target_arch = "x86_64")]
+            if level() == 2 {
+                for i in 0..len {
+                    let mut l0 = 0;
+                    while l0 + 16 <= klive {
+                        // SAFETY: AVX-512 was detected; M holds 36 slabs of `ms` with this tile's
+                        // row of `cols` filters; the stage has 4 rows of `span` per filter.
+                        unsafe { super::wino4_x86::output16(m[(tl + i) * cols + l0..].as_ptr(), ms, stage[l0 * 4 * span + 4 * i..].as_mut_ptr(), span) };
+                        l0 += 16;
+                    }
+                    if l0 < klive {
+                        transform_run(&m[l0..], ms, cols, tl + i, 1, klive - l0, span, &mut stage[l0 * 4 * span + 4 * i..]);
+                    }
+                }
+            } else {
+                transform_run(m, ms, cols, tl, len, klive, span, stage);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
             transform_run(m, ms, cols, tl, len, klive, span, stage);
             let (ow0, wlen) = (4 * tj0, (4 * len).min(ow - 4 * tj0));
             for k in 0..klive {

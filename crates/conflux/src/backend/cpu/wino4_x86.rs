@@ -72,3 +72,80 @@ pub unsafe fn input16_masked(p: *const f32, idx: __m512i, mask: __mmask16, store
         }
     }
 }
+
+/// In-register transpose of 16 rows of 16 floats: out[j][i] = rows[i][j].
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+    let a: [__m512; 16] = std::array::from_fn(|i| {
+        let (x, y) = (r[i & !1], r[i | 1]);
+        if i % 2 == 0 { _mm512_unpacklo_ps(x, y) } else { _mm512_unpackhi_ps(x, y) }
+    });
+    // b[4i + j], 128-bit lane q: column 4q + j of rows 4i..4i+3.
+    let b: [__m512; 16] = std::array::from_fn(|n| {
+        let (i, j) = (n / 4, n % 4);
+        let (x, y) = (a[4 * i + j / 2], a[4 * i + 2 + j / 2]);
+        if j % 2 == 0 { _mm512_shuffle_ps::<0x44>(x, y) } else { _mm512_shuffle_ps::<0xEE>(x, y) }
+    });
+    // c[8h + 4k + j]: rows 8h..8h+7; k = 0 holds columns j and 8 + j, k = 1 columns 4 + j, 12 + j.
+    let c: [__m512; 16] = std::array::from_fn(|n| {
+        let (h, k, j) = (n / 8, (n / 4) % 2, n % 4);
+        let (x, y) = (b[8 * h + j], b[8 * h + 4 + j]);
+        if k == 0 { _mm512_shuffle_f32x4::<0x88>(x, y) } else { _mm512_shuffle_f32x4::<0xDD>(x, y) }
+    });
+    std::array::from_fn(|col| {
+        let (hi, k, j) = (col / 8, (col / 4) % 2, col % 4);
+        let (x, y) = (c[4 * k + j], c[8 + 4 * k + j]);
+        if hi == 0 { _mm512_shuffle_f32x4::<0x88>(x, y) } else { _mm512_shuffle_f32x4::<0xDD>(x, y) }
+    })
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn a_rows(m: [__m512; 6]) -> [__m512; 4] {
+    let [m0, m1, m2, m3, m4, m5] = m;
+    let (s12, d12, s34, d34) = (_mm512_add_ps(m1, m2), _mm512_sub_ps(m1, m2), _mm512_add_ps(m3, m4), _mm512_sub_ps(m3, m4));
+    let (c2, c4, c6, c8, c24) = (_mm512_set1_ps(2.0), _mm512_set1_ps(4.0), _mm512_set1_ps(6.0), _mm512_set1_ps(8.0), _mm512_set1_ps(24.0));
+    [
+        _mm512_add_ps(_mm512_fmadd_ps(c4, s12, _mm512_mul_ps(c6, m0)), s34),
+        _mm512_fmadd_ps(c2, d34, _mm512_mul_ps(c4, d12)),
+        _mm512_mul_ps(c4, _mm512_add_ps(s12, s34)),
+        _mm512_fmadd_ps(c24, m5, _mm512_fmadd_ps(c8, d34, _mm512_mul_ps(c4, d12))),
+    ]
+}
+
+/// Y = A''ᵀ m A'' / 576 for 16 filters (lanes) of one tile: m[ξ] at m + ξ·ms (16 values);
+/// output (r, s) of filter l goes to stage + (4l + r)·span + s.
+///
+/// # Safety
+/// AVX-512F; the 36 rows readable; the 64 destinations (4 per row) writable.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
+    let mut t = [[_mm512_setzero_ps(); 6]; 4]; // t[i][col]
+    for col in 0..6 {
+        let r = a_rows(std::array::from_fn(|i| _mm512_loadu_ps(m.add((6 * i + col) * ms))));
+        for i in 0..4 {
+            t[i][col] = r[i];
+        }
+    }
+    let (r9, n9, s64) = (_mm512_set1_ps(1.0 / 9.0), _mm512_set1_ps(-9.0), _mm512_set1_ps(1.0 / 64.0));
+    let mut y = [_mm512_setzero_ps(); 16];
+    for i in 0..4 {
+        for (j, v) in a_rows(t[i]).into_iter().enumerate() {
+            // v / 576: exact 1/64, then /9 with one FMA-residual correction (see `wino4_math`).
+            let x = _mm512_mul_ps(v, s64);
+            let q = _mm512_mul_ps(x, r9);
+            let res = _mm512_fmadd_ps(n9, q, x);
+            y[4 * i + j] = _mm512_fmadd_ps(res, r9, q);
+        }
+    }
+    // Lanes are filters; the stage wants each filter's 4×4 block as four rows of four.
+    let tr = transpose16(y);
+    for (l, v) in tr.iter().enumerate() {
+        let dst = stage.add(4 * l * span);
+        _mm_storeu_ps(dst, _mm512_castps512_ps128(*v));
+        _mm_storeu_ps(dst.add(span), _mm512_extractf32x4_ps::<1>(*v));
+        _mm_storeu_ps(dst.add(2 * span), _mm512_extractf32x4_ps::<2>(*v));
+        _mm_storeu_ps(dst.add(3 * span), _mm512_extractf32x4_ps::<3>(*v));
+    }
+}
