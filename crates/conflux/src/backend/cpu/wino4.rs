@@ -191,11 +191,13 @@ impl Blocks {
         let (mut tb, mut kb) = (tpanels.min((48 / mr).max(1)), kpanels.min((64 / nr).max(1)));
         let tasks = |tb: usize, kb: usize| cx.g.groups * tpanels.div_ceil(tb) * kpanels.div_ceil(kb);
         let want = 3 * rayon::current_num_threads();
-        while tasks(tb, kb) < want && tb > 1 {
-            tb -= 1;
-        }
+        // Narrower filter blocks first: every extra tile block repeats the filter transform
+        // when the tasks do it themselves.
         while tasks(tb, kb) < want && kb > 1 {
             kb -= 1;
+        }
+        while tasks(tb, kb) < want && tb > 1 {
+            tb -= 1;
         }
         Blocks { tb, kb, tblocks: tpanels.div_ceil(tb), kblocks: kpanels.div_ceil(kb) }
     }
@@ -269,6 +271,8 @@ fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: u
     let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
     let (tb, kb, tblocks, kblocks) = (blk.tb, blk.kb, blk.tblocks, blk.kblocks);
     let chunk = if u.is_some() { cg } else { FUSED_CHUNK };
+    // The partial last tile panel runs a kernel of its own height (AVX-512 12×32 only).
+    let rows_kernel = level() == 2 && (mr, nr) == (12, 32);
     (0..cx.g.groups * tblocks * kblocks).into_par_iter().for_each(|i| {
         let (group, ti, ki) = (i / (tblocks * kblocks), (i / kblocks) % tblocks, i % kblocks);
         let tps = ti * tb..((ti + 1) * tb).min(tpanels);
@@ -296,6 +300,13 @@ fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: u
                             for (tj, tp) in tps.clone().enumerate() {
                                 let ap = vx[tp * mr * cg..].as_ptr();
                                 let cp = mx[tj * mr * cols + kj * nr..].as_mut_ptr();
+                                let live = mr.min(cx.tiles - tp * mr);
+                                #[cfg(target_arch = "x86_64")]
+                                if live < mr && rows_kernel {
+                                    // SAFETY: as below, for the first `live` rows only.
+                                    unsafe { super::wino4_x86::gemm_rows(live, cl, ap, bp, cp, cols, c0 > 0) };
+                                    continue;
+                                }
                                 // SAFETY: panels of cl·mr and cl·nr values; the mr×nr tile lies in m.
                                 unsafe { (cx.kern.f)(cl, ap, bp, cp, cols, c0 > 0) };
                             }

@@ -149,3 +149,49 @@ pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
         _mm_storeu_ps(dst.add(3 * span), _mm512_extractf32x4_ps::<3>(*v));
     }
 }
+
+/// C[R×32] = Σ_p A[p][0..R] ⊗ B[p][0..32] for the packed 12×32 panels of the AVX-512 GEMM
+/// kernel (A rows at a stride of 12), computing and storing only the first R rows: the last
+/// tile panel of a small layer is mostly padding (16 tiles = 12 + 4).
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_kernel<const R: usize>(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    for p in 0..kc {
+        let b0 = _mm512_loadu_ps(b.add(p * 32));
+        let b1 = _mm512_loadu_ps(b.add(p * 32 + 16));
+        let ap = a.add(p * 12);
+        for (i, row) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*ap.add(i));
+            row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+            row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (h, v) in row.iter().enumerate() {
+            let out = c.add(i * ldc + 16 * h);
+            let v = if accumulate { _mm512_add_ps(*v, _mm512_loadu_ps(out)) } else { *v };
+            _mm512_storeu_ps(out, v);
+        }
+    }
+}
+
+/// `rows_kernel` for 1 ≤ rows ≤ 11 (12 is the full kernel).
+///
+/// # Safety
+/// AVX-512F; panels of kc·12 and kc·32 values; the rows×32 tile of C writable.
+pub unsafe fn gemm_rows(rows: usize, kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    let f = match rows {
+        1 => rows_kernel::<1>,
+        2 => rows_kernel::<2>,
+        3 => rows_kernel::<3>,
+        4 => rows_kernel::<4>,
+        5 => rows_kernel::<5>,
+        6 => rows_kernel::<6>,
+        7 => rows_kernel::<7>,
+        8 => rows_kernel::<8>,
+        9 => rows_kernel::<9>,
+        10 => rows_kernel::<10>,
+        _ => rows_kernel::<11>,
+    };
+    f(kc, a, b, c, ldc, accumulate)
+}
