@@ -172,7 +172,7 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) 
 }
 
 /// Materialized U above this size (bytes) is transformed inside the tasks instead.
-const FUSE_ABOVE_BYTES: usize = 8 << 20;
+const FUSE_ABOVE_BYTES: usize = 64 << 20;
 /// Channels per GEMM step when the tasks transform the filters themselves.
 const FUSED_CHUNK: usize = 64;
 
