@@ -218,6 +218,65 @@ fn winograd4_f32_error_on_512_channels() {
     }
 }
 
+/// F(4×4) paths the small random geometries miss: 16+ filters per block (vector output
+/// transform), several channel chunks when the tasks transform the filters themselves, partial
+/// tile panels, groups; exact small integers (few channels, so the scaled transforms stay
+/// below 2^24) and random data.
+#[test]
+fn winograd4_wide_and_deep() {
+    let h = Handle::cpu();
+    let exact = [
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 10], vec![40, 8, 3, 3]).unwrap(),
+        make_geo(&[0, 0], &[1, 1], &[1, 1], 2, vec![2, 12, 13, 11], vec![66, 6, 3, 3]).unwrap(),
+    ];
+    let deep = [
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 150, 8, 8], vec![40, 150, 3, 3]).unwrap(),
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![3, 70, 15, 17], vec![33, 70, 3, 3]).unwrap(),
+    ];
+    for (gi, geo) in exact.iter().chain(&deep).enumerate() {
+        for lay in LAYS {
+            for dt in [DataType::Float, DataType::Half] {
+                let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+                let s = 700 + gi as u64 * 10;
+                assert!(check_solver(&h, geo, (&xd, &wd, &yd), Dir::Forward, AB[gi % 4], Fill::Normal, tolerance(dt), WINOGRAD4, s));
+                if gi < exact.len() && dt == DataType::Float {
+                    assert!(check_solver(&h, geo, (&xd, &wd, &yd), Dir::Forward, AB_INT[gi % 4], Fill::SmallInt(-2, 2), 0.0, WINOGRAD4, s + 5));
+                }
+            }
+        }
+    }
+}
+
+/// The F(4×4) driver with every GEMM micro-kernel this CPU has, with and without the AVX-512
+/// intrinsic transforms (on other CPUs the lane-array transforms run).
+#[test]
+fn winograd4_every_kernel_and_transform_path() {
+    use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, gemm, wino4};
+    let h = Handle::cpu();
+    let geo = make_geo(&[1, 1], &[1, 1], &[1, 1], 2, vec![2, 24, 11, 13], vec![42, 12, 3, 3]).unwrap();
+    for dt in [DataType::Float, DataType::BFloat16] {
+        for lay in [Lay::Packed, Lay::ChannelsLast] {
+            let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+            let x = random(&h, &xd, Fill::Normal, 11);
+            let w = random(&h, &wd, Fill::Normal, 12);
+            let mut want = vec![0.0; yd.element_space()];
+            r::conv_forward_alpha_beta(1.0, 0.0, &geo.conv, &xd, &x.host, &wd, &w.host, &yd, &mut want).unwrap();
+            let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
+            let g = conflux::conv::Geom::of(fp.conv_problem().unwrap());
+            for kern in gemm::available() {
+                for intrinsics in [false, true] {
+                    let y = poisoned(&h, &yd);
+                    let epi = CpuEpilogue::new(&[], &[], &yd, 1).unwrap();
+                    let p = ConvPtrs { x: x.ptr().0, w: w.ptr().0, y: y.ptr().0, dt };
+                    wino4::forward_with(kern, intrinsics, &g, p, 1.0, 0.0, &epi);
+                    let got = logical(&yd, &download(&h, &y));
+                    assert_close(&format!("{} intrinsics={intrinsics} {dt:?} {lay:?}", kern.name), &got, &logical(&yd, &want), tolerance(dt));
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn medium_shapes_span_gemm_blocks() {
     // K > 256 (several K blocks), n·P above one N block, M not a multiple of any MR.

@@ -25,6 +25,8 @@ struct Ctx<'a> {
     g: &'a Geom,
     p: ConvPtrs,
     kern: Kernel,
+    /// AVX-512 intrinsic transforms (else the lane-array versions).
+    fast: bool,
     cg: usize,
     kg: usize,
     /// Tiles per row and column of an image, tiles in all images, padded to whole panels.
@@ -109,7 +111,13 @@ macro_rules! simd {
 
 /// y = epilogue(α·conv(x, w) + β·y) for a geometry `winograd::supports` accepts.
 pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    let kern = best();
+    forward_with(best(), true, g, p, alpha, beta, epi)
+}
+
+/// `forward` with a chosen GEMM micro-kernel, and the AVX-512 intrinsic transforms allowed
+/// or not (tests run every combination this CPU has).
+#[doc(hidden)]
+pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
     let (cg, kg) = (g.cg(), g.kg());
     let [_, oh, ow] = g.output;
     let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
@@ -118,6 +126,7 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) 
         g,
         p,
         kern,
+        fast: intrinsics && level() == 2,
         cg,
         kg,
         th,
@@ -207,7 +216,7 @@ impl Blocks {
 /// dst + ξ·xi_stride + (c − c0)·nr + lane.
 fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
     #[cfg(target_arch = "x86_64")]
-    if level() == 2 && cx.p.dt == DataType::Float && cx.kern.nr % 16 == 0 && cx.g.w_strides[0] < (i32::MAX / 16) as usize {
+    if cx.fast && cx.p.dt == DataType::Float && cx.kern.nr % 16 == 0 && cx.g.w_strides[0] < (i32::MAX / 16) as usize {
         let (nr, ws) = (cx.kern.nr, cx.g.w_strides);
         let taps: [usize; 9] = std::array::from_fn(|i| (i / 3) * ws[3] + (i % 3) * ws[4]);
         let idx: [i32; 16] = std::array::from_fn(|l| (l * ws[0]) as i32);
@@ -236,7 +245,7 @@ fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Sh
 #[allow(clippy::too_many_arguments)]
 fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
     #[cfg(target_arch = "x86_64")]
-    if level() == 2 && cx.kern.mr <= 16 {
+    if cx.fast && cx.kern.mr <= 16 {
         let (mr, pw, plane) = (cx.kern.mr, cx.pw, cx.ph * cx.pw);
         let live = mr.min(cx.tiles - tp * mr);
         let base: [usize; 16] = std::array::from_fn(|l| {
@@ -272,7 +281,7 @@ fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: u
     let (tb, kb, tblocks, kblocks) = (blk.tb, blk.kb, blk.tblocks, blk.kblocks);
     let chunk = if u.is_some() { cg } else { FUSED_CHUNK };
     // The partial last tile panel runs a kernel of its own height (AVX-512 12×32 only).
-    let rows_kernel = level() == 2 && (mr, nr) == (12, 32);
+    let rows_kernel = cx.fast && (mr, nr) == (12, 32);
     (0..cx.g.groups * tblocks * kblocks).into_par_iter().for_each(|i| {
         let (group, ti, ki) = (i / (tblocks * kblocks), (i / kblocks) % tblocks, i % kblocks);
         let tps = ti * tb..((ti + 1) * tb).min(tpanels);
@@ -452,7 +461,7 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
             let (n, ti, tj0) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
             let len = (cx.tw - tj0).min(tlive - tl);
             #[cfg(target_arch = "x86_64")]
-            if level() == 2 {
+            if cx.fast {
                 for i in 0..len {
                     let mut l0 = 0;
                     while l0 + 16 <= klive {
