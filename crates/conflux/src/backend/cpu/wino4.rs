@@ -14,7 +14,7 @@ use super::access::load;
 use super::conv_naive::ConvPtrs;
 use super::conv_out::{spatial_offsets, OutTensor};
 use super::epilogue::CpuEpilogue;
-use super::gemm::{best, with_scratch, Kernel, Slot};
+use super::gemm::{best, Kernel, Slot};
 use super::wino4_math::{self as wm, Lanes, L};
 use crate::conv::Geom;
 use crate::types::DataType;
@@ -64,6 +64,16 @@ impl Shared {
     /// # Safety
     /// As `pointer::add`.
     unsafe fn at(self, off: usize) -> Shared { Shared(self.0.add(off)) }
+}
+
+/// `gemm::with_scratch` with the buffer starting on a cache line: the panels are written and
+/// read 64 bytes at a time, and a misaligned base split every access in two (the filter
+/// transform's stores were a third of a layer).
+fn with_scratch<R>(slot: Slot, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    super::gemm::with_scratch(slot, len + 16, |buf| {
+        let skip = buf.as_ptr().align_offset(64).min(16);
+        f(&mut buf[skip..skip + len])
+    })
 }
 
 /// Picks the widest vector extension once; the transforms are written on lane arrays and
