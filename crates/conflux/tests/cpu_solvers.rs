@@ -373,7 +373,7 @@ fn refusals_name_the_cause() {
     let s2 = make_geo(&[1, 1], &[2, 2], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
     assert!(why(&s2, Dir::Forward, WINOGRAD).contains("stride"));
     assert!(why(&s2, Dir::Forward, WINOGRAD4).contains("stride"));
-    let deep = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 512, 7, 7], vec![512, 512, 3, 3]).unwrap();
+    let deep = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 1024, 4, 4], vec![1024, 1024, 3, 3]).unwrap();
     assert!(why(&deep, Dir::Forward, WINOGRAD4).contains("tiles"));
     let few = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 2, 9, 9], vec![8, 2, 3, 3]).unwrap();
     assert!(why(&few, Dir::Forward, WINOGRAD).contains("channels"));

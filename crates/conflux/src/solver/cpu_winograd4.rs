@@ -17,9 +17,9 @@ use std::sync::Arc;
 const MIN_CHANNELS: usize = 4;
 /// Most filters (C/G·K/G) per 4×4 output tile (all images): the filters are transformed on
 /// every call (no weight cache), and beyond this that costs more than the multiplies it saves
-/// (512-7-7-512 at N=1: 65536 per tile, 2.0 ms vs implicit GEMM 1.7 ms; 256-7-7-256 at N=1
-/// and 512-7-7-512 at N=2, 16384 and 32768 per tile, are faster than GEMM; 2026-11-21).
-const MAX_FILTERS_PER_TILE: usize = 32768;
+/// (measured 2026-11-21, N=1: 512-7-7-512 at 65536 per tile 1.25 ms vs implicit GEMM 1.7 ms;
+/// 1024-7-7-1024 and 512-4-4-512 at 262144 per tile 5.2 vs 6.7 ms and 1.02 vs 0.95 ms).
+const MAX_FILTERS_PER_TILE: usize = 262144;
 
 pub struct CpuWinograd4;
 
