@@ -98,13 +98,18 @@ fn level() -> u8 {
 /// Defines `fn $name(args)` that runs `$body` compiled for AVX-512, AVX2 or the baseline.
 macro_rules! simd {
     ($name:ident($($a:ident: $t:ty),*) $body:block) => {
+        #[allow(clippy::too_many_arguments)]
         fn $name($($a: $t),*) {
+            // Index loops mirror the lane and matrix formulas.
+            #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
             #[inline(always)]
             fn inner($($a: $t),*) $body
             #[cfg(target_arch = "x86_64")]
             {
+                #[allow(clippy::too_many_arguments)]
                 #[target_feature(enable = "avx512f,fma")]
                 unsafe fn v512($($a: $t),*) { inner($($a),*) }
+                #[allow(clippy::too_many_arguments)]
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn v256($($a: $t),*) { inner($($a),*) }
                 match level() {
@@ -226,7 +231,7 @@ impl Blocks {
 /// dst + ξ·xi_stride + (c − c0)·nr + lane.
 fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
     #[cfg(target_arch = "x86_64")]
-    if cx.fast && cx.p.dt == DataType::Float && cx.kern.nr % 16 == 0 && cx.g.w_strides[0] < (i32::MAX / 16) as usize {
+    if cx.fast && cx.p.dt == DataType::Float && cx.kern.nr.is_multiple_of(16) && cx.g.w_strides[0] < (i32::MAX / 16) as usize {
         let (nr, ws) = (cx.kern.nr, cx.g.w_strides);
         let taps: [usize; 9] = std::array::from_fn(|i| (i / 3) * ws[3] + (i % 3) * ws[4]);
         let idx: [i32; 16] = std::array::from_fn(|l| (l * ws[0]) as i32);

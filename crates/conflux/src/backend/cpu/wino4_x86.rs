@@ -1,7 +1,11 @@
-//! AVX-512 input and filter transforms for f32 data (`wino4_math.rs` has the formulas): the
-//! 16 lanes are loaded with gathers, transformed in registers and stored straight to the
-//! panels. The lane-array versions assemble lanes with scalar stores and reload them as
-//! vectors, which stalls store forwarding; that was ~60 cycles per filter.
+//! AVX-512 pieces of the F(4×4) driver (`wino4.rs`; formulas in `wino4_math.rs`), for f32:
+//! input and filter transforms whose 16 lanes are loaded with gathers and stored straight from
+//! registers to the panels (the lane-array versions assemble lanes with scalar stores and
+//! reload them as vectors, which stalls store forwarding: ~60 cycles per filter), the output
+//! transform with an in-register 16×16 transpose, and a GEMM kernel of any height below 12.
+
+// Index loops mirror the matrix formulas.
+#![allow(clippy::needless_range_loop)]
 
 use std::arch::x86_64::*;
 
