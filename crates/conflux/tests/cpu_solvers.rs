@@ -20,6 +20,7 @@ const WINOGRAD: u64 = 3;
 const IMPLICIT_GEMM: u64 = 4;
 const GEMM: u64 = 5;
 const DIRECT: u64 = 6;
+const WINOGRAD4: u64 = 7;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Dir {
@@ -59,23 +60,24 @@ fn make_geo(pads: &[i64], strides: &[i64], dils: &[i64], groups: usize, x: Vec<u
 /// Random geometry of the kind a solver is meant for.
 fn random_geo(r: &mut Rng, solution: u64) -> Geo {
     loop {
-        let nd = if solution == WINOGRAD || r.range(0, 2) > 0 { 2 } else { 3 };
+        let wino = solution == WINOGRAD || solution == WINOGRAD4;
+        let nd = if wino || r.range(0, 2) > 0 { 2 } else { 3 };
         let (g, cg, kg) = match solution {
             DIRECT => {
                 if r.range(0, 1) == 0 { (r.range(2, 5), 1, r.range(1, 2)) } else { (r.pick(&[1, 2]), r.range(1, 3), r.range(1, 4)) }
             }
-            WINOGRAD => (r.pick(&[1, 1, 2]), r.range(4, 9), r.range(4, 13)),
+            WINOGRAD | WINOGRAD4 => (r.pick(&[1, 1, 2]), r.range(4, 9), r.range(4, 13)),
             _ => (r.pick(&[1, 1, 2, 3]), r.range(1, 6), r.range(1, 14)),
         };
         let n = r.range(1, 3);
         let (mut pads, mut strides, mut dils, mut ks, mut ins) = (vec![], vec![], vec![], vec![], vec![]);
         for _ in 0..nd {
-            let wino = solution == WINOGRAD;
             pads.push(r.range(0, 2) as i64);
             strides.push(if wino { 1 } else { r.range(1, 3) as i64 });
             dils.push(if wino { 1 } else { r.range(1, 2) as i64 });
             ks.push(if wino { 3 } else { r.range(1, 3) });
-            ins.push(if nd == 3 { r.range(2, 5) } else { r.range(3, 11) });
+            // Winograd F(4×4): sizes that leave 1, 2 or 3 rows/columns in the last tile too.
+            ins.push(if nd == 3 { r.range(2, 5) } else if solution == WINOGRAD4 { r.range(3, 19) } else { r.range(3, 11) });
         }
         let mut x = vec![n, g * cg];
         x.extend(&ins);
@@ -191,6 +193,91 @@ fn direct_random_all_directions() { random_cases(DIRECT, &ALL, 10, 3); }
 fn winograd_random_forward() { random_cases(WINOGRAD, &[Dir::Forward], 12, 4); }
 
 #[test]
+fn winograd4_random_forward() { random_cases(WINOGRAD4, &[Dir::Forward], 16, 5); }
+
+/// F(4×4,3×3)'s f32 error against the f64 reference on a deep reduction (C = 512), printed
+/// (`--nocapture`) and held to the f32 tolerance.
+#[test]
+fn winograd4_f32_error_on_512_channels() {
+    let h = Handle::cpu();
+    let geo = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![2, 512, 16, 16], vec![64, 512, 3, 3]).unwrap();
+    let dt = DataType::Float;
+    let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, Lay::Packed), desc(dt, &geo.y, Lay::Packed));
+    let x = random(&h, &xd, Fill::Normal, 1);
+    let w = random(&h, &wd, Fill::Normal, 2);
+    let mut want = vec![0.0; yd.element_space()];
+    r::conv_forward_alpha_beta(1.0, 0.0, &geo.conv, &xd, &x.host, &wd, &w.host, &yd, &mut want).unwrap();
+    for sol in [WINOGRAD4, WINOGRAD, IMPLICIT_GEMM] {
+        let y = poisoned(&h, &yd);
+        let ws = Workspace::default();
+        api::forward(&h, &geo.conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, conflux::conv::Choice::Solution(sol), ws).unwrap();
+        let got = logical(&yd, &download(&h, &y));
+        let c = conflux::reference::compare::Comparison::new(&got, &logical(&yd, &want));
+        println!("solution {sol}: relative L2 error {:.2e}, max abs {:.2e}", c.rel_l2, c.max_abs);
+        assert!(c.rel_l2 <= tolerance(dt), "solution {sol}: {:.3e}", c.rel_l2);
+    }
+}
+
+/// F(4×4) paths the small random geometries miss: 16+ filters per block (vector output
+/// transform), several channel chunks when the tasks transform the filters themselves, partial
+/// tile panels, groups; exact small integers (few channels, so the scaled transforms stay
+/// below 2^24) and random data.
+#[test]
+fn winograd4_wide_and_deep() {
+    let h = Handle::cpu();
+    let exact = [
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 10], vec![40, 8, 3, 3]).unwrap(),
+        make_geo(&[0, 0], &[1, 1], &[1, 1], 2, vec![2, 12, 13, 11], vec![66, 6, 3, 3]).unwrap(),
+    ];
+    let deep = [
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 150, 8, 8], vec![40, 150, 3, 3]).unwrap(),
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![3, 70, 15, 17], vec![33, 70, 3, 3]).unwrap(),
+    ];
+    for (gi, geo) in exact.iter().chain(&deep).enumerate() {
+        for lay in LAYS {
+            for dt in [DataType::Float, DataType::Half] {
+                let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+                let s = 700 + gi as u64 * 10;
+                assert!(check_solver(&h, geo, (&xd, &wd, &yd), Dir::Forward, AB[gi % 4], Fill::Normal, tolerance(dt), WINOGRAD4, s));
+                if gi < exact.len() && dt == DataType::Float {
+                    assert!(check_solver(&h, geo, (&xd, &wd, &yd), Dir::Forward, AB_INT[gi % 4], Fill::SmallInt(-2, 2), 0.0, WINOGRAD4, s + 5));
+                }
+            }
+        }
+    }
+}
+
+/// The F(4×4) driver with every GEMM micro-kernel this CPU has, with and without the AVX-512
+/// intrinsic transforms (on other CPUs the lane-array transforms run).
+#[test]
+fn winograd4_every_kernel_and_transform_path() {
+    use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, gemm, wino4};
+    let h = Handle::cpu();
+    let geo = make_geo(&[1, 1], &[1, 1], &[1, 1], 2, vec![2, 24, 11, 13], vec![42, 12, 3, 3]).unwrap();
+    for dt in [DataType::Float, DataType::BFloat16] {
+        for lay in [Lay::Packed, Lay::ChannelsLast] {
+            let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+            let x = random(&h, &xd, Fill::Normal, 11);
+            let w = random(&h, &wd, Fill::Normal, 12);
+            let mut want = vec![0.0; yd.element_space()];
+            r::conv_forward_alpha_beta(1.0, 0.0, &geo.conv, &xd, &x.host, &wd, &w.host, &yd, &mut want).unwrap();
+            let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
+            let g = conflux::conv::Geom::of(fp.conv_problem().unwrap());
+            for kern in gemm::available() {
+                for intrinsics in [false, true] {
+                    let y = poisoned(&h, &yd);
+                    let epi = CpuEpilogue::new(&[], &[], &yd, 1).unwrap();
+                    let p = ConvPtrs { x: x.ptr().0, w: w.ptr().0, y: y.ptr().0, dt };
+                    wino4::forward_with(kern, intrinsics, &g, p, 1.0, 0.0, &epi);
+                    let got = logical(&yd, &download(&h, &y));
+                    assert_close(&format!("{} intrinsics={intrinsics} {dt:?} {lay:?}", kern.name), &got, &logical(&yd, &want), tolerance(dt));
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn medium_shapes_span_gemm_blocks() {
     // K > 256 (several K blocks), n·P above one N block, M not a multiple of any MR.
     let h = Handle::cpu();
@@ -204,7 +291,7 @@ fn medium_shapes_span_gemm_blocks() {
         for lay in [Lay::Packed, Lay::ChannelsLast] {
             let dt = DataType::Float;
             let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
-            for sol in [WINOGRAD, IMPLICIT_GEMM, GEMM, DIRECT] {
+            for sol in [WINOGRAD4, WINOGRAD, IMPLICIT_GEMM, GEMM, DIRECT] {
                 for (di, dir) in ALL.into_iter().enumerate() {
                     let ab = AB[(gi + di) % 4];
                     check_solver(&h, geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), sol, 50 + gi as u64);
@@ -221,7 +308,7 @@ fn fused_bias_relu_per_algorithm() {
     let h = Handle::cpu();
     type Case = (ConvAlgorithm, &'static str, [usize; 4], [usize; 4], i64);
     let cases: [Case; 4] = [
-        (ConvAlgorithm::Winograd, "CpuConvWinogradF2x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
+        (ConvAlgorithm::Winograd, "CpuConvWinogradF4x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),
         (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [12, 1, 3, 3], 1),
@@ -278,13 +365,19 @@ fn refusals_name_the_cause() {
     };
     let g5 = make_geo(&[2, 2], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 5, 5]).unwrap();
     assert!(why(&g5, Dir::Forward, WINOGRAD).contains("3×3"));
+    assert!(why(&g5, Dir::Forward, WINOGRAD4).contains("3×3"));
+    assert!(why(&g5, Dir::BackwardData, WINOGRAD4).contains("forward only"));
     assert!(why(&g5, Dir::BackwardData, WINOGRAD).contains("forward only"));
     assert!(why(&g5, Dir::BackwardWeights, IMPLICIT_GEMM).contains("forward only"));
     assert!(why(&g5, Dir::Forward, DIRECT).contains("reduction"));
     let s2 = make_geo(&[1, 1], &[2, 2], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
     assert!(why(&s2, Dir::Forward, WINOGRAD).contains("stride"));
+    assert!(why(&s2, Dir::Forward, WINOGRAD4).contains("stride"));
+    let deep = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 1024, 4, 4], vec![1024, 1024, 3, 3]).unwrap();
+    assert!(why(&deep, Dir::Forward, WINOGRAD4).contains("tiles"));
     let few = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 2, 9, 9], vec![8, 2, 3, 3]).unwrap();
     assert!(why(&few, Dir::Forward, WINOGRAD).contains("channels"));
+    assert!(why(&few, Dir::Forward, WINOGRAD4).contains("channels"));
 }
 
 #[test]

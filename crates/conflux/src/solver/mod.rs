@@ -13,6 +13,7 @@ pub mod cpu_igemm;
 pub mod cpu_naive;
 pub mod cpu_pointwise;
 pub mod cpu_winograd;
+pub mod cpu_winograd4;
 pub mod cuda_direct;
 pub mod cuda_igemm;
 pub mod cuda_igemm_tc;

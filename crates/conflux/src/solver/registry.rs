@@ -8,6 +8,7 @@ use super::cpu_igemm::CpuImplicitGemm;
 use super::cpu_naive::CpuNaive;
 use super::cpu_pointwise::CpuPointwise;
 use super::cpu_winograd::CpuWinograd;
+use super::cpu_winograd4::CpuWinograd4;
 use super::cuda_direct::CudaConvDirect;
 use super::cuda_igemm::CudaConvIgemm;
 use super::cuda_igemm_tc::CudaConvIgemmTc;
@@ -20,6 +21,7 @@ use crate::handle::Handle;
 
 static CPU_POINTWISE: CpuPointwise = CpuPointwise;
 static CPU_WINOGRAD: CpuWinograd = CpuWinograd;
+static CPU_WINOGRAD4: CpuWinograd4 = CpuWinograd4;
 static CPU_DIRECT: CpuDirect = CpuDirect;
 static CPU_IGEMM: CpuImplicitGemm = CpuImplicitGemm;
 static CPU_GEMM: CpuGemm = CpuGemm;
@@ -32,14 +34,16 @@ static CUDA_IGEMM_WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
 static CUDA_IGEMM_TMA: CudaConvIgemmTma = CudaConvIgemmTma;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
-/// CPU: Direct only takes short reductions (depthwise / few channels); implicit GEMM needs no
-/// workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured 2–3× slower than
-/// the GEMM solvers on the ResNet 3×3 layers (2026-11-21), so it comes after them until its
-/// transforms are vectorized. CUDA: TMA + wgmma (sm_90, 2-D, 64-channel groups) before wgmma
-/// with cp.async (sm_90) before mma.sync before CUDA cores.
+/// CPU: Direct only takes short reductions (depthwise / few channels); Winograd F(4×4,3×3)
+/// beats the GEMM solvers on the ResNet 3×3 layers it accepts (it refuses few tiles with many
+/// filters, where the GEMM solvers win; bench/results/2026-11-21-cpu-winograd.md); implicit
+/// GEMM needs no workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured
+/// 2–3× slower than the GEMM solvers (2026-11-21), so it stays after them. CUDA: TMA + wgmma
+/// (sm_90, 2-D, 64-channel groups) before wgmma with cp.async (sm_90) before mma.sync before
+/// CUDA cores.
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
-        &CPU_POINTWISE, &CPU_DIRECT, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
+        &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
         &CUDA_POINTWISE, &CUDA_IGEMM_TMA, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST

@@ -14,3 +14,7 @@ pub mod im2col;
 pub mod pointwise;
 pub mod store_fast;
 pub mod winograd;
+pub mod wino4;
+mod wino4_math;
+#[cfg(target_arch = "x86_64")]
+mod wino4_x86;

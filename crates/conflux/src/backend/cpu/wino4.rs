@@ -1,0 +1,538 @@
+//! Winograd F(4×4, 3×3) forward convolution (2-D, 3×3, stride 1, dilation 1, any padding,
+//! groups, layout and type; transforms in `wino4_math.rs`). Four parallel phases:
+//! 1. x into zero-padded f32 planes, so layout, type and padding are handled once;
+//! 2. input transform once per (tile, channel) into A panels V[group][ξ][tile panel][c][mr];
+//! 3. filter transform once per (filter, channel) into B panels U[group][ξ][filter panel][c][nr];
+//! 4. tasks of (tile block, filter block): the 36 GEMMs M_ξ = V_ξ·U_ξ through the packed
+//!    micro-kernel into a task-local buffer, then the output transform, α/β and the epilogue
+//!    straight into y while M is still in cache.
+//!
+//! Tiles are the GEMM rows (broadcast operand) and filters the columns (vector operand):
+//! filter counts are multiples of 32 in real networks, tile counts often are not.
+
+use super::access::load;
+use super::conv_naive::ConvPtrs;
+use super::conv_out::{spatial_offsets, OutTensor};
+use super::epilogue::CpuEpilogue;
+use super::gemm::{best, Kernel, Slot};
+use super::wino4_math::{self as wm, Lanes, L};
+use crate::conv::Geom;
+use crate::types::DataType;
+use rayon::prelude::*;
+
+/// Sizes shared by the phases (per group unless noted).
+struct Ctx<'a> {
+    g: &'a Geom,
+    p: ConvPtrs,
+    kern: Kernel,
+    /// AVX-512 intrinsic transforms (else the lane-array versions).
+    fast: bool,
+    cg: usize,
+    kg: usize,
+    /// Tiles per row and column of an image, tiles in all images, padded to whole panels.
+    th: usize,
+    tw: usize,
+    tiles: usize,
+    tpad: usize,
+    kpad: usize,
+    /// Padded plane rows and columns.
+    ph: usize,
+    pw: usize,
+    /// Distance between the ξ slabs of V and U (`slab`).
+    vx: usize,
+    ux: usize,
+}
+
+/// A slab length for n f32 that is an odd number of cache lines: the 36 ξ slabs are written
+/// and read together, and power-of-two distances put them all in one L1 set (4K aliasing
+/// made the filter transform 5× slower).
+fn slab(n: usize) -> usize {
+    let lines = n.div_ceil(16);
+    16 * (lines | 1)
+}
+
+/// A pointer that parallel items write through at disjoint offsets.
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: every user writes disjoint elements, and reads happen after the writing phase.
+unsafe impl Sync for Shared {}
+unsafe impl Send for Shared {}
+
+impl Shared {
+    /// The pointer `off` elements on (a method, so closures capture the whole `Shared`).
+    ///
+    /// # Safety
+    /// As `pointer::add`.
+    unsafe fn at(self, off: usize) -> Shared { Shared(self.0.add(off)) }
+}
+
+/// `gemm::with_scratch` with the buffer starting on a cache line: the panels are written and
+/// read 64 bytes at a time, and a misaligned base split every access in two (the filter
+/// transform's stores were a third of a layer).
+fn with_scratch<R>(slot: Slot, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    super::gemm::with_scratch(slot, len + 16, |buf| {
+        let skip = buf.as_ptr().align_offset(64).min(16);
+        f(&mut buf[skip..skip + len])
+    })
+}
+
+/// Picks the widest vector extension once; the transforms are written on lane arrays and
+/// compiled for each level by `simd!`.
+fn level() -> u8 {
+    use std::sync::OnceLock;
+    static L: OnceLock<u8> = OnceLock::new();
+    *L.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
+                return 2;
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return 1;
+            }
+        }
+        0
+    })
+}
+
+/// Defines `fn $name(args)` that runs `$body` compiled for AVX-512, AVX2 or the baseline.
+macro_rules! simd {
+    ($name:ident($($a:ident: $t:ty),*) $body:block) => {
+        #[allow(clippy::too_many_arguments)]
+        fn $name($($a: $t),*) {
+            // Index loops mirror the lane and matrix formulas.
+            #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+            #[inline(always)]
+            fn inner($($a: $t),*) $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[allow(clippy::too_many_arguments)]
+                #[target_feature(enable = "avx512f,fma")]
+                unsafe fn v512($($a: $t),*) { inner($($a),*) }
+                #[allow(clippy::too_many_arguments)]
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn v256($($a: $t),*) { inner($($a),*) }
+                match level() {
+                    // SAFETY: the features were detected.
+                    2 => return unsafe { v512($($a),*) },
+                    1 => return unsafe { v256($($a),*) },
+                    _ => {}
+                }
+            }
+            inner($($a),*)
+        }
+    };
+}
+
+/// y = epilogue(α·conv(x, w) + β·y) for a geometry `winograd::supports` accepts.
+pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
+    forward_with(best(), true, g, p, alpha, beta, epi)
+}
+
+/// `forward` with a chosen GEMM micro-kernel, and the AVX-512 intrinsic transforms allowed
+/// or not (tests run every combination this CPU has).
+#[doc(hidden)]
+pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
+    let (cg, kg) = (g.cg(), g.kg());
+    let [_, oh, ow] = g.output;
+    let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
+    let tiles = g.n * th * tw;
+    let cx = Ctx {
+        g,
+        p,
+        kern,
+        fast: intrinsics && level() == 2,
+        cg,
+        kg,
+        th,
+        tw,
+        tiles,
+        tpad: tiles.div_ceil(kern.mr) * kern.mr,
+        kpad: kg.div_ceil(kern.nr) * kern.nr,
+        ph: 4 * th + 2,
+        pw: 4 * tw + 2,
+        vx: slab(tiles.div_ceil(kern.mr) * kern.mr * cg),
+        ux: slab(kg.div_ceil(kern.nr) * kern.nr * cg),
+    };
+    let sp_off = spatial_offsets(g.output, g.y_strides);
+    let out = OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
+    let (vlen, ulen) = (36 * cx.vx, 36 * cx.ux); // per group
+    with_scratch(Slot::Conv, g.n * g.c * cx.ph * cx.pw, |planes| {
+        pad_planes(&cx, planes);
+        let planes = &*planes;
+        with_scratch(Slot::PackA, g.groups * vlen, |v| {
+            let vp = Shared(v.as_mut_ptr());
+            let tpanels = cx.tpad / kern.mr;
+            let cchunk = 16;
+            let cchunks = cg.div_ceil(cchunk);
+            (0..g.groups * tpanels * cchunks).into_par_iter().for_each(|i| {
+                let (group, tp, cc) = (i / (tpanels * cchunks), (i / cchunks) % tpanels, i % cchunks);
+                let cs = cc * cchunk..((cc + 1) * cchunk).min(cg);
+                input_panel(&cx, planes, group, tp, cs.start, cs.end, vp, vlen);
+            });
+            let blk = Blocks::choose(&cx);
+            // U materialized once when it is reused by several tile blocks and small; else
+            // each task transforms its filters chunk by chunk (no large U round trip).
+            let fused = blk.tblocks == 1 || 4 * g.groups * ulen > FUSE_ABOVE_BYTES;
+            with_scratch(Slot::PackBAll, if fused { 0 } else { g.groups * ulen }, |u| {
+                if !fused {
+                    let up = Shared(u.as_mut_ptr());
+                    let kpanels = cx.kpad / kern.nr;
+                    let cchunk = 32;
+                    let cchunks = cg.div_ceil(cchunk);
+                    (0..g.groups * kpanels * cchunks).into_par_iter().for_each(|i| {
+                        let (group, kp, cc) = (i / (kpanels * cchunks), (i / cchunks) % kpanels, i % cchunks);
+                        let c0 = cc * cchunk;
+                        // SAFETY: U holds every (group, ξ, panel, channel).
+                        let dst = unsafe { up.at(group * ulen + kp * kern.nr * cg + c0 * kern.nr) };
+                        filter_panel(&cx, group, kp, c0, (c0 + cchunk).min(cg), dst, cx.ux);
+                    });
+                }
+                let uopt = if fused { None } else { Some(&*u) };
+                gemm_and_output(&cx, &blk, v, uopt, vlen, ulen, &out);
+            });
+        });
+    });
+}
+
+/// Materialized U above this size (bytes) is transformed inside the tasks instead.
+const FUSE_ABOVE_BYTES: usize = 64 << 20;
+/// Channels per GEMM step when the tasks transform the filters themselves.
+const FUSED_CHUNK: usize = 64;
+
+/// Task blocking: tile panels × filter panels per task.
+struct Blocks {
+    tb: usize,
+    kb: usize,
+    tblocks: usize,
+    kblocks: usize,
+}
+
+impl Blocks {
+    fn choose(cx: &Ctx) -> Blocks {
+        let (mr, nr) = (cx.kern.mr, cx.kern.nr);
+        let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
+        let (mut tb, mut kb) = (tpanels.min((48 / mr).max(1)), kpanels.min((64 / nr).max(1)));
+        let tasks = |tb: usize, kb: usize| cx.g.groups * tpanels.div_ceil(tb) * kpanels.div_ceil(kb);
+        let want = 3 * rayon::current_num_threads();
+        // Narrower filter blocks first: every extra tile block repeats the filter transform
+        // when the tasks do it themselves.
+        while tasks(tb, kb) < want && kb > 1 {
+            kb -= 1;
+        }
+        while tasks(tb, kb) < want && tb > 1 {
+            tb -= 1;
+        }
+        Blocks { tb, kb, tblocks: tpanels.div_ceil(tb), kblocks: kpanels.div_ceil(kb) }
+    }
+}
+
+/// U' of filters kp·nr.. (lanes) and channels c0..c1; element (ξ, c, lane) goes to
+/// dst + ξ·xi_stride + (c − c0)·nr + lane.
+fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if cx.fast && cx.p.dt == DataType::Float && cx.kern.nr.is_multiple_of(16) && cx.g.w_strides[0] < (i32::MAX / 16) as usize {
+        let (nr, ws) = (cx.kern.nr, cx.g.w_strides);
+        let taps: [usize; 9] = std::array::from_fn(|i| (i / 3) * ws[3] + (i % 3) * ws[4]);
+        let idx: [i32; 16] = std::array::from_fn(|l| (l * ws[0]) as i32);
+        for c in c0..c1 {
+            for l0 in (0..nr).step_by(16) {
+                let k = kp * nr + l0;
+                if k >= cx.kg {
+                    break;
+                }
+                let mask = if cx.kg - k >= 16 { 0xffff } else { (1u16 << (cx.kg - k)) - 1 };
+                // SAFETY: AVX-512 was detected; lanes in the mask are filters of this group; the
+                // 16 destination values lie inside panel kp's row for channel c.
+                unsafe {
+                    let w = (cx.p.w as *const f32).add((group * cx.kg + k) * ws[0] + c * ws[1]);
+                    let idx = std::arch::x86_64::_mm512_loadu_si512(idx.as_ptr() as *const _);
+                    super::wino4_x86::filter16(w, idx, mask, &taps, dst.0.add((c - c0) * nr + l0), xi_stride);
+                }
+            }
+        }
+        return;
+    }
+    filter_panel_lanes(cx, group, kp, c0, c1, dst, xi_stride)
+}
+
+/// V of tile panel tp for channels c0..c1 (see `input_panel_lanes`).
+#[allow(clippy::too_many_arguments)]
+fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if cx.fast && cx.kern.mr <= 16 {
+        let (mr, pw, plane) = (cx.kern.mr, cx.pw, cx.ph * cx.pw);
+        let live = mr.min(cx.tiles - tp * mr);
+        let base: [usize; 16] = std::array::from_fn(|l| {
+            let t = (tp * mr + l.min(live - 1)).min(cx.tiles - 1);
+            let (n, i, j) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
+            (n * cx.g.c + group * cx.cg) * plane + 4 * i * pw + 4 * j
+        });
+        if base[live - 1] - base[0] < (i32::MAX / 2) as usize {
+            let idx: [i32; 16] = std::array::from_fn(|l| (base[l] - base[0]) as i32);
+            let mask = (1u16 << live) - 1;
+            let store_mask = ((1u32 << mr) - 1) as u16;
+            for c in c0..c1 {
+                // SAFETY: AVX-512 was detected; the gathered 6×6 windows lie in the planes of
+                // (n, group·cg + c); the panel row of channel c holds mr values per ξ.
+                unsafe {
+                    let idx = std::arch::x86_64::_mm512_loadu_si512(idx.as_ptr() as *const _);
+                    let src = planes.as_ptr().add(base[0] + c * plane);
+                    let dst = vp.0.add(group * vlen + tp * mr * cx.cg + c * mr);
+                    super::wino4_x86::input16_masked(src, idx, mask, store_mask, pw, dst, cx.vx);
+                }
+            }
+            return;
+        }
+    }
+    input_panel_lanes(cx, planes, group, tp, c0, c1, vp, vlen)
+}
+
+/// Phase 4: (group, tile block, filter block) tasks. `u` is the materialized U, or None when
+/// each task transforms its filters per channel chunk.
+fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: usize, ulen: usize, out: &OutTensor) {
+    let (mr, nr, cg) = (cx.kern.mr, cx.kern.nr, cx.cg);
+    let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
+    let (tb, kb, tblocks, kblocks) = (blk.tb, blk.kb, blk.tblocks, blk.kblocks);
+    let chunk = if u.is_some() { cg } else { FUSED_CHUNK };
+    // The partial last tile panel runs a kernel of its own height (AVX-512 12×32 only).
+    let rows_kernel = cx.fast && (mr, nr) == (12, 32);
+    (0..cx.g.groups * tblocks * kblocks).into_par_iter().for_each(|i| {
+        let (group, ti, ki) = (i / (tblocks * kblocks), (i / kblocks) % tblocks, i % kblocks);
+        let tps = ti * tb..((ti + 1) * tb).min(tpanels);
+        let kps = ki * kb..((ki + 1) * kb).min(kpanels);
+        let (rows, cols) = (tps.len() * mr, kps.len() * nr);
+        let ms = slab(rows * cols);
+        with_scratch(Slot::Task, 36 * ms, |m| {
+            with_scratch(Slot::PackB, if u.is_some() { 0 } else { 36 * slab(cols * chunk.min(cg)) }, |ul| {
+                for c0 in (0..cg).step_by(chunk) {
+                    let cl = chunk.min(cg - c0);
+                    if u.is_none() {
+                        for (kj, kp) in kps.clone().enumerate() {
+                            let dst = Shared(ul[kj * nr * cl..].as_mut_ptr());
+                            filter_panel(cx, group, kp, c0, c0 + cl, dst, slab(cols * cl));
+                        }
+                    }
+                    for xi in 0..36 {
+                        let vx = &v[group * vlen + xi * cx.vx + c0 * mr..];
+                        let mx = &mut m[xi * ms..];
+                        for (kj, kp) in kps.clone().enumerate() {
+                            let bp = match u {
+                                Some(u) => u[group * ulen + xi * cx.ux + kp * nr * cg + c0 * nr..].as_ptr(),
+                                None => ul[xi * slab(cols * cl) + kj * nr * cl..].as_ptr(),
+                            };
+                            for (tj, tp) in tps.clone().enumerate() {
+                                let ap = vx[tp * mr * cg..].as_ptr();
+                                let cp = mx[tj * mr * cols + kj * nr..].as_mut_ptr();
+                                let live = mr.min(cx.tiles - tp * mr);
+                                #[cfg(target_arch = "x86_64")]
+                                if live < mr && rows_kernel {
+                                    // SAFETY: as below, for the first `live` rows only.
+                                    unsafe { super::wino4_x86::gemm_rows(live, cl, ap, bp, cp, cols, c0 > 0) };
+                                    continue;
+                                }
+                                // SAFETY: panels of cl·mr and cl·nr values; the mr×nr tile lies in m.
+                                unsafe { (cx.kern.f)(cl, ap, bp, cp, cols, c0 > 0) };
+                            }
+                        }
+                    }
+                }
+            });
+            let t0 = tps.start * mr;
+            let k0 = kps.start * nr;
+            let tlive = rows.min(cx.tiles - t0);
+            let klive = cols.min(cx.kg - k0);
+            write_block(cx, out, m, ms, cols, group, t0, tlive, k0, klive);
+        });
+    });
+}
+
+/// Every (n, c) plane of x as f32, zero-padded: row r, column s hold x[.., r − pad, s − pad].
+fn pad_planes(cx: &Ctx, planes: &mut [f32]) {
+    let g = cx.g;
+    let (xs, [_, h, w]) = (g.x_strides, g.input);
+    let (ph, pw, pt, pl) = (cx.ph, cx.pw, g.pad[1], g.pad[2]);
+    planes.par_chunks_mut(ph * pw).enumerate().for_each(|(i, pln)| {
+        let base = (i / g.c) * xs[0] + (i % g.c) * xs[1];
+        pln[..pt * pw].fill(0.0);
+        for r in 0..h {
+            let row = &mut pln[(pt + r) * pw..(pt + r + 1) * pw];
+            row[..pl].fill(0.0);
+            row[pl + w..].fill(0.0);
+            let o = base + r * xs[3];
+            if cx.p.dt == DataType::Float && xs[4] == 1 {
+                // SAFETY: w consecutive elements of one row of x.
+                row[pl..pl + w].copy_from_slice(unsafe { std::slice::from_raw_parts((cx.p.x as *const f32).add(o), w) });
+            } else {
+                for (s, e) in row[pl..pl + w].iter_mut().enumerate() {
+                    // SAFETY: element (n, c, r, s) of x.
+                    *e = unsafe { load(cx.p.dt, cx.p.x, o + s * xs[4]) };
+                }
+            }
+        }
+        pln[(pt + h) * pw..].fill(0.0);
+    });
+}
+
+simd!(input_panel_lanes(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
+    // Plane offsets of the panel's tiles (tiles past the end read tile 0 and are zeroed later).
+    let (mr, pw) = (cx.kern.mr, cx.pw);
+    let mut base = [0usize; L];
+    for (l, b) in base.iter_mut().enumerate().take(mr) {
+        let t = (tp * mr + l).min(cx.tiles - 1);
+        let (n, i, j) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
+        *b = (n * cx.g.c + group * cx.cg) * cx.ph * pw + 4 * i * pw + 4 * j;
+    }
+    let live = mr.min(cx.tiles - tp * mr);
+    let plane = cx.ph * pw;
+    for c in c0..c1 {
+        let mut d = [[0f32; L]; 36];
+        for (l, &b) in base.iter().enumerate().take(live) {
+            let src = &planes[b + c * plane..];
+            for r in 0..6 {
+                for s in 0..6 {
+                    d[6 * r + s][l] = src[r * pw + s];
+                }
+            }
+        }
+        let v = wm::input(&d);
+        for (xi, row) in v.iter().enumerate() {
+            let o = group * vlen + xi * cx.vx + tp * mr * cx.cg + c * mr;
+            // SAFETY: this item alone writes panel tp, channel c of every ξ.
+            unsafe { copy_lanes(row, vp.0.add(o), mr) };
+        }
+    }
+});
+
+simd!(filter_panel_lanes(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
+    // U' of filters kp·nr.. (lanes) and channels c0..c1; element (ξ, c, lane) goes to
+    // dst + ξ·xi_stride + (c − c0)·nr + lane.
+    let (nr, ws, p) = (cx.kern.nr, cx.g.w_strides, cx.p);
+    let taps: [usize; 9] = std::array::from_fn(|i| (i / 3) * ws[3] + (i % 3) * ws[4]);
+    for l0 in (0..nr).step_by(L) {
+        let lanes = L.min(nr - l0).min(cx.kg.saturating_sub(kp * nr + l0));
+        for cb in (c0..c1).step_by(FILTER_CHUNK) {
+            let ce = (cb + FILTER_CHUNK).min(c1);
+            // Gather filter by filter (each one's channels are near each other in memory) into
+            // f[c][tap][lane]; lanes past the last filter stay zero.
+            let mut f = [[[0f32; L]; 9]; FILTER_CHUNK];
+            for l in 0..lanes {
+                let base = (group * cx.kg + kp * nr + l0 + l) * ws[0];
+                for (ci, c) in (cb..ce).enumerate() {
+                    let o = base + c * ws[1];
+                    for (t, &to) in taps.iter().enumerate() {
+                        f[ci][t][l] = if p.dt == DataType::Float {
+                            // SAFETY: a weight element.
+                            unsafe { *(p.w as *const f32).add(o + to) }
+                        } else {
+                            // SAFETY: a weight element.
+                            unsafe { load(p.dt, p.w, o + to) }
+                        };
+                    }
+                }
+            }
+            for (ci, c) in (cb..ce).enumerate() {
+                let u = wm::filter(&f[ci]);
+                for (xi, row) in u.iter().enumerate() {
+                    // SAFETY: this caller alone writes these elements.
+                    unsafe { copy_lanes(row, dst.0.add(xi * xi_stride + (c - c0) * nr + l0), lanes) };
+                }
+            }
+        }
+    }
+});
+
+/// Channels gathered at once by `filter_panel` (its stack buffer: 9 KiB per 16 channels).
+const FILTER_CHUNK: usize = 16;
+
+/// dst[..n] = src[..n] with fixed-size copies for the usual widths (a memmove call per row
+/// was 13 % of a layer).
+#[inline(always)]
+unsafe fn copy_lanes(src: &Lanes, dst: *mut f32, n: usize) {
+    #[inline(always)]
+    unsafe fn fixed<const W: usize>(src: &Lanes, dst: *mut f32) {
+        (dst as *mut [f32; W]).write_unaligned(*(src.as_ptr() as *const [f32; W]));
+    }
+    match n {
+        16 => fixed::<16>(src, dst),
+        12 => fixed::<12>(src, dst),
+        8 => fixed::<8>(src, dst),
+        6 => fixed::<6>(src, dst),
+        4 => fixed::<4>(src, dst),
+        _ => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, n),
+    }
+}
+
+/// Output transform of a task's M (36 slabs of `ms` holding rows × cols; rows = tiles from
+/// t0, cols = filters from k0) into y: per run of tiles in one tile row, four output rows per filter.
+#[allow(clippy::too_many_arguments)]
+fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) {
+    let [_, oh, ow] = cx.g.output;
+    let span = 4 * cx.tw;
+    with_scratch(Slot::Task2, klive * 4 * span, |stage| {
+        let mut tl = 0;
+        while tl < tlive {
+            let t = t0 + tl;
+            let (n, ti, tj0) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
+            let len = (cx.tw - tj0).min(tlive - tl);
+            #[cfg(target_arch = "x86_64")]
+            if cx.fast {
+                for i in 0..len {
+                    let mut l0 = 0;
+                    while l0 + 16 <= klive {
+                        // SAFETY: AVX-512 was detected; M holds 36 slabs of `ms` with this tile's
+                        // row of `cols` filters; the stage has 4 rows of `span` per filter.
+                        unsafe { super::wino4_x86::output16(m[(tl + i) * cols + l0..].as_ptr(), ms, stage[l0 * 4 * span + 4 * i..].as_mut_ptr(), span) };
+                        l0 += 16;
+                    }
+                    if l0 < klive {
+                        transform_run(&m[l0..], ms, cols, tl + i, 1, klive - l0, span, &mut stage[l0 * 4 * span + 4 * i..]);
+                    }
+                }
+            } else {
+                transform_run(m, ms, cols, tl, len, klive, span, stage);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            transform_run(m, ms, cols, tl, len, klive, span, stage);
+            let (ow0, wlen) = (4 * tj0, (4 * len).min(ow - 4 * tj0));
+            for k in 0..klive {
+                for r in 0..4 {
+                    let o = 4 * ti + r;
+                    if o < oh {
+                        let row = &mut stage[(k * 4 + r) * span..][..wlen];
+                        // SAFETY: this task alone owns these (n, filter, tile) outputs.
+                        unsafe { out.write_span(row, n, group * cx.kg + k0 + k, o * ow + ow0) };
+                    }
+                }
+            }
+            tl += len;
+        }
+    });
+}
+
+simd!(transform_run(m: &[f32], ms: usize, cols: usize, tl: usize, len: usize, klive: usize, span: usize, stage: &mut [f32]) {
+    // Lanes are filters: M's rows hold consecutive filters of one tile.
+    for i in 0..len {
+        for l0 in (0..klive).step_by(L) {
+            let lanes = L.min(klive - l0);
+            let mut mv = [[0f32; L]; 36];
+            for (xi, e) in mv.iter_mut().enumerate() {
+                let src = &m[xi * ms + (tl + i) * cols + l0..];
+                if lanes == L {
+                    *e = src[..L].try_into().unwrap();
+                } else {
+                    e[..lanes].copy_from_slice(&src[..lanes]);
+                }
+            }
+            let y: [Lanes; 16] = wm::output(&mv);
+            for l in 0..lanes {
+                for r in 0..4 {
+                    let dst = &mut stage[((l0 + l) * 4 + r) * span + 4 * i..][..4];
+                    for s in 0..4 {
+                        dst[s] = y[4 * r + s][l];
+                    }
+                }
+            }
+        }
+    }
+});

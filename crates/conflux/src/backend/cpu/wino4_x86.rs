@@ -1,0 +1,201 @@
+//! AVX-512 pieces of the F(4×4) driver (`wino4.rs`; formulas in `wino4_math.rs`), for f32:
+//! input and filter transforms whose 16 lanes are loaded with gathers and stored straight from
+//! registers to the panels (the lane-array versions assemble lanes with scalar stores and
+//! reload them as vectors, which stalls store forwarding: ~60 cycles per filter), the output
+//! transform with an in-register 16×16 transpose, and a GEMM kernel of any height below 12.
+
+// Index loops mirror the matrix formulas.
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn g_rows(a: __m512, b: __m512, c: __m512) -> [__m512; 6] {
+    let ac = _mm512_add_ps(a, c);
+    let b2 = _mm512_add_ps(b, b);
+    let a4c = _mm512_fmadd_ps(_mm512_set1_ps(4.0), c, a);
+    [a, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_add_ps(ac, b)), _mm512_sub_ps(b, ac), _mm512_add_ps(a4c, b2), _mm512_sub_ps(a4c, b2), c]
+}
+
+/// U' of 16 filters (lanes) for one channel: tap t of lane l is at w + idx[l] + taps[t]
+/// (lanes off in `mask` read as 0); U'[ξ] goes to dst + ξ·xi_stride (16 values).
+///
+/// # Safety
+/// AVX-512F; every addressed weight readable; every destination writable.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn filter16(w: *const f32, idx: __m512i, mask: __mmask16, taps: &[usize; 9], dst: *mut f32, xi_stride: usize) {
+    let z = _mm512_setzero_ps();
+    let g: [__m512; 9] = std::array::from_fn(|t| _mm512_mask_i32gather_ps::<4>(z, mask, idx, w.add(taps[t])));
+    let cols: [[__m512; 6]; 3] = std::array::from_fn(|col| g_rows(g[col], g[3 + col], g[6 + col]));
+    for i in 0..6 {
+        let r = g_rows(cols[0][i], cols[1][i], cols[2][i]);
+        for (j, v) in r.iter().enumerate() {
+            _mm512_storeu_ps(dst.add((6 * i + j) * xi_stride), *v);
+        }
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn b_rows(d: [__m512; 6]) -> [__m512; 6] {
+    let [d0, d1, d2, d3, d4, d5] = d;
+    let (c4, c5, c2) = (_mm512_set1_ps(4.0), _mm512_set1_ps(5.0), _mm512_set1_ps(2.0));
+    let d42 = _mm512_sub_ps(d4, d2);
+    let d31 = _mm512_mul_ps(c2, _mm512_sub_ps(d3, d1));
+    [
+        _mm512_add_ps(_mm512_fnmadd_ps(c5, d2, _mm512_mul_ps(c4, d0)), d4),
+        _mm512_fnmadd_ps(c4, _mm512_add_ps(d1, d2), _mm512_add_ps(d3, d4)),
+        _mm512_fmadd_ps(c4, _mm512_sub_ps(d1, d2), _mm512_sub_ps(d4, d3)),
+        _mm512_add_ps(d42, d31),
+        _mm512_sub_ps(d42, d31),
+        _mm512_add_ps(_mm512_fnmadd_ps(c5, d3, _mm512_mul_ps(c4, d1)), d5),
+    ]
+}
+
+/// V of up to 16 tiles (lanes) of one channel: element (r, s) of lane l's 6×6 tile is at
+/// p + idx[l] + r·pw + s (lanes off in `mask` read as 0); V[ξ] lanes in `store` go to
+/// dst + ξ·xi_stride.
+///
+/// # Safety
+/// AVX-512F; every addressed element readable; every destination lane writable.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn input16_masked(p: *const f32, idx: __m512i, mask: __mmask16, store: __mmask16, pw: usize, dst: *mut f32, xi_stride: usize) {
+    let z = _mm512_setzero_ps();
+    // Bᵀ down each column, then Bᵀ along each row of the result.
+    let mut t = [[z; 6]; 6]; // t[i][col]
+    for col in 0..6 {
+        let d: [__m512; 6] = std::array::from_fn(|r| _mm512_mask_i32gather_ps::<4>(z, mask, idx, p.add(r * pw + col)));
+        for (i, v) in b_rows(d).into_iter().enumerate() {
+            t[i][col] = v;
+        }
+    }
+    for (i, row) in t.iter().enumerate() {
+        for (j, v) in b_rows(*row).iter().enumerate() {
+            _mm512_mask_storeu_ps(dst.add((6 * i + j) * xi_stride), store, *v);
+        }
+    }
+}
+
+/// In-register transpose of 16 rows of 16 floats: out[j][i] = rows[i][j].
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+    let a: [__m512; 16] = std::array::from_fn(|i| {
+        let (x, y) = (r[i & !1], r[i | 1]);
+        if i % 2 == 0 { _mm512_unpacklo_ps(x, y) } else { _mm512_unpackhi_ps(x, y) }
+    });
+    // b[4i + j], 128-bit lane q: column 4q + j of rows 4i..4i+3.
+    let b: [__m512; 16] = std::array::from_fn(|n| {
+        let (i, j) = (n / 4, n % 4);
+        let (x, y) = (a[4 * i + j / 2], a[4 * i + 2 + j / 2]);
+        if j % 2 == 0 { _mm512_shuffle_ps::<0x44>(x, y) } else { _mm512_shuffle_ps::<0xEE>(x, y) }
+    });
+    // c[8h + 4k + j]: rows 8h..8h+7; k = 0 holds columns j and 8 + j, k = 1 columns 4 + j, 12 + j.
+    let c: [__m512; 16] = std::array::from_fn(|n| {
+        let (h, k, j) = (n / 8, (n / 4) % 2, n % 4);
+        let (x, y) = (b[8 * h + j], b[8 * h + 4 + j]);
+        if k == 0 { _mm512_shuffle_f32x4::<0x88>(x, y) } else { _mm512_shuffle_f32x4::<0xDD>(x, y) }
+    });
+    std::array::from_fn(|col| {
+        let (hi, k, j) = (col / 8, (col / 4) % 2, col % 4);
+        let (x, y) = (c[4 * k + j], c[8 + 4 * k + j]);
+        if hi == 0 { _mm512_shuffle_f32x4::<0x88>(x, y) } else { _mm512_shuffle_f32x4::<0xDD>(x, y) }
+    })
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn a_rows(m: [__m512; 6]) -> [__m512; 4] {
+    let [m0, m1, m2, m3, m4, m5] = m;
+    let (s12, d12, s34, d34) = (_mm512_add_ps(m1, m2), _mm512_sub_ps(m1, m2), _mm512_add_ps(m3, m4), _mm512_sub_ps(m3, m4));
+    let (c2, c4, c6, c8, c24) = (_mm512_set1_ps(2.0), _mm512_set1_ps(4.0), _mm512_set1_ps(6.0), _mm512_set1_ps(8.0), _mm512_set1_ps(24.0));
+    [
+        _mm512_add_ps(_mm512_fmadd_ps(c4, s12, _mm512_mul_ps(c6, m0)), s34),
+        _mm512_fmadd_ps(c2, d34, _mm512_mul_ps(c4, d12)),
+        _mm512_mul_ps(c4, _mm512_add_ps(s12, s34)),
+        _mm512_fmadd_ps(c24, m5, _mm512_fmadd_ps(c8, d34, _mm512_mul_ps(c4, d12))),
+    ]
+}
+
+/// Y = A''ᵀ m A'' / 576 for 16 filters (lanes) of one tile: m[ξ] at m + ξ·ms (16 values);
+/// output (r, s) of filter l goes to stage + (4l + r)·span + s.
+///
+/// # Safety
+/// AVX-512F; the 36 rows readable; the 64 destinations (4 per row) writable.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
+    let mut t = [[_mm512_setzero_ps(); 6]; 4]; // t[i][col]
+    for col in 0..6 {
+        let r = a_rows(std::array::from_fn(|i| _mm512_loadu_ps(m.add((6 * i + col) * ms))));
+        for i in 0..4 {
+            t[i][col] = r[i];
+        }
+    }
+    let (r9, n9, s64) = (_mm512_set1_ps(1.0 / 9.0), _mm512_set1_ps(-9.0), _mm512_set1_ps(1.0 / 64.0));
+    let mut y = [_mm512_setzero_ps(); 16];
+    for i in 0..4 {
+        for (j, v) in a_rows(t[i]).into_iter().enumerate() {
+            // v / 576: exact 1/64, then /9 with one FMA-residual correction (see `wino4_math`).
+            let x = _mm512_mul_ps(v, s64);
+            let q = _mm512_mul_ps(x, r9);
+            let res = _mm512_fmadd_ps(n9, q, x);
+            y[4 * i + j] = _mm512_fmadd_ps(res, r9, q);
+        }
+    }
+    // Lanes are filters; the stage wants each filter's 4×4 block as four rows of four.
+    let tr = transpose16(y);
+    for (l, v) in tr.iter().enumerate() {
+        let dst = stage.add(4 * l * span);
+        _mm_storeu_ps(dst, _mm512_castps512_ps128(*v));
+        _mm_storeu_ps(dst.add(span), _mm512_extractf32x4_ps::<1>(*v));
+        _mm_storeu_ps(dst.add(2 * span), _mm512_extractf32x4_ps::<2>(*v));
+        _mm_storeu_ps(dst.add(3 * span), _mm512_extractf32x4_ps::<3>(*v));
+    }
+}
+
+/// C[R×32] = Σ_p A[p][0..R] ⊗ B[p][0..32] for the packed 12×32 panels of the AVX-512 GEMM
+/// kernel (A rows at a stride of 12), computing and storing only the first R rows: the last
+/// tile panel of a small layer is mostly padding (16 tiles = 12 + 4).
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_kernel<const R: usize>(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    for p in 0..kc {
+        let b0 = _mm512_loadu_ps(b.add(p * 32));
+        let b1 = _mm512_loadu_ps(b.add(p * 32 + 16));
+        let ap = a.add(p * 12);
+        for (i, row) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*ap.add(i));
+            row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+            row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (h, v) in row.iter().enumerate() {
+            let out = c.add(i * ldc + 16 * h);
+            let v = if accumulate { _mm512_add_ps(*v, _mm512_loadu_ps(out)) } else { *v };
+            _mm512_storeu_ps(out, v);
+        }
+    }
+}
+
+/// `rows_kernel` for 1 ≤ rows ≤ 11 (12 is the full kernel).
+///
+/// # Safety
+/// AVX-512F; panels of kc·12 and kc·32 values; the rows×32 tile of C writable.
+pub unsafe fn gemm_rows(rows: usize, kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    let f = match rows {
+        1 => rows_kernel::<1>,
+        2 => rows_kernel::<2>,
+        3 => rows_kernel::<3>,
+        4 => rows_kernel::<4>,
+        5 => rows_kernel::<5>,
+        6 => rows_kernel::<6>,
+        7 => rows_kernel::<7>,
+        8 => rows_kernel::<8>,
+        9 => rows_kernel::<9>,
+        10 => rows_kernel::<10>,
+        _ => rows_kernel::<11>,
+    };
+    f(kc, a, b, c, ldc, accumulate)
+}
