@@ -3,18 +3,14 @@
 //! 4× fewer multiplies than direct per output (F(2×2): 2.25×). Backward-data is not
 //! implemented (the GEMM solver serves it).
 
-use super::cpu_conv::{conv_of, run_parts};
-use super::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::{wino4, winograd};
-use crate::conv::Geom;
-use crate::error::{Error, Result};
+use super::cpu_winograd::{winograd_check, WinogradInvoker};
+use super::{Invoker, Solver};
+use crate::backend::cpu::wino4;
+use crate::error::Result;
 use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
-use crate::types::{ConvAlgorithm, Direction};
+use crate::types::ConvAlgorithm;
 use std::sync::Arc;
-
-/// Fewest channels per group (in and out) for the transforms to pay off.
-const MIN_CHANNELS: usize = 4;
 /// Most filters (C/G·K/G) per 4×4 output tile (all images): the filters are transformed on
 /// every call (no weight cache), and beyond this that costs more than the multiplies it saves
 /// (measured 2026-11-21, N=1: 512-7-7-512 at 65536 per tile 1.25 ms vs implicit GEMM 1.7 ms;
@@ -23,10 +19,6 @@ const MAX_FILTERS_PER_TILE: usize = 262144;
 
 pub struct CpuWinograd4;
 
-struct Winograd4Invoker {
-    problem: FusedProblem,
-}
-
 impl Solver for CpuWinograd4 {
     fn name(&self) -> &'static str { "CpuConvWinogradF4x3" }
     fn solution_id(&self) -> u64 { 7 }
@@ -34,15 +26,7 @@ impl Solver for CpuWinograd4 {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, _handle: &Handle) -> std::result::Result<(), String> {
-        let (conv, _) = conv_of(problem)?;
-        if conv.direction != Direction::Forward {
-            return Err(format!("forward only (this is {:?})", conv.direction));
-        }
-        let g = Geom::of(conv);
-        winograd::supports(&g)?;
-        if g.cg() < MIN_CHANNELS || g.kg() < MIN_CHANNELS {
-            return Err(format!("{} input / {} output channels per group (< {MIN_CHANNELS})", g.cg(), g.kg()));
-        }
+        let g = winograd_check(problem)?;
         let tiles = g.n * g.output[1].div_ceil(4) * g.output[2].div_ceil(4);
         if g.cg() * g.kg() > MAX_FILTERS_PER_TILE * tiles {
             return Err(format!(
@@ -61,17 +45,6 @@ impl Solver for CpuWinograd4 {
     }
 
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
-        Ok(Arc::new(Winograd4Invoker { problem: problem.clone() }))
-    }
-}
-
-impl Invoker for Winograd4Invoker {
-    fn run(&self, _handle: &Handle, a: &RunArgs) -> Result<()> {
-        let (g, dir, r) = run_parts(&self.problem, a, "CpuConvWinogradF4x3")?;
-        if dir != Direction::Forward {
-            return Err(Error::internal("CpuConvWinogradF4x3: forward only"));
-        }
-        wino4::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi);
-        Ok(())
+        Ok(Arc::new(WinogradInvoker { problem: problem.clone(), name: self.name(), forward: wino4::forward }))
     }
 }
