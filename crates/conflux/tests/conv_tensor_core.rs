@@ -12,6 +12,7 @@ use conflux::reference::{activation, bias, compare::tolerance, conv as rconv, fi
 use conflux::solver::cuda_igemm_tc::{CudaConvIgemmTc, CONFIGS};
 use conflux::solver::cuda_igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
 use conflux::solver::cuda_igemm_wgmma::{CudaConvIgemmWgmma, WG_CONFIGS};
+use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
 use conflux::solver::{Invoker, RunArgs, Solver};
 use std::sync::Arc;
 use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
@@ -20,6 +21,7 @@ use support::*;
 const TC: &str = "CudaConvImplicitGemmTensorCore";
 const WGMMA: &str = "CudaConvImplicitGemmWgmma";
 const TMA: &str = "CudaConvImplicitGemmTma";
+const NCHW: &str = "CudaConvTensorCoreNchw";
 
 struct Case {
     dt: DataType,
@@ -106,10 +108,13 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
     let mut plan = plan_for(c);
     plan.compile(h).unwrap();
     if h.device_kind() == conflux::handle::DeviceKind::Cuda {
-        // TMA + wgmma where the GPU and geometry allow, else wgmma (sm_90), else mma.sync.
+        // TMA + wgmma where the GPU and geometry allow, channels-first tensors through the
+        // layout adapter, else wgmma (sm_90), else mma.sync.
         let p = plan.problem().unwrap();
         let want = if CudaConvIgemmTma.check(&p, h).is_ok() {
             TMA
+        } else if CudaConvTcNchw.check(&p, h).is_ok() {
+            NCHW
         } else if CudaConvIgemmWgmma.check(&p, h).is_ok() {
             WGMMA
         } else {
@@ -220,6 +225,61 @@ device_tests!(tma_geometries, |h: &Handle| {
         }
         run_plan(h, &c, 70 + i as u64, exact);
         run_configs(h, &c, 80 + i as u64, exact);
+    }
+});
+
+/// The layout adapter with every configuration of the kernel it feeds (labels of the other
+/// kernels fail to build and are skipped), with α/β, into `y` of any layout.
+fn run_adapter_configs(h: &Handle, c: &Case, seed: u64, exact: bool) {
+    let problem = FusedProblem { kind: conflux::fusion::FusedKind::Conv { conv: conflux::conv::ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap(), epilogue: plan_for(c).problem().unwrap().epilogue().to_vec() } };
+    CudaConvTcNchw.check(&problem, h).unwrap_or_else(|why| panic!("{}: refused: {why}", what(c, "check", h)));
+    let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
+    let d = data(h, c, seed, exact, alpha, beta);
+    let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
+    let mut built = vec![("default".to_string(), CudaConvTcNchw.build(&problem, h).unwrap())];
+    built.extend(CudaConvTcNchw.tuning_space(&problem).into_iter().filter_map(|l| CudaConvTcNchw.build_config(&problem, h, &l).ok().map(|inv| (l, inv))));
+    assert!(built.len() > 2, "{}: no configuration of the adapted kernel built", what(c, "adapter", h));
+    for (label, inv) in built {
+        let y = upload(h, &c.y, &d.y0);
+        let args = RunArgs { x: d.x.ptr(), w: d.w.ptr(), y: y.ptr(), alpha, beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
+        let how = format!("adapter, tile {label}");
+        inv.run(h, &args).unwrap_or_else(|e| panic!("{}: {e:?}", what(c, &how, h)));
+        check(h, c, &d, &y, exact, &how);
+    }
+}
+
+device_tests!(channels_first, |h: &Handle| {
+    // NCHW x and/or w (MIOpen's and PyTorch's default) go to the tensor-core kernels through
+    // channels-last scratch; y is written in its own layout: NCHW as 16-byte runs (images of
+    // 8k pixels), NCHW element runs (odd image sizes, gapped y), channels-last rows. Also 3-D
+    // and 32-channel groups (the cp.async wgmma kernel rather than TMA).
+    use DataType::{BFloat16 as Bf, Half as Hf};
+    use Lay::{ChannelsLast as Cl, Gapped as Gp, Packed as Pk};
+    let cases: [(DataType, bool, &[usize], &[usize], usize, i64, i64, [Lay; 3]); 7] = [
+        (Hf, true, &[2, 64, 8, 8], &[96, 64, 3, 3], 1, 1, 1, [Pk, Pk, Pk]),
+        (Bf, false, &[3, 128, 7, 7], &[80, 128, 1, 1], 1, 0, 1, [Pk, Pk, Pk]),
+        (Hf, false, &[2, 128, 9, 9], &[128, 64, 3, 3], 2, 1, 2, [Pk, Cl, Gp]),
+        (Hf, true, &[2, 64, 10, 6], &[64, 64, 1, 1], 1, 0, 1, [Pk, Pk, Cl]),
+        (Bf, false, &[2, 32, 9, 9], &[48, 32, 3, 3], 1, 1, 1, [Pk, Pk, Pk]),
+        (Hf, true, &[1, 16, 4, 5, 6], &[24, 16, 3, 3, 3], 1, 1, 1, [Pk, Pk, Pk]),
+        (Hf, false, &[2, 64, 5, 5], &[64, 64, 3, 3], 1, 1, 1, [Cl, Pk, Pk]),
+    ];
+    for (i, (dt, exact, lx, lw, groups, pad, stride, [lay_x, lay_w, lay_y])) in cases.into_iter().enumerate() {
+        let nd = lx.len() - 2;
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &vec![pad; nd], &vec![stride; nd], &vec![1; nd]).unwrap();
+        conv.set_groups(groups as i64).unwrap();
+        let x = desc(dt, lx, lay_x);
+        let w = desc(dt, lw, lay_w);
+        let derived = conv.output_desc(&x, &w).unwrap();
+        let y = desc(dt, derived.lens(), lay_y);
+        let b = TensorDesc::new(dt, &[&[1, lw[0]][..], &vec![1; nd]].concat()).unwrap();
+        let c = Case { dt, conv, x, w, y, b };
+        if c.y == derived {
+            run_plan(h, &c, 90 + i as u64, exact);
+        }
+        if h.device_kind() == conflux::handle::DeviceKind::Cuda {
+            run_adapter_configs(h, &c, 95 + i as u64, exact);
+        }
     }
 });
 

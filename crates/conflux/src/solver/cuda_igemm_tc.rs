@@ -57,6 +57,49 @@ pub(crate) fn tensor_core_defines(g: &Geom, dt: DataType, tile: &[(&str, usize)]
     (defs, pair_store)
 }
 
+/// How the wgmma kernels stage a finished tile in shared memory before storing it, by y's
+/// strides (wgmma_epilogue.cuh).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Staging {
+    /// No staging: values go to y straight from registers (channel pairs when PAIR_STORE).
+    Direct,
+    /// Channels-last y: each pixel's channels are stored as 16-byte chunks.
+    Rows,
+    /// Each channel's pixels contiguous in y (NCHW): stored as runs along pixels, 16-byte
+    /// runs of 8 when `vec` (images of a multiple of 8 pixels, 8-element aligned strides).
+    Runs { vec: bool },
+}
+
+impl Staging {
+    pub(crate) fn of(g: &Geom) -> Staging {
+        let (ys, [od, oh, ow]) = (g.y_strides, g.output);
+        if ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 8 == 0) && (g.kg() % 8 == 0 || g.groups == 1) {
+            return Staging::Rows;
+        }
+        if ys[4] == 1 && ys[3] == ow && (od == 1 || ys[2] == oh * ow) {
+            return Staging::Runs { vec: (od * oh * ow) % 8 == 0 && ys[0] % 8 == 0 && ys[1] % 8 == 0 };
+        }
+        Staging::Direct
+    }
+    /// STAGE_STORE, STAGE_CM (channel-major runs) and CM_VEC for the kernel's preamble.
+    pub(crate) fn defines(self) -> [(&'static str, usize); 3] {
+        let (cm, vec) = match self {
+            Staging::Runs { vec } => (true, vec),
+            _ => (false, false),
+        };
+        [("STAGE_STORE", (self != Staging::Direct) as usize), ("STAGE_CM", cm as usize), ("CM_VEC", vec as usize)]
+    }
+    /// Alignment (bytes) the stores need of y.
+    pub(crate) fn y_align(self, pair_store: bool) -> u64 {
+        match self {
+            Staging::Rows | Staging::Runs { vec: true } => 16,
+            Staging::Runs { vec: false } => 2,
+            Staging::Direct if pair_store => 4,
+            Staging::Direct => 1,
+        }
+    }
+}
+
 /// One point of the kernel's configuration space: block tile, warp tile, pipeline depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileConfig {
@@ -129,7 +172,7 @@ pub(crate) struct TcInvoker {
     kernel: Kernel,
     geom: Geom,
     launch: TileLaunch,
-    /// Alignment (bytes) the kernel's stores need of y: 1, 4 (paired) or 16 (staged rows).
+    /// Alignment (bytes) the kernel's stores need of y (1, 4 paired, 16 staged; `Staging::y_align`).
     y_align: u64,
     problem: FusedProblem,
     /// The CUDA-core kernel, built on first need for pointers the 16-byte copies cannot use.

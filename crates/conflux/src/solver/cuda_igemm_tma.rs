@@ -6,7 +6,7 @@
 
 use super::cuda_direct::{conv_run_params, cuda_of};
 use super::cuda_igemm::CudaConvIgemm;
-use super::cuda_igemm_tc::{tensor_core_check, tensor_core_defines};
+use super::cuda_igemm_tc::{tensor_core_check, tensor_core_defines, Staging};
 use super::{perf_db, Invoker, RunArgs, Solver};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::params::Params;
@@ -198,20 +198,23 @@ impl CudaConvIgemmTma {
         let g = Geom::of(conv);
         let cfg = cfg.fitted(g.filter_size() * g.cg() / 64);
         let ys = g.y_strides;
-        let staged = cfg.staged && ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 8 == 0) && (g.kg() % 8 == 0 || g.groups == 1);
+        let staging = if cfg.staged { Staging::of(&g) } else { Staging::Direct };
+        // Shared memory must follow from the generated source alone: two configurations that
+        // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
+        let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
         // Bulk stores write whole 64-channel boxes of y seen as pixels × channels: y must be
         // dense channels-last and no box may reach into another group's channels.
         let [od, oh, ow] = g.output;
         // (A 2-D y has D stride 0: only the N stride says whether images are packed.)
         let pixel_rows = ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3]) && ys[0] == od * oh * ys[3];
-        let tma_store = staged && pixel_rows && (g.groups == 1 || g.kg() % 64 == 0);
-        let tile = [
+        let tma_store = staging == Staging::Rows && pixel_rows && (g.groups == 1 || g.kg() % 64 == 0);
+        let mut tile = vec![
             ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
-            ("MIN_BLOCKS", cfg.min_blocks()), ("STAGE_STORE", staged as usize), ("TMA_STORE", tma_store as usize),
-            ("A_TILED", plain_gemm(&g) as usize),
+            ("MIN_BLOCKS", cfg.min_blocks()), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
         ];
+        tile.extend(staging.defines());
         let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
-        let y_align = if staged { 16 } else if pair_store { 4 } else { 1 };
+        let y_align = staging.y_align(pair_store);
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let kernel = be.module_arch_specific("conv_igemm_tma", &src)?.function("conv_fwd_igemm_tma")?;
@@ -256,7 +259,7 @@ struct TmaInvoker {
     threads: u32,
     smem: u32,
     max_blocks: usize,
-    /// Alignment (bytes) the stores need of y: 1, 4 (paired) or 16 (staged rows, bulk stores).
+    /// Alignment (bytes) the stores need of y (`Staging::y_align`).
     y_align: u64,
     /// y goes out through bulk tensor stores (needs its own map).
     tma_store: bool,

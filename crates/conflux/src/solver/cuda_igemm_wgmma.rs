@@ -5,7 +5,7 @@
 //! architecture-specific sm_90a target.
 
 use super::cuda_direct::cuda_of;
-use super::cuda_igemm_tc::{tensor_core_check, tensor_core_defines, TcInvoker, TileLaunch};
+use super::cuda_igemm_tc::{tensor_core_check, tensor_core_defines, Staging, TcInvoker, TileLaunch};
 use super::{perf_db, Invoker, Solver};
 use crate::backend::cuda::preamble::{self, Extra};
 use crate::conv::Geom;
@@ -153,19 +153,16 @@ impl CudaConvIgemmWgmma {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-wgmma: not a convolution"))?;
         let g = Geom::of(conv);
         let cfg = cfg.fitted(g.cg() * g.filter_size());
-        // Staged row stores need channels-last y whose group slices start 16-byte aligned.
-        let ys = g.y_strides;
         // The staged tile lives in one pipeline buffer.
-        let stage_store = ys[1] == 1
-            && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 8 == 0)
-            && (g.kg() % 8 == 0 || g.groups == 1)
-            && cfg.bm * cfg.bn <= (cfg.bm + cfg.bn) * 64;
-        let tile = [
+        let fits = cfg.bm * cfg.bn <= (cfg.bm + cfg.bn) * 64;
+        let staging = if fits { Staging::of(&g) } else { Staging::Direct };
+        let mut tile = vec![
             ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()),
-            ("LOADER_THREADS", cfg.threads()), ("MIN_BLOCKS", cfg.min_blocks()), ("STAGE_STORE", stage_store as usize),
+            ("LOADER_THREADS", cfg.threads()), ("MIN_BLOCKS", cfg.min_blocks()),
         ];
+        tile.extend(staging.defines());
         let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
-        let y_align = if stage_store { 16 } else if pair_store { 4 } else { 1 };
+        let y_align = staging.y_align(pair_store);
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let kernel = be.module_arch_specific("conv_igemm_wgmma", &src)?.function("conv_fwd_igemm_wgmma")?;

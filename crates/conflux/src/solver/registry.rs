@@ -15,6 +15,7 @@ use super::cuda_igemm_tc::CudaConvIgemmTc;
 use super::cuda_igemm_tma::CudaConvIgemmTma;
 use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
 use super::cuda_pointwise::CudaPointwise;
+use super::cuda_tc_nchw::CudaConvTcNchw;
 use super::Solver;
 use crate::fusion::FusedProblem;
 use crate::handle::Handle;
@@ -32,6 +33,7 @@ static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
 static CUDA_IGEMM_TC: CudaConvIgemmTc = CudaConvIgemmTc;
 static CUDA_IGEMM_WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
 static CUDA_IGEMM_TMA: CudaConvIgemmTma = CudaConvIgemmTma;
+static CUDA_TC_NCHW: CudaConvTcNchw = CudaConvTcNchw;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
 /// CPU: Direct only takes short reductions (depthwise / few channels); Winograd F(4×4,3×3)
@@ -39,12 +41,13 @@ static CUDA_IGEMM_TMA: CudaConvIgemmTma = CudaConvIgemmTma;
 /// filters, where the GEMM solvers win; bench/results/2026-11-21-cpu-winograd.md); implicit
 /// GEMM needs no workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured
 /// 2–3× slower than the GEMM solvers (2026-11-21), so it stays after them. CUDA: TMA + wgmma
-/// (sm_90, 2-D, 64-channel groups) before wgmma with cp.async (sm_90) before mma.sync before
-/// CUDA cores.
+/// (sm_90, 2-D, 64-channel groups), then the channels-first adapter (copies NCHW x / KCRS w to
+/// channels-last scratch for those kernels), before wgmma with cp.async (sm_90) before
+/// mma.sync before CUDA cores.
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
         &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
-        &CUDA_POINTWISE, &CUDA_IGEMM_TMA, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
+        &CUDA_POINTWISE, &CUDA_IGEMM_TMA, &CUDA_TC_NCHW, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST
 }

@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use cudarc::driver::{result as cu, sys};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 pub(crate) fn driver_err(what: &str, e: cu::DriverError) -> Error {
     let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
@@ -21,6 +22,8 @@ pub struct CudaDevice {
     sm_count: i32,
     /// The handle's stream as a raw `CUstream` (0 = the legacy default stream).
     stream: AtomicU64,
+    /// conflux's own stream-ordered memory pool (a `CUmemoryPool`), made on first use.
+    pool: OnceLock<std::result::Result<usize, String>>,
 }
 
 // SAFETY: CUcontext and CUdevice are process-wide handles usable from any thread once the
@@ -59,7 +62,7 @@ impl CudaDevice {
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).map_err(|e| driver_err("attribute", e))?;
         let sm_count = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(|e| driver_err("attribute", e))?;
         let name = cu::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
-        let dev = CudaDevice { ordinal, device, context, name, cc: (major, minor), sm_count, stream: AtomicU64::new(0) };
+        let dev = CudaDevice { ordinal, device, context, name, cc: (major, minor), sm_count, stream: AtomicU64::new(0), pool: OnceLock::new() };
         dev.bind()?;
         Ok(dev)
     }
@@ -83,6 +86,31 @@ impl CudaDevice {
     /// Use the caller's stream (borrowed, never destroyed by conflux).
     pub fn set_stream(&self, stream: u64) { self.stream.store(stream, Ordering::Relaxed) }
     pub fn stream_raw(&self) -> u64 { self.stream.load(Ordering::Relaxed) }
+
+    /// The pool scratch memory comes from. Its release threshold is unlimited, so memory freed
+    /// at the end of one execution is reused by the next instead of going back to the driver
+    /// at every synchronisation (the default pool's threshold is 0, and mapping 100 MB again
+    /// costs more than the kernels that use it). It is conflux's own, so the caller's default
+    /// pool settings are left alone.
+    fn pool(&self) -> Result<sys::CUmemoryPool> {
+        let made = self.pool.get_or_init(|| {
+            // SAFETY: zeroed props are the documented defaults; the fields set say "pinned
+            // device memory on this GPU"; the pool lives as long as the process.
+            unsafe {
+                let mut props: sys::CUmemPoolProps = std::mem::zeroed();
+                props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+                props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+                props.location.id = self.ordinal as i32;
+                let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+                sys::cuMemPoolCreate(&mut pool, &props).result().map_err(|e| format!("cuMemPoolCreate: {:?}", e.0))?;
+                let mut keep = u64::MAX;
+                let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+                sys::cuMemPoolSetAttribute(pool, attr, (&mut keep as *mut u64).cast()).result().map_err(|e| format!("cuMemPoolSetAttribute: {:?}", e.0))?;
+                Ok(pool as usize)
+            }
+        });
+        made.as_ref().map(|&p| p as sys::CUmemoryPool).map_err(|e| Error::alloc(e.clone()))
+    }
 
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
@@ -190,8 +218,12 @@ impl Scratch {
     pub fn new(dev: &CudaDevice, bytes: usize) -> Result<Scratch> {
         dev.bind()?;
         let stream = dev.stream();
-        // SAFETY: context current; memory used only on this stream.
-        let ptr = unsafe { cu::malloc_async(stream, bytes.max(1)) }.map_err(|e| Error::alloc(format!("cuMemAllocAsync of {bytes} bytes: {:?}", e.0)))?;
+        let pool = dev.pool()?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: context current; the pool is this device's; memory used only on this stream.
+        unsafe { sys::cuMemAllocFromPoolAsync(&mut ptr, bytes.max(1), pool, stream) }
+            .result()
+            .map_err(|e| Error::alloc(format!("cuMemAllocFromPoolAsync of {bytes} bytes: {:?}", e.0)))?;
         Ok(Scratch { ptr, stream })
     }
     pub fn ptr(&self) -> u64 { self.ptr }

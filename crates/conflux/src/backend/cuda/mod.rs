@@ -4,6 +4,7 @@
 pub mod bias;
 pub mod compile;
 pub mod driver;
+pub mod layout;
 pub mod module;
 pub mod params;
 pub mod preamble;

@@ -59,13 +59,19 @@ unsafe impl Sync for Kernel {}
 
 impl Kernel {
     /// Allow launches with up to `bytes` of dynamic shared memory (needed above 48 KiB; the
-    /// setting stays with the function, so it is made once when the invoker is built).
+    /// setting stays with the function, so it is made once when the invoker is built). Only
+    /// ever raised: invokers that share a cached function must not shrink each other's limit.
     pub fn reserve_dynamic_smem(&self, dev: &CudaDevice, bytes: u32) -> Result<()> {
         if bytes <= 48 * 1024 {
             return Ok(());
         }
         dev.bind()?;
         let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        // SAFETY: self.0 is a function of a loaded module.
+        let now = unsafe { cu::function::get_function_attribute(self.0, attr) }.map_err(|e| driver_err("cuFuncGetAttribute", e))?;
+        if now >= bytes as i32 {
+            return Ok(());
+        }
         // SAFETY: self.0 is a function of a loaded module.
         unsafe { cu::function::set_function_attribute(self.0, attr, bytes as i32) }.map_err(|e| driver_err("cuFuncSetAttribute", e))
     }

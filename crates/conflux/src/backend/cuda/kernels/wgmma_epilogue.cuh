@@ -2,14 +2,46 @@
 // 64 × BN accumulators through α/β and the generated chain to y. acc[4j + 2h + e] is row
 // 16·warp + lane/4 + 8h of the warpgroup's 64, channel 8j + 2·(lane % 4) + e (wgmma.cuh).
 //
-// With STAGE_STORE (channels-last y, 16-byte aligned rows) the results go through a shared
-// staging buffer so that stores are whole 16-byte row chunks, consecutive threads along a
-// row; else two channels per store straight from registers.
+// With STAGE_STORE the results go through a shared staging buffer so that consecutive threads
+// store consecutive addresses: for channels-last y as pixel rows of 16-byte channel chunks; with
+// STAGE_CM (each channel's pixels contiguous in y, as in NCHW) as channel rows of pixels, stored
+// as 16-byte runs of 8 pixels (CM_VEC: images hold a multiple of 8 pixels) or element by
+// element along the pixels. Without staging, two channels per store straight from registers.
 
 // Staging buffer: row-major rows of BN values with the 16-byte chunks of a row XOR-swizzled
 // by row, so the fragment writes (8 rows × 4 words per warp) and the row-chunk reads miss
 // each other's banks.
 __device__ __forceinline__ int out_swz(int row, int chunk) { return row * BN + ((chunk ^ (row & 7)) << 3); }
+
+// Channel-major staging of ROWS pixels per channel: channel rows with 16-byte (8-pixel)
+// chunks XOR-swizzled by channel, so the fragment writes (4 channel pairs × 8 pixels per
+// warp) and the run reads fall in different banks.
+template <int ROWS> __device__ __forceinline__ int cm_swz(int ch, int row) { return ch * ROWS + ((((row >> 3) ^ (ch & 7))) << 3) + (row & 7); }
+
+// Channel-major staged tile → y along each channel's pixels. y offset of pixel m, channel
+// k: n·YS_N + k·YS_C + (m − n·OSP), since an image's pixels are contiguous.
+template <int ROWS, int NT>
+__device__ __forceinline__ void store_runs(const Params& p, const T* stage, int t, int m0, int n0, int g, int M) {
+#if CM_VEC
+    // A run of 8 pixels never leaves its image (OSP % 8 == 0, m0 % 8 == 0).
+    for (int i = t; i < BN * (ROWS / 8); i += NT) {
+        const int ch = i / (ROWS / 8), c8 = i % (ROWS / 8);
+        const int m = m0 + c8 * 8, kn = n0 + ch;
+        if (m >= M || kn >= KG) continue;
+        const int n = m / OSP;
+        const i64 o = (i64)n * YS_N + (i64)(g * KG + kn) * YS_C + (m - n * OSP);
+        *(uint4*)((T*)p.y + o) = *(const uint4*)(stage + cm_swz<ROWS>(ch, c8 * 8));
+    }
+#else
+    for (int i = t; i < BN * ROWS; i += NT) {
+        const int ch = i / ROWS, r = i % ROWS;
+        const int m = m0 + r, kn = n0 + ch;
+        if (m >= M || kn >= KG) continue;
+        const int n = m / OSP;
+        ((T*)p.y)[(i64)n * YS_N + (i64)(g * KG + kn) * YS_C + (m - n * OSP)] = stage[cm_swz<ROWS>(ch, r)];
+    }
+#endif
+}
 
 // The two accumulator rows a thread holds (h = 0, 1: rows row0 + 16·warp + lane/4 + 8h of the
 // buffer, output pixels m0 + that), whether they exist, and where they go in y.
@@ -55,13 +87,20 @@ __device__ __forceinline__ void wg_epilogue(const Params& p, const float (&acc)[
 #endif
     const FragRows f(row0, lane, warp, m0, M);
     for_each_pair(p, acc, f, lane, n0, g, [&](int j, int h, const float (&v)[2]) {
-#if STAGE_STORE
+#if STAGE_CM
+        const int ch = j * 8 + (lane & 3) * 2;
+        stage[cm_swz<ROWS>(ch, f.rows[h])] = from_f<T>(v[0]);
+        stage[cm_swz<ROWS>(ch + 1, f.rows[h])] = from_f<T>(v[1]);
+#elif STAGE_STORE
         *(unsigned*)(stage + out_swz(f.rows[h], j) + (lane & 3) * 2) = pack2(v[0], v[1]);
 #else
         put_pair(p, f.r[h], g, n0 + j * 8 + (lane & 3) * 2, v);
 #endif
     });
-#if STAGE_STORE
+#if STAGE_CM
+    sync();
+    store_runs<ROWS, NT>(p, stage, t, m0, n0, g, M);
+#elif STAGE_STORE
     sync();
     for (int i = t; i < ROWS * (BN / 8); i += NT) {
         const int row = i / (BN / 8), ch = i % (BN / 8);

@@ -1,0 +1,42 @@
+// Copy a 16-bit tensor seen as [outer][C][P] (any strides; P = the spatial positions in order,
+// rows of W) into a packed channels-last buffer dst[(o·P + p)·C + c]. Used to feed NCHW x and
+// KCRS w to the tensor-core convolutions, which read channels-last operands. Shapes are run-time
+// arguments: one compiled module serves every problem.
+//
+// A block moves a 64-channel × 64-position tile of one outer index through shared memory:
+// reads walk positions (consecutive threads, consecutive addresses when W is the unit-stride
+// dimension), writes walk channels two at a time (4-byte stores, C is even).
+
+struct ToChannelsLastArgs {
+    const unsigned short* src;
+    unsigned short* dst;
+    long long s_outer, s_c, s_row, s_col;   // source strides in elements
+    int c, p, w;                            // channels, positions, positions per row
+};
+
+extern "C" __global__ void __launch_bounds__(256) to_channels_last(const ToChannelsLastArgs a) {
+    // Odd row length: the column reads of the write phase (channel pairs of one position)
+    // fall in different banks.
+    __shared__ unsigned short tile[64][65];
+    const int o = blockIdx.z, c0 = blockIdx.y * 64, p0 = blockIdx.x * 64;
+    const int t = threadIdx.x;
+
+    const int px = t & 63, p = p0 + px;
+    if (p < a.p) {
+        // One division per thread: its position is the same for all the channels it reads.
+        const long long at = o * a.s_outer + (long long)(p / a.w) * a.s_row + (long long)(p % a.w) * a.s_col;
+#pragma unroll 4
+        for (int c = t >> 6; c < 64; c += 4)
+            if (c0 + c < a.c) tile[c][px] = a.src[at + (long long)(c0 + c) * a.s_c];
+    }
+    __syncthreads();
+
+    const int cp = 2 * (t & 31);
+    if (c0 + cp >= a.c) return;
+#pragma unroll 4
+    for (int q = t >> 5; q < 64; q += 8) {
+        if (p0 + q >= a.p) break;
+        const unsigned v = (unsigned)tile[cp][q] | ((unsigned)tile[cp + 1][q] << 16);
+        *(unsigned*)(a.dst + ((long long)o * a.p + p0 + q) * a.c + c0 + cp) = v;
+    }
+}

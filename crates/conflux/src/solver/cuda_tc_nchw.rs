@@ -1,0 +1,166 @@
+//! Tensor cores for channels-first convolutions (NCHW x, KCRS w: MIOpen's and PyTorch's
+//! default layouts). The tensor-core kernels read channels-last operands, so this solver
+//! copies x and/or w into packed channels-last scratch (one bandwidth-bound pass each,
+//! `backend/cuda/layout.rs`) and runs the first tensor-core solver that takes the rewritten
+//! problem. y keeps the caller's layout: the kernels' epilogue writes any y strides, and a
+//! channel-major staging path writes whole pixel runs of NCHW y.
+//!
+//! Scratch is stream-ordered memory from the device's pool, taken per execution, so one
+//! compiled invoker may run concurrently on several streams; no workspace is reported.
+
+use super::cuda_direct::cuda_of;
+use super::cuda_igemm_tc::CudaConvIgemmTc;
+use super::cuda_igemm_tma::CudaConvIgemmTma;
+use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
+use super::{perf_db, Invoker, RunArgs, Solver};
+use crate::backend::cuda::driver::Scratch;
+use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
+use crate::backend::cuda::{timed, CudaBackend};
+use crate::conv::ConvProblem;
+use crate::error::{Error, Result};
+use crate::fusion::{FusedKind, FusedProblem};
+use crate::handle::{DeviceKind, Handle};
+use crate::memory::DevPtr;
+use crate::tensor::TensorDesc;
+use crate::types::{ConvAlgorithm, DataType, Direction, Layout};
+use std::sync::Arc;
+
+static TMA: CudaConvIgemmTma = CudaConvIgemmTma;
+static WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
+static MMA: CudaConvIgemmTc = CudaConvIgemmTc;
+/// The kernels tried on the channels-last problem, best first (registry order).
+const INNER: [&dyn Solver; 3] = [&TMA, &WGMMA, &MMA];
+
+/// Channels-last with 16-byte aligned pixel rows: what the tensor-core loaders read as is.
+fn channels_last(t: &TensorDesc) -> bool {
+    let s = t.strides();
+    let r = s.len();
+    s[1] == 1 && (0..r).filter(|&i| i != 1).all(|i| s[i] % 8 == 0)
+}
+
+/// How a channels-first problem maps onto a tensor-core kernel.
+struct Rewrite {
+    /// The same convolution over channels-last x and w.
+    inner: FusedProblem,
+    solver: &'static dyn Solver,
+    /// The views to copy (None: the caller's tensor is already channels-last).
+    x: Option<ChannelsFirst>,
+    w: Option<ChannelsFirst>,
+}
+
+/// The channels-first operand `t` as a view the layout kernel copies, with its packed
+/// channels-last descriptor; None when `t` is already channels-last.
+fn operand(t: &TensorDesc, name: &str) -> std::result::Result<(Option<ChannelsFirst>, TensorDesc), String> {
+    if channels_last(t) {
+        return Ok((None, t.clone()));
+    }
+    let v = ChannelsFirst::of(t).ok_or_else(|| format!("{name}'s spatial dimensions do not collapse into rows"))?;
+    if let Some(why) = v.refusal() {
+        return Err(format!("{name}: {why}"));
+    }
+    let layout = if t.rank() == 4 { Layout::NHWC } else { Layout::NDHWC };
+    let desc = TensorDesc::with_layout(t.dtype(), layout, t.lens()).map_err(|e| e.reason)?;
+    Ok((Some(v), desc))
+}
+
+fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewrite, String> {
+    let FusedKind::Conv { conv, epilogue } = &problem.kind else { return Err("not a convolution problem".into()) };
+    if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
+        return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
+    }
+    if conv.direction != Direction::Forward {
+        return Err(format!("forward only (this is {:?})", conv.direction));
+    }
+    let (x, xd) = operand(&conv.x, "x")?;
+    let (w, wd) = operand(&conv.w, "w")?;
+    if x.is_none() && w.is_none() {
+        return Err("x and w are already channels-last: the tensor-core solvers take them as they are".into());
+    }
+    let inner = FusedProblem { kind: FusedKind::Conv { conv: ConvProblem { x: xd, w: wd, ..conv.clone() }, epilogue: epilogue.clone() } };
+    let mut reasons = Vec::new();
+    for s in INNER {
+        match s.check(&inner, handle) {
+            Ok(()) => return Ok(Rewrite { inner, solver: s, x, w }),
+            Err(why) => reasons.push(format!("{}: {why}", s.name())),
+        }
+    }
+    Err(format!("no tensor-core kernel takes the channels-last problem ({})", reasons.join("; ")))
+}
+
+pub struct CudaConvTcNchw;
+
+impl Solver for CudaConvTcNchw {
+    fn name(&self) -> &'static str { "CudaConvTensorCoreNchw" }
+    fn solution_id(&self) -> u64 { 107 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String> {
+        rewrite(problem, handle).map(|_| ())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // The tensor-core kernel plus the copies at about 3 TB/s.
+        let copies = problem.conv_problem().map(|c| 2.0 * (c.x.num_bytes() + c.w.num_bytes()) as f64 / 3e12 * 1e3).unwrap_or(0.0);
+        INNER[0].estimate_ms(problem) + copies
+    }
+
+    fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
+        // A tuned configuration is stored under this solver and the caller's problem.
+        match perf_db::lookup(handle, self.name(), &problem.key()) {
+            Some(label) if self.tuning_space(problem).contains(&label) => self.build_config(problem, handle, &label),
+            _ => self.build_inner(problem, handle, |s, p| s.build(p, handle)),
+        }
+    }
+
+    fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {
+        // Which kernel takes the problem depends on the GPU, which is not known here: offer
+        // every kernel's space (labels are distinct; the others' fail to build and are skipped).
+        INNER.iter().flat_map(|s| s.tuning_space(problem)).collect()
+    }
+
+    fn build_config(&self, problem: &FusedProblem, handle: &Handle, config: &str) -> Result<Arc<dyn Invoker>> {
+        self.build_inner(problem, handle, |s, p| s.build_config(p, handle, config))
+    }
+}
+
+impl CudaConvTcNchw {
+    fn build_inner(
+        &self,
+        problem: &FusedProblem,
+        handle: &Handle,
+        build: impl FnOnce(&dyn Solver, &FusedProblem) -> Result<Arc<dyn Invoker>>,
+    ) -> Result<Arc<dyn Invoker>> {
+        let r = rewrite(problem, handle).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let inner = build(r.solver, &r.inner)?;
+        Ok(Arc::new(NchwInvoker { be: cuda_of(handle)?.clone(), inner, x: r.x, w: r.w }))
+    }
+}
+
+struct NchwInvoker {
+    be: Arc<CudaBackend>,
+    inner: Arc<dyn Invoker>,
+    x: Option<ChannelsFirst>,
+    w: Option<ChannelsFirst>,
+}
+
+impl Invoker for NchwInvoker {
+    fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
+        let bytes = |v: &Option<ChannelsFirst>| v.map_or(0, |v| v.packed_bytes().next_multiple_of(256));
+        let (xb, wb) = (bytes(&self.x), bytes(&self.w));
+        // The whole sequence is one timed unit (copies included) when profiling is on.
+        timed(handle, &self.be, || {
+            let scratch = Scratch::new(&self.be.dev, xb + wb)?;
+            let (xs, ws) = (scratch.ptr(), scratch.ptr() + xb as u64);
+            if let Some(v) = &self.x {
+                to_channels_last(&self.be, v, a.x.0, xs)?;
+            }
+            if let Some(v) = &self.w {
+                to_channels_last(&self.be, v, a.w.0, ws)?;
+            }
+            let x = if self.x.is_some() { DevPtr(xs) } else { a.x };
+            let w = if self.w.is_some() { DevPtr(ws) } else { a.w };
+            self.inner.run(handle, &RunArgs { x, w, ..*a })
+        })
+    }
+}
