@@ -252,10 +252,11 @@ device_tests!(channels_first, |h: &Handle| {
     // NCHW x and/or w (MIOpen's and PyTorch's default) go to the tensor-core kernels through
     // channels-last scratch; y is written in its own layout: NCHW as 16-byte runs (images of
     // 8k pixels), NCHW element runs (odd image sizes, gapped y), channels-last rows. Also 3-D
-    // and 32-channel groups (the cp.async wgmma kernel rather than TMA).
+    // and 32-channel groups (the cp.async wgmma kernel rather than TMA). A 1×1 KCRS filter is
+    // already KRSC in memory: no copy, even with nothing else to convert.
     use DataType::{BFloat16 as Bf, Half as Hf};
     use Lay::{ChannelsLast as Cl, Gapped as Gp, Packed as Pk};
-    let cases: [(DataType, bool, &[usize], &[usize], usize, i64, i64, [Lay; 3]); 7] = [
+    let cases: [(DataType, bool, &[usize], &[usize], usize, i64, i64, [Lay; 3]); 8] = [
         (Hf, true, &[2, 64, 8, 8], &[96, 64, 3, 3], 1, 1, 1, [Pk, Pk, Pk]),
         (Bf, false, &[3, 128, 7, 7], &[80, 128, 1, 1], 1, 0, 1, [Pk, Pk, Pk]),
         (Hf, false, &[2, 128, 9, 9], &[128, 64, 3, 3], 2, 1, 2, [Pk, Cl, Gp]),
@@ -263,6 +264,7 @@ device_tests!(channels_first, |h: &Handle| {
         (Bf, false, &[2, 32, 9, 9], &[48, 32, 3, 3], 1, 1, 1, [Pk, Pk, Pk]),
         (Hf, true, &[1, 16, 4, 5, 6], &[24, 16, 3, 3, 3], 1, 1, 1, [Pk, Pk, Pk]),
         (Hf, false, &[2, 64, 5, 5], &[64, 64, 3, 3], 1, 1, 1, [Cl, Pk, Pk]),
+        (Bf, true, &[2, 64, 6, 7], &[72, 64, 1, 1], 1, 0, 1, [Cl, Pk, Cl]),
     ];
     for (i, (dt, exact, lx, lw, groups, pad, stride, [lay_x, lay_w, lay_y])) in cases.into_iter().enumerate() {
         let nd = lx.len() - 2;

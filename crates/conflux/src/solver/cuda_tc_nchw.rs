@@ -49,17 +49,23 @@ struct Rewrite {
 }
 
 /// The channels-first operand `t` as a view the layout kernel copies, with its packed
-/// channels-last descriptor; None when `t` is already channels-last.
+/// channels-last descriptor; no view when `t` is already channels-last, or when its memory
+/// already is the packed channels-last tensor (a 1×1 filter in KCRS order is also KRSC).
 fn operand(t: &TensorDesc, name: &str) -> std::result::Result<(Option<ChannelsFirst>, TensorDesc), String> {
     if channels_last(t) {
         return Ok((None, t.clone()));
+    }
+    let layout = if t.rank() == 4 { Layout::NHWC } else { Layout::NDHWC };
+    let desc = TensorDesc::with_layout(t.dtype(), layout, t.lens()).map_err(|e| e.reason)?;
+    // Strides of unit dimensions never move an offset.
+    let same_memory = t.lens().iter().zip(t.strides().iter().zip(desc.strides())).all(|(&l, (a, b))| l == 1 || a == b);
+    if same_memory {
+        return Ok((None, desc));
     }
     let v = ChannelsFirst::of(t).ok_or_else(|| format!("{name}'s spatial dimensions do not collapse into rows"))?;
     if let Some(why) = v.refusal() {
         return Err(format!("{name}: {why}"));
     }
-    let layout = if t.rank() == 4 { Layout::NHWC } else { Layout::NDHWC };
-    let desc = TensorDesc::with_layout(t.dtype(), layout, t.lens()).map_err(|e| e.reason)?;
     Ok((Some(v), desc))
 }
 
@@ -73,7 +79,7 @@ fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewri
     }
     let (x, xd) = operand(&conv.x, "x")?;
     let (w, wd) = operand(&conv.w, "w")?;
-    if x.is_none() && w.is_none() {
+    if xd == conv.x && wd == conv.w {
         return Err("x and w are already channels-last: the tensor-core solvers take them as they are".into());
     }
     let inner = FusedProblem { kind: FusedKind::Conv { conv: ConvProblem { x: xd, w: wd, ..conv.clone() }, epilogue: epilogue.clone() } };

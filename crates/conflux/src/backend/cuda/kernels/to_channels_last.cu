@@ -22,12 +22,19 @@ extern "C" __global__ void __launch_bounds__(256) to_channels_last(const ToChann
     const int t = threadIdx.x;
 
     const int px = t & 63, p = p0 + px;
+    // All 16 reads of a thread are issued before any is used: 2-byte reads need many in
+    // flight to keep the memory system busy.
+    unsigned short v[16];
     if (p < a.p) {
         // One division per thread: its position is the same for all the channels it reads.
         const long long at = o * a.s_outer + (long long)(p / a.w) * a.s_row + (long long)(p % a.w) * a.s_col;
-#pragma unroll 4
-        for (int c = t >> 6; c < 64; c += 4)
-            if (c0 + c < a.c) tile[c][px] = a.src[at + (long long)(c0 + c) * a.s_c];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const int c = (t >> 6) + 4 * i;
+            v[i] = c0 + c < a.c ? a.src[at + (long long)(c0 + c) * a.s_c] : 0;
+        }
+#pragma unroll
+        for (int i = 0; i < 16; ++i) tile[(t >> 6) + 4 * i][px] = v[i];
     }
     __syncthreads();
 
