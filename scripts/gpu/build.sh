@@ -25,7 +25,8 @@ mkdir -p .gpu/lib && cp target/release/libMIOpen.so .gpu/lib/
 cargo build --release -p conflux-driver -q && cp target/release/conflux-driver .gpu/
 cp scripts/gpu/*.sh scripts/gpu/*.py .gpu/ 2>/dev/null || true
 cp ../shared/bench/*.txt .gpu/ 2>/dev/null || true
-# Debug info is not needed there and would triple the transfer.
-for f in .gpu/bin/* .gpu/ex/* .gpu/lib/* .gpu/conflux-driver; do objcopy --strip-debug "$f" 2>/dev/null || true; done
+# Debug info and symbols are not needed there, and a device call carries at most 64 MiB.
+for f in .gpu/bin/* .gpu/ex/* .gpu/conflux-driver; do strip --strip-all "$f" 2>/dev/null || true; done
+for f in .gpu/lib/*; do objcopy --strip-debug "$f" 2>/dev/null || true; done
 ls -la .gpu/bin .gpu/lib
 du -sh .gpu

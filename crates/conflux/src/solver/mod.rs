@@ -20,6 +20,7 @@ pub mod cuda_igemm_tc;
 pub mod cuda_igemm_tma;
 pub mod cuda_igemm_wgmma;
 pub mod cuda_pointwise;
+pub mod cuda_tc_bwd_data;
 pub mod cuda_tc_nchw;
 pub(crate) mod op_args;
 pub mod perf_db;

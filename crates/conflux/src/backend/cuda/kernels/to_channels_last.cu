@@ -1,7 +1,9 @@
-// Copy a 16-bit tensor seen as [outer][C][P] (any strides; P = the spatial positions in order,
-// rows of W) into a packed channels-last buffer dst[(o·P + p)·C + c]. Used to feed NCHW x and
-// KCRS w to the tensor-core convolutions, which read channels-last operands. Shapes are run-time
-// arguments: one compiled module serves every problem.
+// Copy a 16-bit tensor seen as [outer][C][P] (any strides, negative ones included; P = the
+// spatial positions in order, rows of W) into a channels-last buffer, channels contiguous:
+// dst[o_hi·d_hi + o_lo·d_lo + p·d_pos + c] (packed: dst[(o·P + p)·C + c]). Used to feed NCHW x and KCRS w to the tensor-core convolutions, which
+// read channels-last operands, and to flip filters for backward-data. The outer index splits
+// as o = hi·outer_lo + lo with a stride each (groups × channels of a flipped filter). Shapes
+// are run-time arguments: one compiled module serves every problem.
 //
 // A block moves a 64-channel × 64-position tile of one outer index through shared memory:
 // reads walk positions (consecutive threads, consecutive addresses when W is the unit-stride
@@ -10,8 +12,10 @@
 struct ToChannelsLastArgs {
     const unsigned short* src;
     unsigned short* dst;
-    long long s_outer, s_c, s_row, s_col;   // source strides in elements
-    int c, p, w;                            // channels, positions, positions per row
+    long long base;                                  // source offset of element [0][0][0]
+    long long s_hi, s_lo, s_c, s_row, s_col;         // source strides in elements
+    long long d_hi, d_lo, d_pos;                     // destination strides (channels: 1)
+    int c, p, w, outer_lo;                           // channels, positions, per row, outer split
 };
 
 extern "C" __global__ void __launch_bounds__(256) to_channels_last(const ToChannelsLastArgs a) {
@@ -20,6 +24,7 @@ extern "C" __global__ void __launch_bounds__(256) to_channels_last(const ToChann
     __shared__ unsigned short tile[64][65];
     const int o = blockIdx.z, c0 = blockIdx.y * 64, p0 = blockIdx.x * 64;
     const int t = threadIdx.x;
+    const int o_hi = o / a.outer_lo, o_lo = o % a.outer_lo;
 
     const int px = t & 63, p = p0 + px;
     // All 16 reads of a thread are issued before any is used: 2-byte reads need many in
@@ -27,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(256) to_channels_last(const ToChann
     unsigned short v[16];
     if (p < a.p) {
         // One division per thread: its position is the same for all the channels it reads.
-        const long long at = o * a.s_outer + (long long)(p / a.w) * a.s_row + (long long)(p % a.w) * a.s_col;
+        const long long at = a.base + o_hi * a.s_hi + o_lo * a.s_lo + (long long)(p / a.w) * a.s_row + (long long)(p % a.w) * a.s_col;
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
             const int c = (t >> 6) + 4 * i;
@@ -44,6 +49,6 @@ extern "C" __global__ void __launch_bounds__(256) to_channels_last(const ToChann
     for (int q = t >> 5; q < 64; q += 8) {
         if (p0 + q >= a.p) break;
         const unsigned v = (unsigned)tile[cp][q] | ((unsigned)tile[cp + 1][q] << 16);
-        *(unsigned*)(a.dst + ((long long)o * a.p + p0 + q) * a.c + c0 + cp) = v;
+        *(unsigned*)(a.dst + o_hi * a.d_hi + o_lo * a.d_lo + (long long)(p0 + q) * a.d_pos + c0 + cp) = v;
     }
 }
