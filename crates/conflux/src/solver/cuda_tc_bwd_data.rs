@@ -14,7 +14,7 @@ use super::cuda_igemm_tc::CudaConvIgemmTc;
 use super::cuda_igemm_tma::CudaConvIgemmTma;
 use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
 use super::cuda_tc_nchw::CudaConvTcNchw;
-use super::{perf_db, Invoker, RunArgs, Solver};
+use super::{adapter, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
 use crate::backend::cuda::{timed, CudaBackend};
@@ -76,14 +76,8 @@ fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewri
     let w_lens: Vec<usize> = [conv.x.c(), conv.k() / groups].into_iter().chain(taps.iter().copied()).collect();
     let w2 = TensorDesc::with_layout(conv.dtype(), layout, &w_lens).map_err(err)?;
     let forward = FusedProblem::conv(ConvProblem::forward(&fwd, &conv.y, &w2, &conv.x).map_err(err)?);
-    let mut reasons = Vec::new();
-    for s in INNER {
-        match s.check(&forward, handle) {
-            Ok(()) => return Ok(Rewrite { forward, solver: s, w: view }),
-            Err(why) => reasons.push(format!("{}: {why}", s.name())),
-        }
-    }
-    Err(format!("no forward tensor-core kernel takes dx = conv(dy, flipped w) ({})", reasons.join("; ")))
+    let solver = adapter::first_taker(&INNER, &forward, handle).map_err(|why| format!("no forward tensor-core kernel takes dx = conv(dy, flipped w) ({why})"))?;
+    Ok(Rewrite { forward, solver, w: view })
 }
 
 pub struct CudaConvBwdDataTc;
@@ -103,10 +97,7 @@ impl Solver for CudaConvBwdDataTc {
     }
 
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
-        match perf_db::lookup(handle, self.name(), &problem.key()) {
-            Some(label) if self.tuning_space(problem).contains(&label) => self.build_config(problem, handle, &label),
-            _ => self.build_inner(problem, handle, |s, p| s.build(p, handle)),
-        }
+        adapter::build_tuned(self, problem, handle, || self.build_inner(problem, handle, |s, p| s.build(p, handle)))
     }
 
     fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {

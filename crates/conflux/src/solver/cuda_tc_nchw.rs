@@ -12,7 +12,7 @@ use super::cuda_direct::cuda_of;
 use super::cuda_igemm_tc::CudaConvIgemmTc;
 use super::cuda_igemm_tma::CudaConvIgemmTma;
 use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
-use super::{perf_db, Invoker, RunArgs, Solver};
+use super::{adapter, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
 use crate::backend::cuda::{timed, CudaBackend};
@@ -35,7 +35,7 @@ const INNER: [&dyn Solver; 3] = [&TMA, &WGMMA, &MMA];
 fn channels_last(t: &TensorDesc) -> bool {
     let s = t.strides();
     let r = s.len();
-    s[1] == 1 && (0..r).filter(|&i| i != 1).all(|i| s[i] % 8 == 0)
+    s[1] == 1 && (0..r).filter(|&i| i != 1).all(|i| s[i].is_multiple_of(8))
 }
 
 /// How a channels-first problem maps onto a tensor-core kernel.
@@ -83,14 +83,8 @@ fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewri
         return Err("x and w are already channels-last: the tensor-core solvers take them as they are".into());
     }
     let inner = FusedProblem { kind: FusedKind::Conv { conv: ConvProblem { x: xd, w: wd, ..conv.clone() }, epilogue: epilogue.clone() } };
-    let mut reasons = Vec::new();
-    for s in INNER {
-        match s.check(&inner, handle) {
-            Ok(()) => return Ok(Rewrite { inner, solver: s, x, w }),
-            Err(why) => reasons.push(format!("{}: {why}", s.name())),
-        }
-    }
-    Err(format!("no tensor-core kernel takes the channels-last problem ({})", reasons.join("; ")))
+    let solver = adapter::first_taker(&INNER, &inner, handle).map_err(|why| format!("no tensor-core kernel takes the channels-last problem ({why})"))?;
+    Ok(Rewrite { inner, solver, x, w })
 }
 
 pub struct CudaConvTcNchw;
@@ -112,11 +106,7 @@ impl Solver for CudaConvTcNchw {
     }
 
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
-        // A tuned configuration is stored under this solver and the caller's problem.
-        match perf_db::lookup(handle, self.name(), &problem.key()) {
-            Some(label) if self.tuning_space(problem).contains(&label) => self.build_config(problem, handle, &label),
-            _ => self.build_inner(problem, handle, |s, p| s.build(p, handle)),
-        }
+        adapter::build_tuned(self, problem, handle, || self.build_inner(problem, handle, |s, p| s.build(p, handle)))
     }
 
     fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {

@@ -5,6 +5,7 @@
 //! Solvers live in one ordered registry (`registry.rs`); immediate mode takes the first
 //! applicable one, Find times all applicable ones.
 
+mod adapter;
 mod registry;
 pub(crate) mod cpu_conv;
 pub mod cpu_direct;

@@ -102,7 +102,7 @@ impl ChannelsFirst {
 
     /// Why the kernel cannot take this view (grid limits, odd channel count), if it cannot.
     pub fn refusal(&self) -> Option<String> {
-        if self.c % 2 != 0 {
+        if !self.c.is_multiple_of(2) {
             return Some(format!("{} channels: the layout kernel stores channel pairs", self.c));
         }
         if self.outer > 65535 || self.c.div_ceil(64) > 65535 {
