@@ -2,11 +2,27 @@
 //! adapter, backward-data as a forward convolution): choosing the solver that takes the
 //! rewritten problem, and building with a tuned configuration.
 
+use super::cuda_igemm_tc::CudaConvIgemmTc;
+use super::cuda_igemm_tma::CudaConvIgemmTma;
+use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
+use super::cuda_tc_nchw::CudaConvTcNchw;
 use super::{perf_db, Invoker, Solver};
 use crate::error::Result;
 use crate::fusion::FusedProblem;
 use crate::handle::Handle;
 use std::sync::Arc;
+
+/// The tensor-core kernels that read channels-last operands, best first (registry order).
+pub(crate) const CHANNELS_LAST_TC: [&dyn Solver; 3] = [&CudaConvIgemmTma, &CudaConvIgemmWgmma, &CudaConvIgemmTc];
+/// Every forward tensor-core solver, best first: the same plus the channels-first adapter.
+pub(crate) const FORWARD_TC: [&dyn Solver; 4] = [&CudaConvIgemmTma, &CudaConvTcNchw, &CudaConvIgemmWgmma, &CudaConvIgemmTc];
+
+/// The tuning space of an adapter over the tensor-core kernels. Which kernel takes a problem
+/// depends on the GPU, which is not known here: every kernel's labels (they are distinct; the
+/// others' fail to build and tuning skips them).
+pub(crate) fn tensor_core_space(problem: &FusedProblem) -> Vec<String> {
+    CHANNELS_LAST_TC.iter().flat_map(|s| s.tuning_space(problem)).collect()
+}
 
 /// The first of `inner` that takes `problem`, else every refusal with its solver's name.
 pub(crate) fn first_taker(inner: &[&'static dyn Solver], problem: &FusedProblem, handle: &Handle) -> std::result::Result<&'static dyn Solver, String> {

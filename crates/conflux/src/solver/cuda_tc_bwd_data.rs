@@ -10,10 +10,6 @@
 //! concurrent executions of one invoker); no workspace is reported.
 
 use super::cuda_direct::cuda_of;
-use super::cuda_igemm_tc::CudaConvIgemmTc;
-use super::cuda_igemm_tma::CudaConvIgemmTma;
-use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
-use super::cuda_tc_nchw::CudaConvTcNchw;
 use super::{adapter, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
@@ -27,12 +23,8 @@ use crate::tensor::TensorDesc;
 use crate::types::{ConvAlgorithm, ConvMode, DataType, Direction, Layout};
 use std::sync::Arc;
 
-static TMA: CudaConvIgemmTma = CudaConvIgemmTma;
-static NCHW: CudaConvTcNchw = CudaConvTcNchw;
-static WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
-static MMA: CudaConvIgemmTc = CudaConvIgemmTc;
-/// Forward tensor-core solvers in registry order.
-const INNER: [&dyn Solver; 4] = [&TMA, &NCHW, &WGMMA, &MMA];
+/// Forward tensor-core solvers in registry order (NCHW dy goes through the layout adapter).
+const INNER: [&dyn Solver; 4] = adapter::FORWARD_TC;
 
 struct Rewrite {
     /// dx = conv(dy, w') as a forward problem.
@@ -93,18 +85,14 @@ impl Solver for CudaConvBwdDataTc {
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
-        TMA.estimate_ms(problem) + problem.conv_problem().map_or(0.0, |c| 2.0 * c.w.num_bytes() as f64 / 3e12 * 1e3)
+        adapter::CHANNELS_LAST_TC[0].estimate_ms(problem) + problem.conv_problem().map_or(0.0, |c| 2.0 * c.w.num_bytes() as f64 / 3e12 * 1e3)
     }
 
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
         adapter::build_tuned(self, problem, handle, || self.build_inner(problem, handle, |s, p| s.build(p, handle)))
     }
 
-    fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {
-        // The kernel that takes the problem depends on the GPU: every kernel's space, as the
-        // layout adapter offers (foreign labels fail to build and are skipped).
-        NCHW.tuning_space(problem)
-    }
+    fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> { adapter::tensor_core_space(problem) }
 
     fn build_config(&self, problem: &FusedProblem, handle: &Handle, config: &str) -> Result<Arc<dyn Invoker>> {
         self.build_inner(problem, handle, |s, p| s.build_config(p, handle, config))

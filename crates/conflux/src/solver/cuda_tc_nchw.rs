@@ -9,9 +9,6 @@
 //! compiled invoker may run concurrently on several streams; no workspace is reported.
 
 use super::cuda_direct::cuda_of;
-use super::cuda_igemm_tc::CudaConvIgemmTc;
-use super::cuda_igemm_tma::CudaConvIgemmTma;
-use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
 use super::{adapter, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
@@ -25,11 +22,8 @@ use crate::tensor::TensorDesc;
 use crate::types::{ConvAlgorithm, DataType, Direction, Layout};
 use std::sync::Arc;
 
-static TMA: CudaConvIgemmTma = CudaConvIgemmTma;
-static WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
-static MMA: CudaConvIgemmTc = CudaConvIgemmTc;
-/// The kernels tried on the channels-last problem, best first (registry order).
-const INNER: [&dyn Solver; 3] = [&TMA, &WGMMA, &MMA];
+/// The kernels tried on the channels-last problem, best first.
+const INNER: [&dyn Solver; 3] = adapter::CHANNELS_LAST_TC;
 
 /// Channels-last with 16-byte aligned pixel rows: what the tensor-core loaders read as is.
 fn channels_last(t: &TensorDesc) -> bool {
@@ -102,18 +96,14 @@ impl Solver for CudaConvTcNchw {
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
         // The tensor-core kernel plus the copies at about 3 TB/s.
         let copies = problem.conv_problem().map(|c| 2.0 * (c.x.num_bytes() + c.w.num_bytes()) as f64 / 3e12 * 1e3).unwrap_or(0.0);
-        INNER[0].estimate_ms(problem) + copies
+        adapter::CHANNELS_LAST_TC[0].estimate_ms(problem) + copies
     }
 
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
         adapter::build_tuned(self, problem, handle, || self.build_inner(problem, handle, |s, p| s.build(p, handle)))
     }
 
-    fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {
-        // Which kernel takes the problem depends on the GPU, which is not known here: offer
-        // every kernel's space (labels are distinct; the others' fail to build and are skipped).
-        INNER.iter().flat_map(|s| s.tuning_space(problem)).collect()
-    }
+    fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> { adapter::tensor_core_space(problem) }
 
     fn build_config(&self, problem: &FusedProblem, handle: &Handle, config: &str) -> Result<Arc<dyn Invoker>> {
         self.build_inner(problem, handle, |s, p| s.build_config(p, handle, config))

@@ -1,6 +1,7 @@
 //! Layout conversion on the GPU: a 16-bit channels-first tensor (NCHW x, KCRS w, or any
 //! strides with the same dimension order; or a filter flipped for backward-data) into a packed
-//! channels-last buffer (kernels/to_channels_last.cu). One module serves every shape: sizes are run-time arguments.
+//! channels-last buffer (kernels/to_channels_last.cu). One module serves every shape: sizes
+//! are run-time arguments.
 
 use super::CudaBackend;
 use crate::error::{Error, Result};

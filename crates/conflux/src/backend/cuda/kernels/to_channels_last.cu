@@ -1,7 +1,8 @@
 // Copy a 16-bit tensor seen as [outer][C][P] (any strides, negative ones included; P = the
 // spatial positions in order, rows of W) into a channels-last buffer, channels contiguous:
-// dst[o_hi·d_hi + o_lo·d_lo + p·d_pos + c] (packed: dst[(o·P + p)·C + c]). Used to feed NCHW x and KCRS w to the tensor-core convolutions, which
-// read channels-last operands, and to flip filters for backward-data. The outer index splits
+// dst[o_hi·d_hi + o_lo·d_lo + p·d_pos + c] (packed: dst[(o·P + p)·C + c]). Used to feed NCHW
+// x and KCRS w to the tensor-core convolutions, which read channels-last operands, and to flip
+// filters for backward-data. The outer index splits
 // as o = hi·outer_lo + lo with a stride each (groups × channels of a flipped filter). Shapes
 // are run-time arguments: one compiled module serves every problem.
 //
