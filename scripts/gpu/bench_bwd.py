@@ -1,12 +1,15 @@
-# Run on the GPU machine: convolution backward-data, conflux vs cuDNN
-# (torch.ops.aten.convolution_backward with only grad_input requested), same GPU, same run,
-# both timed as the median of per-launch CUDA-event times with a cold L2.
-# Usage: python3 bench_bwd.py LIST N [precisions...]   (precisions: fp16 bf16 fp16nchw fp32)
+# Run on the GPU machine: convolution backward-data (or backward-weights with BWD=weights),
+# conflux vs cuDNN (torch.ops.aten.convolution_backward with only grad_input, or only
+# grad_weight, requested), same GPU, same run, both timed as the median of per-launch
+# CUDA-event times with a cold L2.
+# Usage: [BWD=weights] python3 bench_bwd.py LIST N [precisions...]   (fp16 bf16 fp16nchw fp32)
 import math, subprocess, sys, os, torch
 from triton.testing import do_bench
 
 lst, N = sys.argv[1], int(sys.argv[2])
 precs = sys.argv[3:] or ["fp16", "bf16"]
+DIR = os.environ.get("BWD", "data")
+MASK = [False, True, False] if DIR == "weights" else [True, False, False]
 cfgs = [l.strip() for l in open(lst) if l.strip() and not l.startswith("#")]
 here = os.path.dirname(os.path.abspath(__file__))
 torch.backends.cudnn.benchmark = True
@@ -20,7 +23,7 @@ SPEC = {  # name: (torch dtype, channels_last, conflux dtype, conflux layout)
 rows = []
 for prec in precs:
     dt, cl, cdt, clay = SPEC[prec]
-    res = subprocess.run([os.path.join(here, "ex", "bench_bwd"), lst, str(N), cdt, clay, "30"], capture_output=True, text=True)
+    res = subprocess.run([os.path.join(here, "ex", "bench_bwd"), lst, str(N), cdt, clay, "30", DIR], capture_output=True, text=True)
     if res.returncode != 0:
         print("conflux bench failed:", res.stderr[-2000:]); sys.exit(1)
     ours = {}
@@ -34,17 +37,17 @@ for prec in precs:
         w = (torch.randn(K, C, fy, fx, device="cuda", dtype=dt) / math.sqrt(K * fy * fx)).to(memory_format=fmt)
         oh, ow = H + 2 * py - fy + 1, W + 2 * px - fx + 1
         dy = torch.randn(N, K, oh, ow, device="cuda", dtype=dt).to(memory_format=fmt)
-        fn = lambda: torch.ops.aten.convolution_backward(dy, x, w, None, [1, 1], [py, px], [1, 1], False, [0, 0], 1, [True, False, False])
+        fn = lambda: torch.ops.aten.convolution_backward(dy, x, w, None, [1, 1], [py, px], [1, 1], False, [0, 0], 1, MASK)
         t = do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
         us, solver = ours[cfg]
         rows.append((prec, cfg, t, us, us / t, solver))
         print(f"{prec:9s} {cfg:24s} cudnn {t:9.1f}us  conflux {us:9.1f}us  ratio {us/t:6.2f}  {solver}", flush=True)
         del x, w, dy
 print()
-print("| precision | config C-H-W-K-fy-fx-py-px | cuDNN bwd-data (us) | conflux bwd-data (us) | conflux/cuDNN | conflux solver |")
+print(f"| precision | config C-H-W-K-fy-fx-py-px | cuDNN bwd-{DIR} (us) | conflux bwd-{DIR} (us) | conflux/cuDNN | conflux solver |")
 print("|---|---|---:|---:|---:|---|")
 for r in rows:
     print(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.2f} | {r[5]} |")
 for prec in precs:
     rs = [r[4] for r in rows if r[0] == prec]
-    print(f"geomean conflux/cuDNN bwd-data {prec} N={N}: {math.exp(sum(map(math.log, rs)) / len(rs)):.2f}")
+    print(f"geomean conflux/cuDNN bwd-{DIR} {prec} N={N}: {math.exp(sum(map(math.log, rs)) / len(rs)):.2f}")

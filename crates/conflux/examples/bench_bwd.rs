@@ -1,9 +1,10 @@
-//! Benchmark program (not a test): convolution backward-data through conflux's convolution API
-//! on the problems of a list file (C-H-W-K-fy-fx-py-px per line, stride 1), default solver
-//! choice. Prints one CSV row per problem: config,dtype,layout,n,solver,us_median,tflops.
+//! Benchmark program (not a test): convolution backward-data or backward-weights through
+//! conflux's convolution API on the problems of a list file (C-H-W-K-fy-fx-py-px per line,
+//! stride 1), default solver choice. Prints one CSV row per problem:
+//! config,dtype,layout,n,solver,us_median,tflops.
 //! GPU timing as bench_cba: CUDA events around each call, L2 flushed before each, median.
 //!
-//! cargo run --release --example bench_bwd -- LIST N DTYPE(f32|f16|bf16) LAYOUT(nchw|nhwc) [reps]
+//! cargo run --release --example bench_bwd -- LIST N DTYPE(f32|f16|bf16) LAYOUT(nchw|nhwc) [reps] [data|weights]
 
 use conflux::conv::{api, Choice, Workspace};
 use conflux::element::encode;
@@ -14,7 +15,7 @@ use conflux::{ConvDesc, ConvMode, ConvProblem, DataType, Handle, Layout, TensorD
 fn main() -> conflux::Result<()> {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
-        eprintln!("usage: bench_bwd LIST N f32|f16|bf16 nchw|nhwc [reps]");
+        eprintln!("usage: bench_bwd LIST N f32|f16|bf16 nchw|nhwc [reps] [data|weights]");
         std::process::exit(2);
     }
     let list = std::fs::read_to_string(&a[1]).expect("problem list");
@@ -27,6 +28,7 @@ fn main() -> conflux::Result<()> {
     };
     let layout = if a[4] == "nhwc" { Layout::NHWC } else { Layout::NCHW };
     let reps: usize = a.get(5).map(|s| s.parse().unwrap()).unwrap_or(50);
+    let weights = a.get(6).is_some_and(|d| d == "weights");
     let h = Handle::new()?;
     let flush = h.alloc(256 << 20)?;
     for line in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
@@ -45,10 +47,21 @@ fn main() -> conflux::Result<()> {
         };
         let dyb = up(&dy_desc, 1, 1.0)?;
         let wb = up(&w_desc, 2, 1.0 / ((k * fy * fx) as f64).sqrt())?;
-        let dxb = h.alloc(dx_desc.num_bytes())?;
-        let problem = FusedProblem::conv(ConvProblem::backward_data(&conv, &dy_desc, &w_desc, &dx_desc)?);
+        // Backward-weights reads x (in dx's buffer) and writes dw (in w's).
+        let dxb = up(&dx_desc, 3, 1.0)?;
+        let problem = if weights {
+            FusedProblem::conv(ConvProblem::backward_weights(&conv, &dy_desc, &dx_desc, &w_desc)?)
+        } else {
+            FusedProblem::conv(ConvProblem::backward_data(&conv, &dy_desc, &w_desc, &dx_desc)?)
+        };
         let solver = api::choose_solver(&h, &problem, Choice::Auto, 0)?.name();
-        let run = || api::backward_data(&h, &conv, &dy_desc, dyb.ptr(), &w_desc, wb.ptr(), &dx_desc, dxb.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default());
+        let run = || {
+            if weights {
+                api::backward_weights(&h, &conv, &dy_desc, dyb.ptr(), &dx_desc, dxb.ptr(), &w_desc, wb.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default())
+            } else {
+                api::backward_data(&h, &conv, &dy_desc, dyb.ptr(), &w_desc, wb.ptr(), &dx_desc, dxb.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default())
+            }
+        };
         for _ in 0..3 {
             run()?;
         }

@@ -1,0 +1,276 @@
+//! Backward-weights on Hopper tensor cores (conv_wgrad_tma.cu): dw = dyᵀ · im2col(x), the
+//! reduction running over every output pixel of the batch. dy and x arrive through the copy
+//! engine as 64-pixel boxes (the x loads are the forward TMA kernel's im2col loads), wgmma
+//! reads both MN-major, and the long reduction is split across blocks whose f32 sums a second
+//! kernel adds in a fixed order (deterministic) into dw with α/β, in any dw layout.
+//! Applies to 16-bit 2-D problems with channels-last x and dy, channels per group a multiple of
+//! 64, on a compute capability 9.0 GPU.
+
+use super::cuda_direct::{conv_run_params, cuda_of, CudaConvDirect};
+use super::cuda_igemm_tc::tensor_core_defines;
+use super::{perf_db, Invoker, RunArgs, Solver};
+use crate::backend::cuda::driver::Scratch;
+use crate::backend::cuda::module::Kernel;
+use crate::backend::cuda::params::Params;
+use crate::backend::cuda::preamble::{self, Extra};
+use crate::backend::cuda::tensor_map::{self, Im2col, TensorMap};
+use crate::backend::cuda::{grid_for, timed, CudaBackend};
+use crate::conv::Geom;
+use crate::error::{Error, Result};
+use crate::fusion::FusedProblem;
+use crate::handle::{DeviceKind, Handle};
+use crate::types::{ConvAlgorithm, DataType, Direction};
+use std::sync::{Arc, OnceLock};
+
+const TEMPLATE: &str = concat!(
+    include_str!("../backend/cuda/kernels/igemm_tile.cuh"),
+    include_str!("../backend/cuda/kernels/tma.cuh"),
+    include_str!("../backend/cuda/kernels/wgmma.cuh"),
+    include_str!("../backend/cuda/kernels/conv_wgrad_tma.cu"),
+);
+
+/// One point of the kernel's space: BM output channels (one consumer warpgroup per 64) × BN
+/// filter columns per block, and the pipeline depth; a k-step is 64 output pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WgradTile {
+    pub bm: usize,
+    pub bn: usize,
+    pub stages: usize,
+}
+
+impl WgradTile {
+    pub const fn new(bm: usize, bn: usize, stages: usize) -> WgradTile { WgradTile { bm, bn, stages } }
+    pub fn threads(&self) -> usize { (self.bm / 64 + 1) * 128 }
+    /// Pipeline buffers, two barriers per stage, 1 KiB to align the base for the swizzle.
+    pub fn smem_bytes(&self) -> usize { self.stages * (self.bm + self.bn) * 128 + 16 * self.stages + 1024 }
+    pub fn label(&self) -> String { format!("wgr{}x{}s{}", self.bm, self.bn, self.stages) }
+    pub fn parse(s: &str) -> Option<WgradTile> { WGRAD_CONFIGS.iter().copied().find(|c| c.label() == s) }
+}
+
+/// The tuning space; every entry fits the 227 KiB of shared memory a block may use.
+pub const WGRAD_CONFIGS: &[WgradTile] = &[
+    WgradTile::new(128, 128, 4),
+    WgradTile::new(128, 128, 6),
+    WgradTile::new(64, 128, 6),
+    WgradTile::new(64, 256, 4),
+    WgradTile::new(128, 256, 3),
+    WgradTile::new(128, 64, 6),
+];
+
+/// Heuristic, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16;
+/// bench/results/2026-11-21-h200-bwd-weights.md): 64 output channels per block when a group has
+/// at most 64 (no half-empty warpgroup); 128 × 256 for filters with taps and at least 256
+/// output channels (many columns: wider tiles read each dy box once for more of them); else
+/// 128 × 128 with 6 stages.
+pub fn wgrad_heuristic(g: &Geom) -> WgradTile {
+    if g.kg() <= 64 {
+        WgradTile::new(64, 128, 6)
+    } else if g.filter_size() > 1 && g.kg() >= 256 {
+        WgradTile::new(128, 256, 3)
+    } else {
+        WgradTile::new(128, 128, 6)
+    }
+}
+
+/// Splits of the pixel reduction: enough blocks to fill the GPU once, at least 4 k-steps each.
+pub fn wgrad_splits(tiles: usize, ksteps: usize, blocks: usize) -> usize { (blocks / tiles.max(1)).clamp(1, (ksteps / 4).max(1)) }
+
+fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
+    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+    if conv.direction != Direction::BackwardWeights {
+        return Err(format!("backward-weights only (this is {:?})", conv.direction));
+    }
+    if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
+        return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
+    }
+    let g = Geom::of(conv);
+    if g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 {
+        return Err("2-D convolutions only".into());
+    }
+    if g.cg() % 64 != 0 {
+        return Err(format!("channels per group ({}) not a multiple of 64", g.cg()));
+    }
+    let xs = g.x_strides;
+    if xs[1] != 1 || [xs[0], xs[3], xs[4]].iter().any(|v| v % 8 != 0) {
+        return Err("x must be channels-last with 16-byte aligned pixel rows".into());
+    }
+    let (ys, [_, oh, ow]) = (g.y_strides, g.output);
+    if ys[1] != 1 || ys[4] % 8 != 0 || ys[3] != ow * ys[4] || ys[0] != oh * ys[3] {
+        return Err("dy must be channels-last with evenly spaced, 16-byte aligned pixel rows".into());
+    }
+    if g.stride[1] > 8 || g.stride[2] > 8 {
+        return Err("stride above 8 (the copy engine's traversal stride limit)".into());
+    }
+    let biggest = [g.n * xs[0], g.n * ys[0], g.n * g.output_size(), g.k * g.w_strides[0]];
+    if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {
+        return Err("tensor too large for 32-bit indexing".into());
+    }
+    Ok(g)
+}
+
+/// A 1×1, unpadded, stride-1 convolution over dense pixel rows: x is a (N·H·W) × C matrix.
+fn plain_gemm(g: &Geom) -> bool {
+    let xs = g.x_strides;
+    g.filter_size() == 1 && g.pad == [0; 3] && g.stride == [1; 3] && xs[3] == g.input[2] * xs[4] && xs[0] == g.input[1] * xs[3]
+}
+
+/// The x map (im2col boxes of 64 pixels × 64 channels, or boxes of the pixel matrix) and the
+/// dy map (boxes of 64 pixels × 64 channels of the (N·OH·OW) × K matrix).
+fn encode_maps(g: &Geom, dt: DataType, x: u64, dy: u64) -> Result<(TensorMap, TensorMap)> {
+    let xs = g.x_strides.map(|v| v as u64 * 2);
+    let xm = if plain_gemm(g) {
+        tensor_map::tiled_2d([g.c as u64, (g.n * g.input_size()) as u64], xs[4], [64, 64], dt, x)?
+    } else {
+        let [_, ph, pw] = g.pad.map(|v| v as i32);
+        let [_, fh, fw] = g.filter.map(|v| v as i32);
+        let [_, dh, dw] = g.dilation.map(|v| v as i32);
+        let m = Im2col {
+            dims: [g.c as u64, g.input[2] as u64, g.input[1] as u64, g.n as u64],
+            strides: [xs[4], xs[3], xs[0]],
+            lower: [-pw, -ph],
+            upper: [pw - dw * (fw - 1), ph - dh * (fh - 1)],
+            stride: [g.stride[2] as u32, g.stride[1] as u32],
+            channels: 64,
+            pixels: 64,
+        };
+        tensor_map::im2col(&m, dt, x)?
+    };
+    let pixels = (g.n * g.output_size()) as u64;
+    let dym = tensor_map::tiled_2d([g.k as u64, pixels], g.y_strides[4] as u64 * 2, [64, 64], dt, dy)?;
+    Ok((xm, dym))
+}
+
+pub struct CudaConvWgradTma;
+
+impl Solver for CudaConvWgradTma {
+    fn name(&self) -> &'static str { "CudaConvBwdWeightsTma" }
+    fn solution_id(&self) -> u64 { 109 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String> {
+        let g = geometry(problem)?;
+        let be = cuda_of(handle).map_err(|e| e.to_string())?;
+        if be.dev.compute_capability() != (9, 0) {
+            let (maj, min) = be.dev.compute_capability();
+            return Err(format!("wgmma and TMA need a compute capability 9.0 GPU (sm_90a); this one is {maj}.{min}"));
+        }
+        let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
+        encode_maps(&g, dt, 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // About 400 TFLOP/s, plus the reduction pass.
+        problem.conv_problem().map(|c| 2.0 * c.macs() / 400e12 * 1e3 + 0.008).unwrap_or(f64::MAX)
+    }
+
+    fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
+        let g = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let cfg = perf_db::chosen_config(handle, self.name(), &problem.key(), "CONFLUX_WGRAD_TILE", WgradTile::parse, || wgrad_heuristic(&g))?;
+        self.build_with(problem, handle, cfg)
+    }
+
+    fn tuning_space(&self, _problem: &FusedProblem) -> Vec<String> { WGRAD_CONFIGS.iter().map(WgradTile::label).collect() }
+
+    fn build_config(&self, problem: &FusedProblem, handle: &Handle, config: &str) -> Result<Arc<dyn Invoker>> {
+        let cfg = WgradTile::parse(config).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {config}", self.name())))?;
+        self.build_with(problem, handle, cfg)
+    }
+}
+
+impl CudaConvWgradTma {
+    /// Build with a given tile; `check` must have passed.
+    pub fn build_with(&self, problem: &FusedProblem, handle: &Handle, cfg: WgradTile) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(handle)?.clone();
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("wgrad-tma: not a convolution"))?;
+        let g = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let ksteps = (g.n * g.output_size()).div_ceil(64);
+        let cfg = WgradTile { stages: cfg.stages.min(ksteps + 1).max(2), ..cfg };
+        let tile = [
+            ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
+            ("A_TILED", plain_gemm(&g) as usize), ("WGMMA_MN_MAJOR", 1),
+        ];
+        let (defs, _) = tensor_core_defines(&g, conv.dtype(), &tile);
+        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let src = preamble::source(conv.dtype(), &[], &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let module = be.module_arch_specific("conv_wgrad_tma", &src)?;
+        let (kernel, reduce) = (module.function("conv_wgrad_tma")?, module.function("conv_wgrad_reduce")?);
+        let smem = cfg.smem_bytes() as u32;
+        kernel.reserve_dynamic_smem(&be.dev, smem)?;
+        let tiles = g.kg().div_ceil(cfg.bm) * (g.filter_size() * g.cg()).div_ceil(cfg.bn);
+        let blocks_per_sm = (228 * 1024 / (cfg.smem_bytes() + 1024)).clamp(1, 2);
+        let splits = wgrad_splits(tiles * g.groups, ksteps, be.dev.sm_count() as usize * blocks_per_sm);
+        Ok(Arc::new(WgradInvoker {
+            be,
+            kernel,
+            reduce,
+            dtype: conv.dtype(),
+            tile: cfg,
+            smem,
+            tiles,
+            splits,
+            geom: g,
+            problem: problem.clone(),
+            fallback: OnceLock::new(),
+        }))
+    }
+}
+
+/// The kernels' parameter block (mirrors `WgradArgs` in conv_wgrad_tma.cu).
+#[repr(C, align(128))]
+struct WgradArgs {
+    x: TensorMap,
+    dy: TensorMap,
+    p: Params,
+    partial: u64,
+    splits: i32,
+    pad: [i32; 3],
+}
+
+struct WgradInvoker {
+    be: Arc<CudaBackend>,
+    kernel: Kernel,
+    reduce: Kernel,
+    dtype: DataType,
+    tile: WgradTile,
+    smem: u32,
+    /// Output tiles per group.
+    tiles: usize,
+    /// Blocks sharing each tile's reduction.
+    splits: usize,
+    geom: Geom,
+    problem: FusedProblem,
+    /// The direct kernel, built on first need for pointers the copy engine cannot use.
+    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+}
+
+impl Invoker for WgradInvoker {
+    fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
+        // Backward-weights arguments: x = x, w = dw (written), y = dy.
+        if a.x.0 % 16 != 0 || a.y.0 % 16 != 0 {
+            let inv = self.fallback.get_or_init(|| CudaConvDirect.build(&self.problem, handle)).as_ref().map_err(Clone::clone)?;
+            return inv.run(handle, a);
+        }
+        let g = &self.geom;
+        if g.groups > 65535 {
+            return Err(Error::not_implemented("wgrad-tma: more than 65535 groups in one launch"));
+        }
+        let (x, dy) = encode_maps(g, self.dtype, a.x.0, a.y.0)?;
+        let slot_bytes = g.groups * self.tiles * self.splits * self.tile.bm * self.tile.bn * 4;
+        timed(handle, &self.be, || {
+            let scratch = Scratch::new(&self.be.dev, slot_bytes)?;
+            let args = WgradArgs { x, dy, p: conv_run_params(g, &self.problem, a)?, partial: scratch.ptr(), splits: self.splits as i32, pad: [0; 3] };
+            let grid = ((self.tiles * self.splits) as u32, 1, g.groups as u32);
+            let outputs = (g.groups * g.kg() * g.filter_size() * g.cg()) as u64;
+            // SAFETY: WgradArgs mirrors the kernels' parameter block (Params checked by the
+            // preamble's static_assert, the maps are 128-byte opaque blocks); x and dy are the
+            // caller's tensors, validated against the problem and 16-byte aligned; dw is
+            // written by the reduction only, through its validated strides; the scratch holds
+            // every block's slot.
+            unsafe {
+                self.kernel.launch(&self.be.dev, grid, (self.tile.threads() as u32, 1, 1), self.smem, &args)?;
+                self.reduce.launch(&self.be.dev, (grid_for(&self.be, outputs, 256), 1, 1), (256, 1, 1), 0, &args)
+            }
+        })
+    }
+}

@@ -1,0 +1,140 @@
+//! Backward-weights on tensor cores (TMA + wgmma, the pixel reduction split across blocks and
+//! summed in a fixed order): 16-bit 2-D problems with padding, stride, dilation, groups, 1×1
+//! plain-GEMM loads, partial channel tiles and dw in any layout, against the f64 reference
+//! through the convolution API on every device; on CUDA the test also checks that the
+//! tensor-core solver is chosen where it applies and runs every configuration with α/β.
+
+mod support;
+
+use conflux::conv::{api, Choice, ConvProblem, Workspace};
+use conflux::fusion::FusedProblem;
+use conflux::reference::{self as r, compare::tolerance, fill::Fill};
+use conflux::solver::cuda_wgrad_tma::CudaConvWgradTma;
+use conflux::solver::{RunArgs, Solver};
+use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, TensorDesc};
+use support::*;
+
+struct Case {
+    conv: ConvDesc,
+    x: TensorDesc,
+    dw: TensorDesc,
+    dy: TensorDesc,
+}
+
+/// (dtype, x lengths, w lengths, groups, pad, stride, dilation, layout of x/dy, layout of dw)
+type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, Lay, Lay);
+
+fn case(&(dt, lx, lw, groups, pad, stride, dil, lay, lay_w): &Spec) -> Case {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad; 2], &[stride; 2], &[dil; 2]).unwrap();
+    conv.set_groups(groups as i64).unwrap();
+    let x = desc(dt, lx, lay);
+    let dw = desc(dt, lw, lay_w);
+    let dy = desc(dt, conv.output_desc(&x, &dw).unwrap().lens(), lay);
+    Case { conv, x, dw, dy }
+}
+
+/// Exact cases keep every sum within f16's exact integers (pixels × 4 ≤ 2048).
+const CASES: [Spec; 8] = [
+    (DataType::Half, &[2, 64, 9, 8], &[128, 64, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::BFloat16, &[2, 128, 7, 7], &[64, 128, 1, 1], 1, 0, 1, 1, Lay::ChannelsLast, Lay::Packed),
+    (DataType::Half, &[2, 64, 11, 9], &[72, 64, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Half, &[2, 128, 10, 9], &[128, 64, 3, 3], 2, 2, 1, 2, Lay::ChannelsLast, Lay::Packed),
+    (DataType::Half, &[3, 64, 6, 5], &[200, 64, 1, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::Gapped),
+    (DataType::BFloat16, &[4, 64, 28, 28], &[64, 64, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Half, &[2, 192, 5, 5], &[320, 192, 1, 1], 1, 0, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Half, &[2, 64, 6, 6], &[64, 64, 3, 3], 1, 1, 1, 1, Lay::Packed, Lay::Packed),
+];
+
+fn label(c: &Case, how: &str, h: &Handle) -> String {
+    format!("bwd-weights x {} dw {} {} via {how} on {}", c.x.key(), c.dw.key(), c.conv.key(), h.device().name())
+}
+
+fn problem(c: &Case) -> FusedProblem { FusedProblem::conv(ConvProblem::backward_weights(&c.conv, &c.dy, &c.x, &c.dw).unwrap()) }
+
+/// Inputs and the reference dw = α·bwd_weights(x, dy) + β·dw0.
+fn reference(h: &Handle, c: &Case, exact: bool, seed: u64, (alpha, beta): (f64, f64)) -> (Dev, Dev, Vec<f64>, Vec<f64>) {
+    let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
+    let dy = random(h, &c.dy, fill, seed);
+    let x = random(h, &c.x, fill, seed + 1);
+    let dw0 = conflux::reference::fill::fill_for(&c.dw, Fill::SmallInt(-3, 3), seed + 2);
+    let mut want = dw0.clone();
+    r::conv_backward_weights_alpha_beta(alpha, beta, &c.conv, &c.dy, &dy.host, &c.x, &x.host, &c.dw, &mut want).unwrap();
+    (dy, x, dw0, want)
+}
+
+device_tests!(backward_weights_through_the_api, |h: &Handle| {
+    for (i, spec) in CASES.iter().enumerate() {
+        let c = case(spec);
+        let exact = spec.0 == DataType::Half && i % 2 == 0;
+        let (dy, x, _, want) = reference(h, &c, exact, 10 + i as u64, (1.0, 0.0));
+        if h.device_kind() == conflux::handle::DeviceKind::Cuda {
+            let fp = problem(&c);
+            let chosen = api::choose_solver(h, &fp, Choice::Auto, 0).unwrap();
+            if CudaConvWgradTma.check(&fp, h).is_ok() {
+                assert_eq!(chosen.name(), CudaConvWgradTma.name(), "{}", label(&c, "auto", h));
+            }
+        }
+        let dw = poisoned(h, &c.dw);
+        api::backward_weights(h, &c.conv, &c.dy, dy.ptr(), &c.x, x.ptr(), &c.dw, dw.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", label(&c, "auto", h)));
+        let tol = if exact { 0.0 } else { tolerance(spec.0) };
+        assert_close(&label(&c, "auto", h), &logical(&c.dw, &download(h, &dw)), &logical(&c.dw, &want), tol);
+    }
+});
+
+device_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
+    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
+        return;
+    }
+    for (i, spec) in CASES.iter().enumerate() {
+        let c = case(spec);
+        let fp = problem(&c);
+        if spec.7 == Lay::Packed {
+            continue; // channels-first x: the direct kernel's case
+        }
+        CudaConvWgradTma.check(&fp, h).unwrap_or_else(|why| panic!("{}: refused: {why}", label(&c, "check", h)));
+        let exact = spec.0 == DataType::Half && i % 2 == 0;
+        let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
+        let (dy, x, dw0, want) = reference(h, &c, exact, 30 + i as u64, (alpha, beta));
+        let mut built = vec![("default".to_string(), CudaConvWgradTma.build(&fp, h).unwrap())];
+        built.extend(CudaConvWgradTma.tuning_space(&fp).into_iter().map(|l| {
+            let inv = CudaConvWgradTma.build_config(&fp, h, &l).unwrap_or_else(|e| panic!("{}: {e}", label(&c, &l, h)));
+            (l, inv)
+        }));
+        for (cfg, inv) in built {
+            let tol = if exact { 0.0 } else { tolerance(spec.0) };
+            // Twice with the same invoker: the fixed summation order gives the same bits.
+            let mut first = None;
+            for run in 0..2 {
+                let dw = upload(h, &c.dw, &dw0);
+                let how = format!("tile {cfg} run {run}");
+                let args = RunArgs { x: x.ptr(), w: dw.ptr(), y: dy.ptr(), alpha, beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
+                inv.run(h, &args).unwrap_or_else(|e| panic!("{}: {e}", label(&c, &how, h)));
+                let got = download(h, &dw);
+                assert_close(&label(&c, &how, h), &logical(&c.dw, &got), &logical(&c.dw, &want), tol);
+                match &first {
+                    None => first = Some(got),
+                    Some(f) => assert!(f.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "{}: results differ between runs", label(&c, &how, h)),
+                }
+            }
+        }
+    }
+});
+
+device_tests!(refusals_name_the_cause, |h: &Handle| {
+    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
+        return;
+    }
+    let dt = DataType::Half;
+    let conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 1], &[1, 1]).unwrap();
+    for (lx, lw, lay, want) in [
+        (&[1, 64, 8, 8], &[64, 64, 3, 3], Lay::Packed, "channels-last"),
+        (&[1, 32, 8, 8], &[64, 32, 3, 3], Lay::ChannelsLast, "multiple of 64"),
+    ] {
+        let x = desc(dt, lx, lay);
+        let dw = desc(dt, lw, Lay::ChannelsLast);
+        let dy = desc(dt, conv.output_desc(&x, &dw).unwrap().lens(), lay);
+        let why = CudaConvWgradTma.check(&problem(&Case { conv: conv.clone(), x, dw, dy }), h).unwrap_err();
+        assert!(why.contains(want), "{why}");
+    }
+});
