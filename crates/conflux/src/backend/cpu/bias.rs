@@ -56,8 +56,7 @@ fn forward_dense(y: &TensorDesc, yp: u64, b: &TensorDesc, bp: u64, bs: &[usize; 
         Rows::Planar => Vec::new(),
         Rows::ChannelsLast => (0..d.c + CHUNK).map(|i| bv[i % d.c]).collect(),
     };
-    d.for_each_chunk(2 * ydt.size(), |k| {
-        let mut buf = [0f32; CHUNK];
+    d.for_each_chunk(2 * ydt.size(), |k, [buf]| {
         let v = &mut buf[..k.len];
         // SAFETY: the chunk lies inside y (dense arrangement of y); chunks are disjoint.
         unsafe { convert::load(ydt, yp, k.off, v) };

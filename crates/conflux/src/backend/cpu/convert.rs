@@ -20,8 +20,15 @@ pub unsafe fn load(dt: DataType, base: u64, off: usize, dst: &mut [f32]) {
     let n = dst.len();
     match dt {
         DataType::Float => dst.copy_from_slice(std::slice::from_raw_parts((base as *const f32).add(off), n)),
-        // F16C when the CPU has it (runtime detection inside `half`).
-        DataType::Half => std::slice::from_raw_parts((base as *const f16).add(off), n).convert_to_f32_slice(dst),
+        DataType::Half => {
+            let src = (base as *const f16).add(off);
+            #[cfg(target_arch = "x86_64")]
+            if super::convert_x86::available() {
+                // SAFETY: feature checked; the caller guarantees the elements.
+                return super::convert_x86::f16_to_f32(src, dst);
+            }
+            std::slice::from_raw_parts(src, n).convert_to_f32_slice(dst)
+        }
         DataType::BFloat16 => {
             let src = std::slice::from_raw_parts((base as *const u16).add(off), n);
             dst.iter_mut().zip(src).for_each(|(d, &s)| *d = bf16_to_f32(s));
@@ -40,7 +47,15 @@ pub unsafe fn store(dt: DataType, base: u64, off: usize, src: &[f32]) {
     let n = src.len();
     match dt {
         DataType::Float => std::slice::from_raw_parts_mut((base as *mut f32).add(off), n).copy_from_slice(src),
-        DataType::Half => std::slice::from_raw_parts_mut((base as *mut f16).add(off), n).convert_from_f32_slice(src),
+        DataType::Half => {
+            let dst = (base as *mut f16).add(off);
+            #[cfg(target_arch = "x86_64")]
+            if super::convert_x86::available() {
+                // SAFETY: feature checked; the caller guarantees the elements.
+                return super::convert_x86::f32_to_f16(src, dst);
+            }
+            std::slice::from_raw_parts_mut(dst, n).convert_from_f32_slice(src)
+        }
         DataType::BFloat16 => {
             let dst = std::slice::from_raw_parts_mut((base as *mut u16).add(off), n);
             dst.iter_mut().zip(src).for_each(|(d, &s)| *d = f32_to_bf16(s));
@@ -70,6 +85,30 @@ fn f32_to_bf16(v: f32) -> u16 {
 mod tests {
     use super::*;
     use half::bf16;
+
+    /// The chunk f16 conversions equal `half`'s scalar ones on every f16 and on f32 values
+    /// around every rounding boundary (chunks of 13: vector body and scalar tail).
+    #[test]
+    fn f16_matches_half() {
+        let bits: Vec<u16> = (0..=u16::MAX).collect();
+        let mut back = vec![0f32; bits.len()];
+        // SAFETY: the slice holds `back.len()` u16 values, which are valid f16 bit patterns.
+        unsafe { load(DataType::Half, bits.as_ptr() as u64, 0, &mut back) };
+        for (&b, &v) in bits.iter().zip(&back) {
+            let want = f16::from_bits(b).to_f32();
+            assert!(v.to_bits() == want.to_bits() || (v.is_nan() && want.is_nan()), "{b:#x}");
+        }
+        let probes: Vec<f32> = back.iter().flat_map(|v| [0u32, 1, 0xfff, 0x1000, 0x1001, 0x1fff].map(|d| f32::from_bits(v.to_bits() + d))).collect();
+        for chunk in probes.chunks(13) {
+            let mut out = vec![0u16; chunk.len()];
+            // SAFETY: `out` holds `chunk.len()` writable u16 values.
+            unsafe { store(DataType::Half, out.as_mut_ptr() as u64, 0, chunk) };
+            for (&o, &v) in out.iter().zip(chunk) {
+                let want = f16::from_f32(v);
+                assert!(o == want.to_bits() || (want.is_nan() && f16::from_bits(o).is_nan()), "{:#x}", v.to_bits());
+            }
+        }
+    }
 
     /// The branch-free bf16 conversions equal `half`'s on every bf16 and on f32 values
     /// around every rounding boundary.

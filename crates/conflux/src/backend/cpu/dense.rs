@@ -105,29 +105,95 @@ impl Dense {
         }
     }
 
-    /// Call `f` on every chunk exactly once, chunks of one task in memory order. `bytes_per_elem`
-    /// (bytes read + written per element) sizes the tasks.
-    pub fn for_each_chunk(&self, bytes_per_elem: usize, f: impl Fn(Chunk) + Sync) {
-        let (row_len, total) = (self.row_len(), self.row_len() * self.row_count());
+    /// Call `f` on every chunk exactly once, chunks of one task in memory order, with `B`
+    /// staging buffers of `CHUNK` f32 (zeroed once per task, not per chunk: for short rows the
+    /// memset cost as much as the work). `bytes_per_elem` (read + written) sizes the tasks.
+    pub fn for_each_chunk<const B: usize, F: Fn(Chunk, &mut [[f32; CHUNK]; B]) + Sync>(&self, bytes_per_elem: usize, f: F) {
+        let total = self.row_len() * self.row_count();
         let task = (TASK_BYTES / bytes_per_elem.max(1)).next_multiple_of(CHUNK);
         let tasks = total.div_ceil(task);
-        let run = |t: usize| {
-            let (mut i, end) = (t * task, ((t + 1) * task).min(total));
-            while i < end {
-                let (r, e0) = (i / row_len, i % row_len);
-                let len = CHUNK.min(row_len - e0).min(end - i);
-                let (base, c) = match self.rows {
-                    Rows::Planar => ((r / self.c) * self.sn + (r % self.c) * self.sc, r % self.c),
-                    Rows::ChannelsLast => (r * self.sn, 0),
-                };
-                f(Chunk { off: base + e0, len, c, e0 });
-                i += len;
-            }
-        };
+        let run = |t: usize| self.task((t * task, ((t + 1) * task).min(total)), &f);
         if tasks <= 1 {
             (0..tasks).for_each(run);
         } else {
             (0..tasks).into_par_iter().for_each(run);
+        }
+    }
+
+    /// The chunks of elements `i..end` (rows one after another).
+    fn task<const B: usize, F: Fn(Chunk, &mut [[f32; CHUNK]; B])>(&self, (mut i, end): (usize, usize), f: &F) {
+        let row_len = self.row_len();
+        let mut bufs = [[0f32; CHUNK]; B];
+        while i < end {
+            let (r, e0) = (i / row_len, i % row_len);
+            let len = CHUNK.min(row_len - e0).min(end - i);
+            let (base, c) = match self.rows {
+                Rows::Planar => ((r / self.c) * self.sn + (r % self.c) * self.sc, r % self.c),
+                Rows::ChannelsLast => (r * self.sn, 0),
+            };
+            f(Chunk { off: base + e0, len, c, e0 }, &mut bufs);
+            i += len;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{DataType, Layout};
+    use std::sync::Mutex;
+
+    fn desc(layout: Layout, lens: &[usize]) -> TensorDesc {
+        TensorDesc::with_layout(DataType::Float, layout, lens).unwrap()
+    }
+
+    #[test]
+    fn arrangements() {
+        let of = |d: &TensorDesc| Dense::of(d).map(|d| d.rows);
+        assert_eq!(of(&desc(Layout::NCHW, &[2, 3, 4, 5])), Some(Rows::Planar));
+        assert_eq!(of(&desc(Layout::NHWC, &[2, 3, 4, 5])), Some(Rows::ChannelsLast));
+        assert_eq!(of(&desc(Layout::NDHWC, &[2, 3, 2, 4, 5])), Some(Rows::ChannelsLast));
+        // Rows padded (H stride 6 for W = 5): no dense arrangement.
+        let gapped = TensorDesc::with_strides(DataType::Float, &[2, 3, 4, 5], &[72, 24, 6, 1]).unwrap();
+        assert!(Dense::of(&gapped).is_none());
+        // Planes apart (C stride 30 > H·W) are still planar rows.
+        let apart = TensorDesc::with_strides(DataType::Float, &[2, 3, 4, 5], &[90, 30, 5, 1]).unwrap();
+        assert_eq!(of(&apart), Some(Rows::Planar));
+        // Different arrangements are never shared.
+        assert!(Dense::shared(&desc(Layout::NCHW, &[2, 3, 4, 5]), &[&desc(Layout::NHWC, &[2, 3, 4, 5])]).is_none());
+        assert!(Dense::shared(&apart, &[&desc(Layout::NCHW, &[2, 3, 4, 5])]).is_none());
+    }
+
+    /// Every element's offset is visited exactly once, chunks never cross a row, and each
+    /// chunk's (c, e0) matches its offset.
+    #[test]
+    fn chunks_cover_each_element_once() {
+        for (layout, lens) in [
+            (Layout::NCHW, vec![3, 5, 40, 41]),
+            (Layout::NCHW, vec![2, 7, 7, 7]),
+            (Layout::NHWC, vec![2, 300, 3, 5]),
+            (Layout::NHWC, vec![3, 7, 30, 11]),
+        ] {
+            let d = desc(layout, &lens);
+            let dense = Dense::of(&d).unwrap();
+            let seen = Mutex::new(vec![0u8; d.element_space()]);
+            let (c, s) = (lens[1], lens[2] * lens[3]);
+            dense.for_each_chunk(8, |k, _: &mut [[f32; CHUNK]; 0]| {
+                assert!(k.len >= 1 && k.len <= CHUNK);
+                let mut seen = seen.lock().unwrap();
+                for i in 0..k.len {
+                    let (ch, sp) = match dense.rows {
+                        Rows::Planar => (k.c, k.e0 + i),
+                        Rows::ChannelsLast => ((k.e0 + i) % c, (k.e0 + i) / c),
+                    };
+                    assert!(sp < s, "{lens:?}: chunk {k:?} leaves its row");
+                    // The element's own offset: n from the row start, (c, sp) from the chunk.
+                    let n = (k.off + i - (k.e0 + i)) / lens[1..].iter().product::<usize>();
+                    assert_eq!(d.offset(&[n, ch, sp / lens[3], sp % lens[3]]), k.off + i, "{lens:?} {layout:?} {k:?}");
+                    seen[k.off + i] += 1;
+                }
+            });
+            assert!(seen.into_inner().unwrap().iter().all(|&v| v == 1), "{lens:?} {layout:?}");
         }
     }
 }

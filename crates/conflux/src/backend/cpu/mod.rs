@@ -10,6 +10,8 @@ pub mod conv_direct;
 pub mod conv_naive;
 pub mod conv_out;
 pub mod convert;
+#[cfg(target_arch = "x86_64")]
+mod convert_x86;
 pub mod dense;
 pub mod epilogue;
 pub mod gemm;

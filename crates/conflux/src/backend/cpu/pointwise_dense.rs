@@ -5,7 +5,7 @@
 
 use super::act_chunk;
 use super::convert::{self, load, store};
-use super::dense::{Dense, CHUNK};
+use super::dense::Dense;
 use super::epilogue::{CpuEpilogue, DenseEpilogue};
 use crate::activation::ActivationDesc;
 use crate::tensor::TensorDesc;
@@ -15,14 +15,13 @@ pub fn chain(x: &TensorDesc, xp: u64, y: &TensorDesc, yp: u64, epi: &CpuEpilogue
     let (xd, yd) = (x.dtype(), y.dtype());
     let Some(d) = Dense::shared(y, &[x]).filter(|_| convert::supported(xd) && convert::supported(yd)) else { return false };
     let Some(de) = DenseEpilogue::new(epi, y, &d) else { return false };
-    d.for_each_chunk(xd.size() + yd.size(), |k| {
-        let mut buf = [0f32; CHUNK];
+    d.for_each_chunk(xd.size() + yd.size(), |k, [buf, zbuf]| {
         let v = &mut buf[..k.len];
         // SAFETY: x and y share the dense arrangement, so the chunk's elements lie inside both;
         // chunks are disjoint, so each output element has one writer. x is read in full before
         // y is written, so x == y (in place) is fine.
         unsafe { load(xd, xp, k.off, v) };
-        de.apply(v, &k);
+        de.apply(v, &k, zbuf);
         unsafe { store(yd, yp, k.off, v) };
     });
     true
@@ -33,8 +32,7 @@ pub fn activation_backward(act: &ActivationDesc, dy: &TensorDesc, dyp: u64, dx: 
     let (dt, dxt) = (dy.dtype(), dx.dtype());
     let Some(d) = Dense::shared(dy, &[dx]).filter(|_| convert::supported(dt) && convert::supported(dxt)) else { return false };
     let reads = 1 + (xp != 0) as usize + (yp != 0) as usize;
-    d.for_each_chunk(reads * dt.size() + dxt.size(), |k| {
-        let (mut g, mut xv, mut yv) = ([0f32; CHUNK], [0f32; CHUNK], [0f32; CHUNK]);
+    d.for_each_chunk(reads * dt.size() + dxt.size(), |k, [g, xv, yv]| {
         let (g, xv, yv) = (&mut g[..k.len], &mut xv[..k.len], &mut yv[..k.len]);
         // SAFETY: dy, x, y and dx share the dense arrangement (x and y have dy's descriptor by
         // contract), so the chunk lies inside each; chunks are disjoint (one writer of dx).
@@ -43,6 +41,8 @@ pub fn activation_backward(act: &ActivationDesc, dy: &TensorDesc, dyp: u64, dx: 
             // The per-element path's defaults: x = 0 when absent, y = f(x) when absent.
             if xp != 0 {
                 load(dt, xp, k.off, xv);
+            } else {
+                xv.fill(0.0);
             }
             if yp != 0 {
                 load(dt, yp, k.off, yv);

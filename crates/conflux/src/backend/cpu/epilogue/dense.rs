@@ -93,9 +93,9 @@ impl DenseEpilogue {
         Some(DenseEpilogue { steps })
     }
 
-    /// Apply the chain to chunk `k`'s values `v` (`v.len() == k.len`).
+    /// Apply the chain to chunk `k`'s values `v` (`v.len() == k.len`); `zbuf` stages residuals.
     #[inline]
-    pub fn apply(&self, v: &mut [f32], k: &Chunk) {
+    pub fn apply(&self, v: &mut [f32], k: &Chunk, zbuf: &mut [f32; CHUNK]) {
         for s in &self.steps {
             match s {
                 DStep::Bias(b) => match b.get(k) {
@@ -113,8 +113,7 @@ impl DenseEpilogue {
                 },
                 DStep::Act(a) => act_chunk::forward(a, v),
                 DStep::Add { z, dtype, alpha } => {
-                    let mut zb = [0f32; CHUNK];
-                    let zb = &mut zb[..v.len()];
+                    let zb = &mut zbuf[..v.len()];
                     // SAFETY: z is arranged like the output (checked in `new`), so the chunk's
                     // offsets are inside it.
                     unsafe { convert::load(*dtype, *z, k.off, zb) };
