@@ -9,12 +9,19 @@
 //!       both cores. Threads: rayon's default (RAYON_NUM_THREADS).
 //!   bench_cpu one CFG N LAYOUT ALGO SECS one problem, one layout (NCHW/NHWC), one algorithm
 //!       (Gemm/ImplicitGemm/Winograd), run for SECS seconds: for `perf record`; prints min/median µs
+//!   bench_cpu pointwise LIST N [REPS]    GB/s of the pointwise paths (ReLU, bias+ReLU, BN+ReLU,
+//!       conv forward bias, ReLU backward) on the list's output shapes vs memcpy (pointwise.rs)
+
+#[path = "bench_cpu/pointwise.rs"]
+mod pointwise;
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     match a.get(1).map(String::as_str) {
         Some("conv") => conv::run(&a[2..]),
         Some("one") => conv::one(&a[2..]),
         Some("gemm") => gemm(&a[2..]),
+        Some("pointwise") => pointwise::run(&a[2..]),
         Some("kernel") => kernel(),
         _ => eprintln!("usage: see the header of bench_cpu.rs"),
     }

@@ -43,6 +43,11 @@ impl ActivationDesc {
     pub fn backward<T: Float>(&self, dy: T, x: T, y: T) -> T {
         activation_backward(self.mode, c(self.alpha), c(self.beta), c(self.gamma), dy, x, y)
     }
+    /// (α, β, γ) converted as `forward` and `backward` convert them.
+    #[inline]
+    pub fn params<T: Float>(&self) -> (T, T, T) {
+        (c(self.alpha), c(self.beta), c(self.gamma))
+    }
     /// True when the backward formula reads the forward input x (not only y and dy).
     pub fn backward_needs_x(&self) -> bool {
         use ActivationMode::*;
@@ -55,8 +60,9 @@ fn c<T: Float>(v: f64) -> T {
     T::from(v).unwrap_or_else(T::nan)
 }
 
-/// f(x) for `mode` with parameters α, β, γ.
-#[inline]
+/// f(x) for `mode` with parameters α, β, γ. Always inlined: with a constant `mode` the match
+/// folds away and loops over slices vectorize (`backend/cpu/act_chunk.rs`).
+#[inline(always)]
 pub fn activation_forward<T: Float>(mode: ActivationMode, a: T, b: T, g: T, x: T) -> T {
     use ActivationMode::*;
     let zero = T::zero();
@@ -89,8 +95,8 @@ pub fn activation_forward<T: Float>(mode: ActivationMode, a: T, b: T, g: T, x: T
 
 /// dx for `mode` from dy, forward input x and forward output y. MIOpen's quirks are kept:
 /// POWER ignores dy, ABS at 0 gives −dy, CLIPPEDRELU passes dy for 0 < x ≤ α, SOFTRELU clamps
-/// x at 50, TANH returns 0 when |β| ≤ ε.
-#[inline]
+/// x at 50, TANH returns 0 when |β| ≤ ε. Always inlined, as `activation_forward`.
+#[inline(always)]
 pub fn activation_backward<T: Float>(mode: ActivationMode, a: T, b: T, g: T, dy: T, x: T, y: T) -> T {
     use ActivationMode::*;
     let zero = T::zero();

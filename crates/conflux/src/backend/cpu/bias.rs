@@ -1,6 +1,9 @@
-//! ConvolutionForwardBias / BackwardBias on the CPU, threaded over channels.
+//! ConvolutionForwardBias / BackwardBias on the CPU, threaded over channels. Forward takes
+//! the dense chunked path (`dense.rs`) when y is dense and b varies along C only.
 
 use super::access::{load, store};
+use super::convert;
+use super::dense::{Dense, Rows, CHUNK};
 use crate::conv::shape5;
 use crate::tensor::TensorDesc;
 use rayon::prelude::*;
@@ -14,8 +17,11 @@ pub fn broadcast_strides(b: &TensorDesc) -> [usize; 5] {
 
 /// y = α·(y + b) + β·y (MIOpen's formula; (1, 0) is y += b).
 pub fn forward(y: &TensorDesc, yp: u64, b: &TensorDesc, bp: u64, alpha: f32, beta: f32) {
-    let ([n, c], [dd, hh, ww], ys) = shape5(y);
     let bs = broadcast_strides(b);
+    if forward_dense(y, yp, b, bp, &bs, alpha, beta) {
+        return;
+    }
+    let ([n, c], [dd, hh, ww], ys) = shape5(y);
     let (ydt, bdt) = (y.dtype(), b.dtype());
     (0..n * c).into_par_iter().for_each(|nc| {
         let (ni, ci) = (nc / c, nc % c);
@@ -34,6 +40,40 @@ pub fn forward(y: &TensorDesc, yp: u64, b: &TensorDesc, bp: u64, alpha: f32, bet
             }
         }
     });
+}
+
+/// `forward` over dense chunks when b is per-channel (or a scalar); false (nothing written)
+/// otherwise. Same formula and order as the per-element loop, so the results are identical.
+fn forward_dense(y: &TensorDesc, yp: u64, b: &TensorDesc, bp: u64, bs: &[usize; 5], alpha: f32, beta: f32) -> bool {
+    let (ydt, bdt) = (y.dtype(), b.dtype());
+    let Some(d) = Dense::of(y).filter(|_| convert::supported(ydt) && bs.iter().enumerate().all(|(i, &s)| i == 1 || s == 0)) else {
+        return false;
+    };
+    // SAFETY: b holds C elements at stride bs[1] (0 when broadcast), inside its descriptor.
+    let bv: Vec<f32> = (0..d.c).map(|c| unsafe { load(bdt, bp, c * bs[1]) }).collect();
+    // Channels-last chunks read the bias as a slice starting at channel e0 % C.
+    let tiled: Vec<f32> = match d.rows {
+        Rows::Planar => Vec::new(),
+        Rows::ChannelsLast => (0..d.c + CHUNK).map(|i| bv[i % d.c]).collect(),
+    };
+    d.for_each_chunk(2 * ydt.size(), |k, [buf]| {
+        let v = &mut buf[..k.len];
+        // SAFETY: the chunk lies inside y (dense arrangement of y); chunks are disjoint.
+        unsafe { convert::load(ydt, yp, k.off, v) };
+        match d.rows {
+            Rows::Planar => {
+                let bc = bv[k.c];
+                v.iter_mut().for_each(|x| *x = alpha * (*x + bc) + beta * *x);
+            }
+            Rows::ChannelsLast => {
+                let bt = &tiled[k.e0 % d.c..][..k.len];
+                v.iter_mut().zip(bt).for_each(|(x, bc)| *x = alpha * (*x + bc) + beta * *x);
+            }
+        }
+        // SAFETY: as for the load.
+        unsafe { convert::store(ydt, yp, k.off, v) };
+    });
+    true
 }
 
 /// db[c] = α·Σ_{n,spatial} dy + β·db[c] (f64 accumulation; β = 0 never reads db).

@@ -2,6 +2,10 @@
 //! ops (compile-time) and their arguments (run-time), applied to each output value while it
 //! is still in registers.
 
+mod dense;
+
+pub use dense::DenseEpilogue;
+
 use super::access::{load, load_vec};
 use crate::activation::ActivationDesc;
 use crate::conv::strides5;

@@ -1,6 +1,7 @@
 //! CPU backend: multi-threaded (rayon) kernels over host memory.
 
 pub mod access;
+pub mod act_chunk;
 pub mod bias;
 pub mod bn;
 pub mod conv_gemm;
@@ -8,10 +9,15 @@ pub mod conv_gemm_bwd;
 pub mod conv_direct;
 pub mod conv_naive;
 pub mod conv_out;
+pub mod convert;
+#[cfg(target_arch = "x86_64")]
+mod convert_x86;
+pub mod dense;
 pub mod epilogue;
 pub mod gemm;
 pub mod im2col;
 pub mod pointwise;
+mod pointwise_dense;
 pub mod store_fast;
 pub mod winograd;
 pub mod wino4;

@@ -1,5 +1,6 @@
 //! Pointwise plans on the CPU: epilogue chains without a convolution, and activation
-//! backward. One pass over the data, threaded over (n, c) planes.
+//! backward. One pass over the data: dense tensors take the chunked path
+//! (`pointwise_dense.rs`), others go element by element, threaded over (n, c) planes.
 
 use super::access::{load, store};
 use super::epilogue::CpuEpilogue;
@@ -32,6 +33,9 @@ pub(crate) fn off5(s: &[usize; 5], n: usize, c: usize, p: [usize; 3]) -> usize {
 
 /// y = chain(x), elementwise.
 pub fn chain(x: &TensorDesc, xp: u64, y: &TensorDesc, yp: u64, epi: &CpuEpilogue) {
+    if super::pointwise_dense::chain(x, xp, y, yp, epi) {
+        return;
+    }
     let (nc, sp, xs) = shape5(x);
     let (_, _, ys) = shape5(y);
     let sp_size: usize = sp.iter().product();
@@ -47,6 +51,9 @@ pub fn chain(x: &TensorDesc, xp: u64, y: &TensorDesc, yp: u64, epi: &CpuEpilogue
 
 /// dx = act_backward(dy, x, y), all four tensors shaped like `dy_desc` except dx.
 pub fn activation_backward(act: &ActivationDesc, dy: &TensorDesc, dyp: u64, dx: &TensorDesc, dxp: u64, xp: u64, yp: u64) {
+    if super::pointwise_dense::activation_backward(act, dy, dyp, dx, dxp, xp, yp) {
+        return;
+    }
     let (nc, sp, ds) = shape5(dy);
     let (_, _, dxs) = shape5(dx);
     let dt = dy.dtype();
