@@ -2,13 +2,15 @@
 //! summed in a fixed order): 16-bit 2-D problems with padding, stride, dilation, groups, 1×1
 //! plain-GEMM loads, partial channel tiles and dw in any layout, against the f64 reference
 //! through the convolution API on every device; on CUDA the test also checks that the
-//! tensor-core solver is chosen where it applies and runs every configuration with α/β.
+//! tensor-core solver (or, for NCHW x and dy, the layout adapter feeding it) is chosen where it
+//! applies and runs every configuration with α/β, twice (the results must be bit-identical).
 
 mod support;
 
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
 use conflux::fusion::FusedProblem;
 use conflux::reference::{self as r, compare::tolerance, fill::Fill};
+use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
 use conflux::solver::cuda_wgrad_tma::CudaConvWgradTma;
 use conflux::solver::{RunArgs, Solver};
 use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, TensorDesc};
@@ -34,7 +36,7 @@ fn case(&(dt, lx, lw, groups, pad, stride, dil, lay, lay_w): &Spec) -> Case {
 }
 
 /// Exact cases keep every sum within f16's exact integers (pixels × 4 ≤ 2048).
-const CASES: [Spec; 8] = [
+const CASES: [Spec; 9] = [
     (DataType::Half, &[2, 64, 9, 8], &[128, 64, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::BFloat16, &[2, 128, 7, 7], &[64, 128, 1, 1], 1, 0, 1, 1, Lay::ChannelsLast, Lay::Packed),
     (DataType::Half, &[2, 64, 11, 9], &[72, 64, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
@@ -43,6 +45,7 @@ const CASES: [Spec; 8] = [
     (DataType::BFloat16, &[4, 64, 28, 28], &[64, 64, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::Half, &[2, 192, 5, 5], &[320, 192, 1, 1], 1, 0, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::Half, &[2, 64, 6, 6], &[64, 64, 3, 3], 1, 1, 1, 1, Lay::Packed, Lay::Packed),
+    (DataType::Half, &[2, 128, 9, 9], &[64, 128, 3, 3], 1, 1, 2, 1, Lay::Packed, Lay::ChannelsLast),
 ];
 
 fn label(c: &Case, how: &str, h: &Handle) -> String {
@@ -72,6 +75,8 @@ device_tests!(backward_weights_through_the_api, |h: &Handle| {
             let chosen = api::choose_solver(h, &fp, Choice::Auto, 0).unwrap();
             if CudaConvWgradTma.check(&fp, h).is_ok() {
                 assert_eq!(chosen.name(), CudaConvWgradTma.name(), "{}", label(&c, "auto", h));
+            } else if CudaConvTcNchw.check(&fp, h).is_ok() {
+                assert_eq!(chosen.name(), CudaConvTcNchw.name(), "{}", label(&c, "auto", h));
             }
         }
         let dw = poisoned(h, &c.dw);
@@ -89,16 +94,15 @@ device_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
     for (i, spec) in CASES.iter().enumerate() {
         let c = case(spec);
         let fp = problem(&c);
-        if spec.7 == Lay::Packed {
-            continue; // channels-first x: the direct kernel's case
-        }
-        CudaConvWgradTma.check(&fp, h).unwrap_or_else(|why| panic!("{}: refused: {why}", label(&c, "check", h)));
+        // Channels-first x and dy go through the layout adapter.
+        let solver: &dyn Solver = if spec.7 == Lay::Packed { &CudaConvTcNchw } else { &CudaConvWgradTma };
+        solver.check(&fp, h).unwrap_or_else(|why| panic!("{}: {} refused: {why}", label(&c, "check", h), solver.name()));
         let exact = spec.0 == DataType::Half && i % 2 == 0;
         let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
         let (dy, x, dw0, want) = reference(h, &c, exact, 30 + i as u64, (alpha, beta));
-        let mut built = vec![("default".to_string(), CudaConvWgradTma.build(&fp, h).unwrap())];
-        built.extend(CudaConvWgradTma.tuning_space(&fp).into_iter().map(|l| {
-            let inv = CudaConvWgradTma.build_config(&fp, h, &l).unwrap_or_else(|e| panic!("{}: {e}", label(&c, &l, h)));
+        let mut built = vec![("default".to_string(), solver.build(&fp, h).unwrap())];
+        built.extend(solver.tuning_space(&fp).into_iter().map(|l| {
+            let inv = solver.build_config(&fp, h, &l).unwrap_or_else(|e| panic!("{}: {e}", label(&c, &l, h)));
             (l, inv)
         }));
         for (cfg, inv) in built {

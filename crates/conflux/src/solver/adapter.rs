@@ -6,10 +6,12 @@ use super::cuda_igemm_tc::CudaConvIgemmTc;
 use super::cuda_igemm_tma::CudaConvIgemmTma;
 use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
 use super::cuda_tc_nchw::CudaConvTcNchw;
+use super::cuda_wgrad_tma::CudaConvWgradTma;
 use super::{perf_db, Invoker, Solver};
 use crate::error::Result;
 use crate::fusion::FusedProblem;
 use crate::handle::Handle;
+use crate::types::Direction;
 use std::sync::Arc;
 
 /// The tensor-core kernels that read channels-last operands, best first (registry order).
@@ -17,10 +19,14 @@ pub(crate) const CHANNELS_LAST_TC: [&dyn Solver; 3] = [&CudaConvIgemmTma, &CudaC
 /// Every forward tensor-core solver, best first: the same plus the channels-first adapter.
 pub(crate) const FORWARD_TC: [&dyn Solver; 4] = [&CudaConvIgemmTma, &CudaConvTcNchw, &CudaConvIgemmWgmma, &CudaConvIgemmTc];
 
-/// The tuning space of an adapter over the tensor-core kernels. Which kernel takes a problem
-/// depends on the GPU, which is not known here: every kernel's labels (they are distinct; the
-/// others' fail to build and tuning skips them).
+/// The tuning space of an adapter over the tensor-core kernels: the backward-weights kernel's
+/// for backward-weights, else (forward, and backward-data run as a forward convolution) every
+/// forward kernel's labels, since which one takes a problem depends on the GPU, which is not
+/// known here (the labels are distinct; the others' fail to build and tuning skips them).
 pub(crate) fn tensor_core_space(problem: &FusedProblem) -> Vec<String> {
+    if problem.conv_problem().is_some_and(|c| c.direction == Direction::BackwardWeights) {
+        return CudaConvWgradTma.tuning_space(problem);
+    }
     CHANNELS_LAST_TC.iter().flat_map(|s| s.tuning_space(problem)).collect()
 }
 

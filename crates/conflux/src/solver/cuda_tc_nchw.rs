@@ -1,15 +1,18 @@
 //! Tensor cores for channels-first convolutions (NCHW x, KCRS w: MIOpen's and PyTorch's
 //! default layouts). The tensor-core kernels read channels-last operands, so this solver
-//! copies x and/or w into packed channels-last scratch (one bandwidth-bound pass each,
+//! copies the channels-first operands a direction reads (forward: x and w; backward-weights:
+//! x and dy) into packed channels-last scratch (one bandwidth-bound pass each,
 //! `backend/cuda/layout.rs`) and runs the first tensor-core solver that takes the rewritten
-//! problem. y keeps the caller's layout: the kernels' epilogue writes any y strides, and a
-//! channel-major staging path writes whole pixel runs of NCHW y.
+//! problem. The output keeps the caller's layout: the forward kernels' epilogue writes any y
+//! strides (a channel-major staging path writes whole pixel runs of NCHW y), the
+//! backward-weights reduction any dw strides.
 //!
 //! Scratch is stream-ordered memory from the device's pool, taken per execution, so one
 //! compiled invoker may run concurrently on several streams; no workspace is reported.
 
 use super::cuda_direct::cuda_of;
 use super::{adapter, Invoker, RunArgs, Solver};
+use super::cuda_wgrad_tma::CudaConvWgradTma;
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
 use crate::backend::cuda::{timed, CudaBackend};
@@ -24,6 +27,7 @@ use std::sync::Arc;
 
 /// The kernels tried on the channels-last problem, best first.
 const INNER: [&dyn Solver; 3] = adapter::CHANNELS_LAST_TC;
+const INNER_WGRAD: [&dyn Solver; 1] = [&CudaConvWgradTma];
 
 /// Channels-last with 16-byte aligned pixel rows: what the tensor-core loaders read as is.
 fn channels_last(t: &TensorDesc) -> bool {
@@ -37,9 +41,11 @@ struct Rewrite {
     /// The same convolution over channels-last x and w.
     inner: FusedProblem,
     solver: &'static dyn Solver,
-    /// The views to copy (None: the caller's tensor is already channels-last).
+    /// The views to copy (None: the caller's tensor is already channels-last): x, and the
+    /// direction's other input (w forward, dy backward-weights).
     x: Option<ChannelsFirst>,
-    w: Option<ChannelsFirst>,
+    other: Option<ChannelsFirst>,
+    direction: Direction,
 }
 
 /// The channels-first operand `t` as a view the layout kernel copies, with its packed
@@ -68,17 +74,24 @@ fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewri
     if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
         return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
     }
-    if conv.direction != Direction::Forward {
-        return Err(format!("forward only (this is {:?})", conv.direction));
-    }
     let (x, xd) = operand(&conv.x, "x")?;
-    let (w, wd) = operand(&conv.w, "w")?;
-    if xd == conv.x && wd == conv.w {
-        return Err("x and w are already channels-last: the tensor-core solvers take them as they are".into());
+    let (inner_conv, other, inner_list): (ConvProblem, _, &[&'static dyn Solver]) = match conv.direction {
+        Direction::Forward => {
+            let (w, wd) = operand(&conv.w, "w")?;
+            (ConvProblem { x: xd, w: wd, ..conv.clone() }, w, &INNER)
+        }
+        Direction::BackwardWeights => {
+            let (dy, yd) = operand(&conv.y, "dy")?;
+            (ConvProblem { x: xd, y: yd, ..conv.clone() }, dy, &INNER_WGRAD)
+        }
+        d => return Err(format!("forward and backward-weights only (this is {d:?})")),
+    };
+    if inner_conv.x == conv.x && inner_conv.w == conv.w && inner_conv.y == conv.y {
+        return Err("the operands are already channels-last: the tensor-core solvers take them as they are".into());
     }
-    let inner = FusedProblem { kind: FusedKind::Conv { conv: ConvProblem { x: xd, w: wd, ..conv.clone() }, epilogue: epilogue.clone() } };
-    let solver = adapter::first_taker(&INNER, &inner, handle).map_err(|why| format!("no tensor-core kernel takes the channels-last problem ({why})"))?;
-    Ok(Rewrite { inner, solver, x, w })
+    let inner = FusedProblem { kind: FusedKind::Conv { conv: inner_conv, epilogue: epilogue.clone() } };
+    let solver = adapter::first_taker(inner_list, &inner, handle).map_err(|why| format!("no tensor-core kernel takes the channels-last problem ({why})"))?;
+    Ok(Rewrite { inner, solver, x, other, direction: conv.direction })
 }
 
 pub struct CudaConvTcNchw;
@@ -119,7 +132,7 @@ impl CudaConvTcNchw {
     ) -> Result<Arc<dyn Invoker>> {
         let r = rewrite(problem, handle).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         let inner = build(r.solver, &r.inner)?;
-        Ok(Arc::new(NchwInvoker { be: cuda_of(handle)?.clone(), inner, x: r.x, w: r.w }))
+        Ok(Arc::new(NchwInvoker { be: cuda_of(handle)?.clone(), inner, x: r.x, other: r.other, direction: r.direction }))
     }
 }
 
@@ -127,26 +140,30 @@ struct NchwInvoker {
     be: Arc<CudaBackend>,
     inner: Arc<dyn Invoker>,
     x: Option<ChannelsFirst>,
-    w: Option<ChannelsFirst>,
+    other: Option<ChannelsFirst>,
+    direction: Direction,
 }
 
 impl Invoker for NchwInvoker {
     fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
         let bytes = |v: &Option<ChannelsFirst>| v.map_or(0, |v| v.packed_bytes().next_multiple_of(256));
-        let (xb, wb) = (bytes(&self.x), bytes(&self.w));
+        let (xb, ob) = (bytes(&self.x), bytes(&self.other));
+        // The direction's other input: w forward, dy backward-weights.
+        let other_in = if self.direction == Direction::Forward { a.w } else { a.y };
         // The whole sequence is one timed unit (copies included) when profiling is on.
         timed(handle, &self.be, || {
-            let scratch = Scratch::new(&self.be.dev, xb + wb)?;
-            let (xs, ws) = (scratch.ptr(), scratch.ptr() + xb as u64);
+            let scratch = Scratch::new(&self.be.dev, xb + ob)?;
+            let (xs, os) = (scratch.ptr(), scratch.ptr() + xb as u64);
             if let Some(v) = &self.x {
                 to_channels_last(&self.be, v, a.x.0, xs)?;
             }
-            if let Some(v) = &self.w {
-                to_channels_last(&self.be, v, a.w.0, ws)?;
+            if let Some(v) = &self.other {
+                to_channels_last(&self.be, v, other_in.0, os)?;
             }
             let x = if self.x.is_some() { DevPtr(xs) } else { a.x };
-            let w = if self.w.is_some() { DevPtr(ws) } else { a.w };
-            self.inner.run(handle, &RunArgs { x, w, ..*a })
+            let other = if self.other.is_some() { DevPtr(os) } else { other_in };
+            let args = if self.direction == Direction::Forward { RunArgs { x, w: other, ..*a } } else { RunArgs { x, y: other, ..*a } };
+            self.inner.run(handle, &args)
         })
     }
 }
