@@ -129,7 +129,7 @@ fn w_matrix(g: &Geom) -> ([u64; 2], u64) {
 }
 
 /// A 1×1, unpadded, stride-1 convolution over dense pixel rows: x is a (N·H·W) × C matrix.
-fn plain_gemm(g: &Geom) -> bool {
+pub(crate) fn plain_gemm(g: &Geom) -> bool {
     let xs = g.x_strides;
     g.filter_size() == 1 && g.pad == [0; 3] && g.stride == [1; 3] && xs[3] == g.input[2] * xs[4] && xs[0] == g.input[1] * xs[3]
 }
@@ -147,6 +147,15 @@ fn encode_maps(g: &Geom, dt: DataType, (bm, bn): (usize, usize), x: u64, w: u64)
     Ok((xm, tensor_map::tiled_2d(dims, row, [64, bn as u32], dt, w)?))
 }
 
+/// wgmma and TMA exist on compute capability 9.0 (the sm_90a target) only.
+pub(crate) fn hopper_check(handle: &Handle) -> std::result::Result<(), String> {
+    let be = cuda_of(handle).map_err(|e| e.to_string())?;
+    match be.dev.compute_capability() {
+        (9, 0) => Ok(()),
+        (maj, min) => Err(format!("wgmma and TMA need a compute capability 9.0 GPU (sm_90a); this one is {maj}.{min}")),
+    }
+}
+
 pub struct CudaConvIgemmTma;
 
 impl Solver for CudaConvIgemmTma {
@@ -158,11 +167,7 @@ impl Solver for CudaConvIgemmTma {
     fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String> {
         let g = tensor_core_check(problem)?;
         tma_check(&g)?;
-        let be = cuda_of(handle).map_err(|e| e.to_string())?;
-        if be.dev.compute_capability() != (9, 0) {
-            let (maj, min) = be.dev.compute_capability();
-            return Err(format!("wgmma and TMA need a compute capability 9.0 GPU (sm_90a); this one is {maj}.{min}"));
-        }
+        hopper_check(handle)?;
         let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
         encode_maps(&g, dt, (128, 128), 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
     }

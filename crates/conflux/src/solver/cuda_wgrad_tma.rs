@@ -8,6 +8,7 @@
 
 use super::cuda_direct::{conv_run_params, cuda_of, CudaConvDirect};
 use super::cuda_igemm_tc::tensor_core_defines;
+use super::cuda_igemm_tma::{hopper_check, plain_gemm};
 use super::{perf_db, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::module::Kernel;
@@ -108,12 +109,6 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
     Ok(g)
 }
 
-/// A 1×1, unpadded, stride-1 convolution over dense pixel rows: x is a (N·H·W) × C matrix.
-fn plain_gemm(g: &Geom) -> bool {
-    let xs = g.x_strides;
-    g.filter_size() == 1 && g.pad == [0; 3] && g.stride == [1; 3] && xs[3] == g.input[2] * xs[4] && xs[0] == g.input[1] * xs[3]
-}
-
 /// The x map (im2col boxes of 64 pixels × 64 channels, or boxes of the pixel matrix) and the
 /// dy map (boxes of 64 pixels × 64 channels of the (N·OH·OW) × K matrix).
 fn encode_maps(g: &Geom, dt: DataType, x: u64, dy: u64) -> Result<(TensorMap, TensorMap)> {
@@ -150,11 +145,7 @@ impl Solver for CudaConvWgradTma {
 
     fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String> {
         let g = geometry(problem)?;
-        let be = cuda_of(handle).map_err(|e| e.to_string())?;
-        if be.dev.compute_capability() != (9, 0) {
-            let (maj, min) = be.dev.compute_capability();
-            return Err(format!("wgmma and TMA need a compute capability 9.0 GPU (sm_90a); this one is {maj}.{min}"));
-        }
+        hopper_check(handle)?;
         let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
         encode_maps(&g, dt, 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
     }
