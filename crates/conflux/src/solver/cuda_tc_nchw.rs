@@ -107,9 +107,13 @@ impl Solver for CudaConvTcNchw {
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
-        // The tensor-core kernel plus the copies at about 3 TB/s.
-        let copies = problem.conv_problem().map(|c| 2.0 * (c.x.num_bytes() + c.w.num_bytes()) as f64 / 3e12 * 1e3).unwrap_or(0.0);
-        adapter::CHANNELS_LAST_TC[0].estimate_ms(problem) + copies
+        // The tensor-core kernel plus the copies of the inputs it reads at about 3 TB/s.
+        let Some(c) = problem.conv_problem() else { return f64::MAX };
+        let (kernel, other) = match c.direction {
+            Direction::BackwardWeights => (INNER_WGRAD[0], &c.y),
+            _ => (INNER[0], &c.w),
+        };
+        kernel.estimate_ms(problem) + 2.0 * (c.x.num_bytes() + other.num_bytes()) as f64 / 3e12 * 1e3
     }
 
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
