@@ -2,6 +2,7 @@
 # Time every tile configuration of a tensor-core kernel on a problem list (run on the GPU
 # machine from the repository root): one CSV block per configuration and a per-problem best
 # table. Usage: bash .gpu/tile_sweep.sh LIST N DTYPE [tc|wgmma|tma]   (DTYPE f16 | bf16; NHWC)
+# CFGS="label label ..." replaces the kind's list (for example only the clustered tiles).
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 list=$1; n=$2; dt=$3; kind=${4:-wgmma}
@@ -15,6 +16,7 @@ else
   var=CONFLUX_WGMMA_TILE
   cfgs="wg256x128s4 wg128x128s6 wg128x128s4 wg128x128s3 wg128x64s4 wg128x64s3 wg256x64s4 wgp256x128s4 wgp128x128s6 wgp128x128s4 wgp128x128s3 wgp128x64s4 wgp128x64s3 wgp256x64s4"
 fi
+cfgs=${CFGS:-$cfgs}
 out=$(mktemp)
 for cfg in $cfgs; do
   env $var=$cfg .gpu/ex/bench_cba "$list" "$n" "$dt" nhwc 30 | sed "s/^/$cfg,/" >> "$out"

@@ -79,6 +79,11 @@ fn nvrtc_compile(name: &str, source: &str, opts: &[String]) -> Result<Vec<u8>> {
         match compiled {
             Err(e) => Err(Error::internal(format!("NVRTC failed to compile program {name}.cu ({e:?}):\n{log}"))),
             Ok(()) => {
+                // Advisories of a successful compile (ptxas: "wgmma ... serialized", spills)
+                // are worth seeing while tuning kernels.
+                if !log.trim().is_empty() && std::env::var_os("CONFLUX_NVRTC_LOG").is_some() {
+                    eprintln!("NVRTC log of {name}.cu:\n{log}");
+                }
                 let mut size = 0usize;
                 nvsys::nvrtcGetCUBINSize(prog, &mut size)
                     .result()
