@@ -1,7 +1,9 @@
 # Run on the GPU machine: fused conv+bias+ReLU, conflux vs cuDNN (torch.cudnn_convolution_relu),
 # same GPU, same run, both timed as the median of per-launch CUDA-event times with a cold L2
 # (triton's do_bench flushes L2 for cuDNN; the conflux bench program does the same).
-# Usage: python3 bench_cba.py LIST N [precisions...]   (precisions: fp32 fp16 bf16 fp16nchw)
+# Usage: python3 bench_cba.py LIST N [precisions...]   (precisions: fp32 fp16 bf16 fp16nchw tf32 tf32nchw)
+# fp32 is strict on both sides (TF32 off); tf32* allow TF32 on both sides (conflux: the
+# descriptor's ALLOW_TF32 attribute; cuDNN: torch.backends.cudnn.allow_tf32).
 import math, subprocess, sys, os, torch
 from triton.testing import do_bench
 
@@ -17,10 +19,13 @@ SPEC = {  # name: (torch dtype, channels_last, conflux dtype, conflux layout)
     "fp16": (torch.float16, True, "f16", "nhwc"),
     "bf16": (torch.bfloat16, True, "bf16", "nhwc"),
     "fp16nchw": (torch.float16, False, "f16", "nchw"),
+    "tf32": (torch.float32, True, "tf32", "nhwc"),
+    "tf32nchw": (torch.float32, False, "tf32", "nchw"),
 }
 rows = []
 for prec in precs:
     dt, cl, cdt, clay = SPEC[prec]
+    torch.backends.cudnn.allow_tf32 = cdt == "tf32"
     res = subprocess.run([os.path.join(here, "ex", "bench_cba"), lst, str(N), cdt, clay, "50"], capture_output=True, text=True)
     if res.returncode != 0:
         print("conflux bench failed:", res.stderr[-2000:]); sys.exit(1)

@@ -7,18 +7,19 @@
 
 use conflux::element::encode;
 use conflux::reference::fill::fill_normal;
+use conflux::types::ConvAttrib;
 use conflux::{ActivationMode, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg, OpArgs, TensorDesc};
 
 fn main() -> conflux::Result<()> {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
-        eprintln!("usage: bench_cba LIST N f32|f16|bf16 nchw|nhwc [reps]");
+        eprintln!("usage: bench_cba LIST N f32|tf32|f16|bf16 nchw|nhwc [reps]   (tf32: f32 data, TF32 allowed)");
         std::process::exit(2);
     }
     let list = std::fs::read_to_string(&a[1]).expect("problem list");
     let n: usize = a[2].parse().expect("N");
     let dt = match a[3].as_str() {
-        "f32" => DataType::Float,
+        "f32" | "tf32" => DataType::Float,
         "f16" => DataType::Half,
         "bf16" => DataType::BFloat16,
         o => panic!("dtype {o}"),
@@ -33,7 +34,8 @@ fn main() -> conflux::Result<()> {
         let x_desc = TensorDesc::with_layout(dt, layout, &[n, c, hh, ww])?;
         let w_desc = TensorDesc::with_layout(dt, layout, &[k, c, fy, fx])?;
         let b_desc = TensorDesc::new(dt, &[1, k, 1, 1])?;
-        let conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &[1, 1], &[1, 1])?;
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &[1, 1], &[1, 1])?;
+        conv.set_attribute(ConvAttrib::AllowTf32, (a[3] == "tf32") as i64)?;
         let mut plan = FusionPlan::new(FusionDirection::Vertical, x_desc.clone());
         plan.add_conv_forward(&conv, &w_desc)?;
         plan.add_bias(&b_desc)?;

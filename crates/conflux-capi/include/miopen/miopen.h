@@ -1181,6 +1181,12 @@ miopenConvolutionBiasActivationForward(miopenHandle_t handle,
  * conflux extensions (not in MIOpen)
  * ====================================================================================== */
 
+/* Convolution attribute (miopenSetConvolutionAttribute / miopenGetConvolutionAttribute):
+ * may f32 convolutions run on TF32 tensor cores (inputs rounded to 10 mantissa bits, f32
+ * accumulation; cuDNN's CUDNN_DEFAULT_MATH, PyTorch's allow_tf32)? -1 (default): as the
+ * environment says (CONFLUX_ALLOW_TF32=1 allows), 0: strict f32, 1: allowed. */
+#define CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32 ((miopenConvolutionAttrib_t)1000)
+
 /* The reason of the last failing call made on this thread, e.g.
  * "miopenCompileFusionPlan: miopenStatusUnsupportedOp: op 2 (...): ...". Successful calls
  * leave it unchanged; "" before any failure. Valid until the next failing call on this

@@ -78,6 +78,17 @@ int main(void)
     EXPECT_STATUS(miopenStatusBadParm, miopenInitConvolutionDescriptor(conv, miopenConvolution, 0, 0, 0, 1, 1, 1));
     EXPECT_STATUS(miopenStatusBadParm, miopenSetConvolutionAttribute(conv, (miopenConvolutionAttrib_t)9, 0));
     EXPECT_STATUS(miopenStatusBadParm, miopenSetConvolutionAttribute(conv, MIOPEN_CONVOLUTION_ATTRIB_DETERMINISTIC, 2));
+    {
+        /* conflux's TF32 switch: -1 (default) / 0 / 1, anything else refused. */
+        int v = 7;
+        CHECK(miopenGetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32, &v));
+        REQUIRE(v == -1);
+        CHECK(miopenSetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32, 1));
+        CHECK(miopenGetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32, &v));
+        REQUIRE(v == 1);
+        EXPECT_STATUS(miopenStatusBadParm, miopenSetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32, 2));
+        CHECK(miopenSetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32, 0));
+    }
     CHECK(miopenInitConvolutionDescriptor(conv, miopenConvolution, 0, 0, 1, 1, 1, 1));
     {
         int pads[3] = {0, 0, 0}, one3[3] = {1, 1, 1};

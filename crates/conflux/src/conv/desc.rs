@@ -18,6 +18,9 @@ pub struct ConvDesc {
     fp16_alt_impl: i32,
     deterministic: i32,
     fp8_rounding: i32,
+    /// f32 convolutions on TF32 tensor cores: -1 = the process default
+    /// (`CONFLUX_ALLOW_TF32=1` allows), 0 = strict f32, 1 = allowed.
+    allow_tf32: i32,
     find_mode: FindMode,
 }
 
@@ -34,6 +37,7 @@ impl Default for ConvDesc {
             fp16_alt_impl: -1,
             deterministic: 0,
             fp8_rounding: 1,
+            allow_tf32: -1,
             find_mode: FindMode::DynamicHybrid,
         }
     }
@@ -100,6 +104,14 @@ impl ConvDesc {
     pub fn groups(&self) -> usize { self.groups }
     pub fn find_mode(&self) -> FindMode { self.find_mode }
     pub fn is_deterministic(&self) -> bool { self.deterministic == 1 }
+    /// May f32 problems run on TF32 tensor cores (inputs rounded to 10 mantissa bits, f32
+    /// accumulation)? cuDNN's math type, PyTorch's `allow_tf32`; off unless asked for.
+    pub fn allows_tf32(&self) -> bool {
+        match self.allow_tf32 {
+            -1 => tf32_by_default(),
+            v => v == 1,
+        }
+    }
 
     /// `miopenSetConvolutionGroupCount`. Like MIOpen, the count is validated at use; only
     /// values < 1 are refused here, since no use could accept them.
@@ -139,6 +151,10 @@ impl ConvDesc {
                 ensure!((0..=1).contains(&value), BadParm, "convolution attribute DETERMINISTIC: value {value} not in 0..=1");
                 self.deterministic = value as i32;
             }
+            ConvAttrib::AllowTf32 => {
+                ensure!((-1..=1).contains(&value), BadParm, "convolution attribute ALLOW_TF32: value {value} not in -1..=1");
+                self.allow_tf32 = value as i32;
+            }
             ConvAttrib::Fp8RoundingMode => {
                 ensure!((0..=1).contains(&value), BadParm, "convolution attribute FP8_ROUNDING_MODE: value {value} not in 0..=1");
                 self.fp8_rounding = value as i32;
@@ -152,6 +168,7 @@ impl ConvDesc {
             ConvAttrib::Fp16AltImpl => self.fp16_alt_impl,
             ConvAttrib::Deterministic => self.deterministic,
             ConvAttrib::Fp8RoundingMode => self.fp8_rounding,
+            ConvAttrib::AllowTf32 => self.allow_tf32,
         }
     }
 
@@ -235,14 +252,15 @@ impl ConvDesc {
     pub fn key(&self) -> String {
         let j = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x");
         format!(
-            "{}p{}s{}d{}a{}g{}{}",
+            "{}p{}s{}d{}a{}g{}{}{}",
             if self.mode == ConvMode::Transpose { "T" } else { "C" },
             j(&self.pads),
             j(&self.strides),
             j(&self.dilations),
             j(&self.out_pads),
             self.groups,
-            if self.is_deterministic() { "det" } else { "" }
+            if self.is_deterministic() { "det" } else { "" },
+            if self.allows_tf32() { "tf32" } else { "" }
         )
     }
 }
@@ -259,4 +277,11 @@ pub fn output_desc_like(x: &TensorDesc, lens: &[usize]) -> Result<TensorDesc> {
         bail!(BadParm, "convolution: {}-dim tensors are not supported", lens.len());
     }
     TensorDesc::new(x.dtype(), lens)
+}
+
+/// `CONFLUX_ALLOW_TF32=1` in the environment: descriptors that leave ALLOW_TF32 at its
+/// default (-1) allow TF32 (read once per process).
+fn tf32_by_default() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("CONFLUX_ALLOW_TF32").is_ok_and(|v| v.trim() == "1"))
 }

@@ -113,7 +113,7 @@ impl ConvDesc {
         let keep = self.clone();
         self.init(ConvMode::Convolution, &p, &s, &d).expect("valid geometry stays valid");
         self.set_groups(g as i64).expect("valid group count");
-        for a in [crate::types::ConvAttrib::Fp16AltImpl, crate::types::ConvAttrib::Deterministic, crate::types::ConvAttrib::Fp8RoundingMode] {
+        for a in crate::types::ConvAttrib::ALL.iter().copied() {
             self.set_attribute(a, keep.attribute(a) as i64).expect("valid attribute");
         }
         self.set_find_mode(keep.find_mode());

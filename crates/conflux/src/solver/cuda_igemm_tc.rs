@@ -9,7 +9,7 @@ use super::{perf_db, Invoker, RunArgs, Solver};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{timed, CudaBackend};
-use crate::conv::Geom;
+use crate::conv::{ConvProblem, Geom};
 use crate::error::{Error, Result};
 use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
@@ -25,14 +25,22 @@ pub(crate) fn tensor_core_check(problem: &FusedProblem) -> std::result::Result<G
     if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
         return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
     }
+    tensor_core_layout(conv)
+}
+
+/// The layout conditions of the tensor-core kernels for any element type: forward,
+/// channels-last x and w with channels per group and every pixel row in whole 16-byte
+/// chunks, 32-bit tile indexing.
+pub(crate) fn tensor_core_layout(conv: &ConvProblem) -> std::result::Result<Geom, String> {
     if conv.direction != Direction::Forward {
         return Err(format!("forward only (this is {:?})", conv.direction));
     }
     let g = Geom::of(conv);
-    if g.cg() % 8 != 0 {
-        return Err(format!("channels per group ({}) not a multiple of 8", g.cg()));
+    let chunk = 16 / conv.dtype().size();
+    if g.cg() % chunk != 0 {
+        return Err(format!("channels per group ({}) not a multiple of {chunk}", g.cg()));
     }
-    let aligned = |s: &[usize; 5]| s[1] == 1 && [s[0], s[2], s[3], s[4]].iter().all(|v| v % 8 == 0);
+    let aligned = |s: &[usize; 5]| s[1] == 1 && [s[0], s[2], s[3], s[4]].iter().all(|v| v % chunk == 0);
     if !aligned(&g.x_strides) || !aligned(&g.w_strides) {
         return Err("x and w must be channels-last with 16-byte aligned pixel rows".into());
     }
@@ -48,12 +56,17 @@ pub(crate) fn tensor_core_check(problem: &FusedProblem) -> std::result::Result<G
 pub(crate) fn tensor_core_defines(g: &Geom, dt: DataType, tile: &[(&str, usize)]) -> (Vec<(String, String)>, bool) {
     let ys = g.y_strides;
     let pair_store = ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 2 == 0) && (g.kg() % 2 == 0 || g.groups == 1);
-    let mma = if dt == DataType::Half { "\"f16\"" } else { "\"bf16\"" };
+    let mma = match dt {
+        DataType::Half => "\"f16\"",
+        DataType::Float => "\"tf32\"",
+        _ => "\"bf16\"",
+    };
     let mut defs = preamble::conv_geometry_defines(g);
     for (name, v) in tile.iter().copied().chain([("PAIR_STORE", pair_store as usize)]) {
         defs.push((name.to_string(), v.to_string()));
     }
     defs.push(("MMA_AB".into(), mma.into()));
+    defs.push(("MMA_TF32".into(), ((dt == DataType::Float) as usize).to_string()));
     (defs, pair_store)
 }
 

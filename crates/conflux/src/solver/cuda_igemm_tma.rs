@@ -3,10 +3,12 @@
 //! thread, consumer warpgroups multiply with wgmma, stages are handed over with mbarriers.
 //! Narrower than the cp.async wgmma kernel (`cuda_igemm_wgmma`), which stays the fallback:
 //! 2-D, channels per group a multiple of 64, each filter's reduction contiguous in w.
+//! Also the TF32 path: f32 problems whose descriptor allows TF32 run the same kernel with
+//! 32-channel k-steps (a 128-byte row of f32) and tf32 wgmma (f32 accumulation).
 
 use super::cuda_direct::{conv_run_params, cuda_of};
 use super::cuda_igemm::CudaConvIgemm;
-use super::cuda_igemm_tc::{tensor_core_check, tensor_core_defines, Staging};
+use super::cuda_igemm_tc::{tensor_core_check, tensor_core_defines, tensor_core_layout, Staging};
 use super::{perf_db, Invoker, RunArgs, Solver};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::params::Params;
@@ -89,13 +91,28 @@ pub fn tma_heuristic(g: &Geom) -> TmaTile {
     }
 }
 
+/// Channels per k-step: one 128-byte row of the element type (64 16-bit, 32 f32).
+fn step_channels(dt: DataType) -> usize { 128 / dt.size() }
+
+/// The tensor-core conditions for this problem's element type: f16/bf16, or f32 when its
+/// descriptor allows TF32.
+fn tma_geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
+    let conv = problem.conv_problem().ok_or("not a convolution problem")?;
+    match conv.dtype() {
+        DataType::Float if conv.conv.allows_tf32() => tensor_core_layout(conv),
+        DataType::Float => Err("strict f32: TF32 tensor cores not allowed by the descriptor (attribute CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32 or CONFLUX_ALLOW_TF32=1)".into()),
+        _ => tensor_core_check(problem),
+    }
+}
+
 /// What the tensor maps need beyond the tensor-core kernels' conditions.
-fn tma_check(g: &Geom) -> std::result::Result<(), String> {
+fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
     if g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 {
         return Err("TMA im2col kernel handles 2-D convolutions only".into());
     }
-    if g.cg() % 64 != 0 {
-        return Err(format!("channels per group ({}) not a multiple of 64", g.cg()));
+    let bk = step_channels(dt);
+    if g.cg() % bk != 0 {
+        return Err(format!("channels per group ({}) not a multiple of {bk}", g.cg()));
     }
     let ws = g.w_strides;
     if ws[4] != g.cg() || ws[3] != g.filter[2] * g.cg() {
@@ -107,8 +124,8 @@ fn tma_check(g: &Geom) -> std::result::Result<(), String> {
     Ok(())
 }
 
-fn im2col_of(g: &Geom, bm: usize) -> Im2col {
-    let xs = g.x_strides.map(|v| v as u64 * 2);
+fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col {
+    let xs = g.x_strides.map(|v| (v * dt.size()) as u64);
     let [_, ph, pw] = g.pad.map(|v| v as i32);
     let [_, fh, fw] = g.filter.map(|v| v as i32);
     let [_, dh, dw] = g.dilation.map(|v| v as i32);
@@ -118,14 +135,14 @@ fn im2col_of(g: &Geom, bm: usize) -> Im2col {
         lower: [-pw, -ph],
         upper: [pw - dw * (fw - 1), ph - dh * (fh - 1)],
         stride: [g.stride[2] as u32, g.stride[1] as u32],
-        channels: 64,
+        channels: step_channels(dt) as u32,
         pixels: bm as u32,
     }
 }
 
 /// w as a K × (FH·FW·CG) matrix: extents (inner, outer) and row bytes.
-fn w_matrix(g: &Geom) -> ([u64; 2], u64) {
-    ([(g.cg() * g.filter_size()) as u64, g.k as u64], g.w_strides[0] as u64 * 2)
+fn w_matrix(g: &Geom, dt: DataType) -> ([u64; 2], u64) {
+    ([(g.cg() * g.filter_size()) as u64, g.k as u64], (g.w_strides[0] * dt.size()) as u64)
 }
 
 /// A 1×1, unpadded, stride-1 convolution over dense pixel rows: x is a (N·H·W) × C matrix.
@@ -137,14 +154,15 @@ pub(crate) fn plain_gemm(g: &Geom) -> bool {
 /// The x and w maps (over stand-in addresses in `check`: the driver validates the geometry —
 /// corner ranges, strides, extents — without touching memory).
 fn encode_maps(g: &Geom, dt: DataType, (bm, bn): (usize, usize), x: u64, w: u64) -> Result<(TensorMap, TensorMap)> {
-    let (dims, row) = w_matrix(g);
+    let (dims, row) = w_matrix(g, dt);
+    let bk = step_channels(dt) as u32;
     let xm = if plain_gemm(g) {
         let pixels = (g.n * g.input_size()) as u64;
-        tensor_map::tiled_2d([g.c as u64, pixels], g.x_strides[4] as u64 * 2, [64, bm as u32], dt, x)?
+        tensor_map::tiled_2d([g.c as u64, pixels], (g.x_strides[4] * dt.size()) as u64, [bk, bm as u32], dt, x)?
     } else {
-        tensor_map::im2col(&im2col_of(g, bm), dt, x)?
+        tensor_map::im2col(&im2col_of(g, dt, bm), dt, x)?
     };
-    Ok((xm, tensor_map::tiled_2d(dims, row, [64, bn as u32], dt, w)?))
+    Ok((xm, tensor_map::tiled_2d(dims, row, [bk, bn as u32], dt, w)?))
 }
 
 /// wgmma and TMA exist on compute capability 9.0 (the sm_90a target) only.
@@ -165,16 +183,17 @@ impl Solver for CudaConvIgemmTma {
     fn device(&self) -> DeviceKind { DeviceKind::Cuda }
 
     fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String> {
-        let g = tensor_core_check(problem)?;
-        tma_check(&g)?;
-        hopper_check(handle)?;
+        let g = tma_geometry(problem)?;
         let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
+        tma_check(&g, dt)?;
+        hopper_check(handle)?;
         encode_maps(&g, dt, (128, 128), 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
-        // About 500 TFLOP/s on an H100/H200-class GPU.
-        problem.conv_problem().map(|c| 2.0 * c.macs() / 500e12 * 1e3 + 0.004).unwrap_or(f64::MAX)
+        // About 500 TFLOP/s on an H100/H200-class GPU in 16-bit types, half that in TF32.
+        let rate = |c: &crate::conv::ConvProblem| if c.dtype() == DataType::Float { 250e12 } else { 500e12 };
+        problem.conv_problem().map(|c| 2.0 * c.macs() / rate(c) * 1e3 + 0.004).unwrap_or(f64::MAX)
     }
 
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
@@ -201,9 +220,12 @@ impl CudaConvIgemmTma {
         let be = cuda_of(handle)?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
         let g = Geom::of(conv);
-        let cfg = cfg.fitted(g.filter_size() * g.cg() / 64);
+        let dt = conv.dtype();
+        let bk = step_channels(dt);
+        let cfg = cfg.fitted(g.filter_size() * g.cg() / bk);
         let ys = g.y_strides;
-        let staging = if cfg.staged { Staging::of(&g) } else { Staging::Direct };
+        // f32 results go straight from registers (the staging paths pack 16-bit values).
+        let staging = if cfg.staged && dt != DataType::Float { Staging::of(&g) } else { Staging::Direct };
         // Shared memory must follow from the generated source alone: two configurations that
         // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
         let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
@@ -214,12 +236,12 @@ impl CudaConvIgemmTma {
         let pixel_rows = ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3]) && ys[0] == od * oh * ys[3];
         let tma_store = staging == Staging::Rows && pixel_rows && (g.groups == 1 || g.kg() % 64 == 0);
         let mut tile = vec![
-            ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
+            ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
             ("MIN_BLOCKS", cfg.min_blocks()), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
         ];
         tile.extend(staging.defines());
         let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
-        let y_align = staging.y_align(pair_store);
+        let y_align = if dt == DataType::Float { 4 << pair_store as u64 } else { staging.y_align(pair_store) };
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let kernel = be.module_arch_specific("conv_igemm_tma", &src)?.function("conv_fwd_igemm_tma")?;

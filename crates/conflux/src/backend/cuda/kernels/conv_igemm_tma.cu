@@ -11,7 +11,8 @@
 // warp has retired its multiplies of it. Each block walks output tiles b, b + gridDim.x, ...;
 // the producer runs ahead into the next tile while consumers run this tile's epilogue.
 //
-// GEMM k-step kt = (filter tap, 64-channel slice): CG % 64 == 0 so a step never straddles
+// GEMM k-step kt = (filter tap, BK-channel slice; BK = 64 for 16-bit data, 32 for f32 on TF32
+// tensor cores — one 128-byte row either way): CG % BK == 0 so a step never straddles
 // taps. The im2col copy starts at the tile's first output pixel (its filter window's corner
 // in x) shifted by the tap, walks BM pixels in output order across rows and images, and
 // zero-fills taps that fall in the padding or pixels past the batch; the w copy is rows
@@ -28,26 +29,26 @@
 #define A_BYTES (BM * 128)
 #define B_BYTES (BN * 128)
 #define STAGE_BYTES (A_BYTES + B_BYTES)
-#define C_SLICES (CG / 64)
+#define C_SLICES (CG / BK)
 #define KSTEPS (FH * FW * C_SLICES)
 #define OUT_BYTES (STAGE_STORE ? BM * BN * 2 : 0)
 
-static_assert(BK == 64, "128-byte rows");
+static_assert(BK * sizeof(T) == 128, "128-byte rows");
 static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one per 64 rows");
-static_assert(CG % 64 == 0, "a k-step is one tap and 64 channels");
+static_assert(CG % BK == 0, "a k-step is one tap and BK channels");
 static_assert(FD == 1 && OD == 1 && ID == 1, "2-D convolution");
 static_assert(BN == 64 || BN == 128 || BN == 256, "BN");
 
 struct __align__(64) TmaArgs {
-    TensorMap x;   // im2col map of x: dims (C, W, H, N), 64 channels × BM pixels per copy
-                   // (A_TILED: box map of x as dims (C, N·H·W), 64 × BM per copy)
-    TensorMap w;   // box map of w: dims (FH·FW·CG, K), 64 × BN per copy
+    TensorMap x;   // im2col map of x: dims (C, W, H, N), BK channels × BM pixels per copy
+                   // (A_TILED: box map of x as dims (C, N·H·W), BK × BM per copy)
+    TensorMap w;   // box map of w: dims (FH·FW·CG, K), BK × BN per copy
     TensorMap y;   // box map of y (TMA_STORE): dims (K, N·OH·OW), 64 × 64 per copy
     Params p;
 };
 
 #if TMA_STORE
-static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1, "bulk stores need dense channels-last y");
+static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1 && sizeof(T) == 2, "bulk stores need dense channels-last 16-bit y");
 // One warpgroup's 64 × BN results → staging boxes → bulk stores. `stage` is the warpgroup's
 // 1024-byte aligned buffer (plain stores into it, so the compiler may interleave them with
 // the epilogue's loads); `issuer` the thread that owns its bulk-store groups.
@@ -115,12 +116,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
                 const int tap = kt / C_SLICES;
                 const unsigned dst = sbase + s * STAGE_BYTES;
 #if A_TILED
-                tma_load_2d(dst, &args.x, full(s), g * CG + kt * 64, m0);
+                tma_load_2d(dst, &args.x, full(s), g * CG + kt * BK, m0);
 #else
-                tma_load_im2col_4d(dst, &args.x, full(s), g * CG + kt % C_SLICES * 64, w0, h0, q.n, (unsigned short)(tap % FW * DW),
+                tma_load_im2col_4d(dst, &args.x, full(s), g * CG + kt % C_SLICES * BK, w0, h0, q.n, (unsigned short)(tap % FW * DW),
                                    (unsigned short)(tap / FW * DH));
 #endif
-                tma_load_2d(dst + A_BYTES, &args.w, full(s), kt * 64, g * KG + n0);
+                tma_load_2d(dst + A_BYTES, &args.w, full(s), kt * BK, g * KG + n0);
             }
         }
         return;

@@ -161,8 +161,20 @@ __device__ __forceinline__ void epilogue_pair(const Params& p, const OutRow& r, 
     }
 }
 
-__device__ __forceinline__ unsigned pack2(float a, float b) {
-    return (unsigned)from_f<T>(a).u | ((unsigned)from_f<T>(b).u << 16);
+// Two 16-bit values in one word (a template so that f32 kernels, which never call it,
+// compile).
+template <class U = T> __device__ __forceinline__ unsigned pack2(float a, float b) {
+    return (unsigned)from_f<U>(a).u | ((unsigned)from_f<U>(b).u << 16);
+}
+
+// Two adjacent elements of y in one store: a word for 16-bit types, 8 bytes for f32 (TF32
+// kernels).
+template <class U = T> __device__ __forceinline__ void st2(void* y, i64 o, const float (&v)[2]) {
+    if constexpr (sizeof(U) == 4) {
+        *(float2*)((U*)y + o) = make_float2(v[0], v[1]);
+    } else {
+        *(unsigned*)((U*)y + o) = pack2<U>(v[0], v[1]);
+    }
 }
 
 // Finished values of channels kn and kn + 1 stored straight to y (both at once when
@@ -171,7 +183,7 @@ __device__ __forceinline__ void put_pair(const Params& p, const OutRow& r, int g
     const i64 o = r.off + (i64)(g * KG + kn) * YS_C;
 #if PAIR_STORE
     if (kn + 1 < KG) {
-        *(unsigned*)((T*)p.y + o) = pack2(v[0], v[1]);
+        st2(p.y, o, v);
         return;
     }
 #endif

@@ -20,10 +20,18 @@ __device__ __forceinline__ unsigned long long wgmma_desc_mn(unsigned smem_byte_a
 }
 
 // Operand majorness of every wgmma below: K-major A and B, or both MN-major (transposed).
-#if defined(WGMMA_MN_MAJOR) && WGMMA_MN_MAJOR
-#define WGMMA_TRANS "1, 1"
+// TF32 (MMA_AB "tf32", f32 data): k8 per instruction — still 32 bytes of a 128-byte row, so
+// descriptors and the k-step walk are the 16-bit ones — and K-major only, which the
+// instruction states by having no transpose operands.
+#if defined(MMA_TF32) && MMA_TF32
+#define WGMMA_K "k8"
+#define WGMMA_TAIL ""
+#elif defined(WGMMA_MN_MAJOR) && WGMMA_MN_MAJOR
+#define WGMMA_K "k16"
+#define WGMMA_TAIL ", 1, 1"
 #else
-#define WGMMA_TRANS "0, 0"
+#define WGMMA_K "k16"
+#define WGMMA_TAIL ", 0, 0"
 #endif
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -40,10 +48,10 @@ template <int R> __device__ __forceinline__ void wgmma_hold(float (&d)[R]) {
 __device__ __forceinline__ void wgmma_n64(float (&d)[32], unsigned long long da, unsigned long long db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." MMA_AB "." MMA_AB " {"
+        "wgmma.mma_async.sync.aligned.m64n64" WGMMA_K ".f32." MMA_AB "." MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, %32, %33, p, 1, 1, " WGMMA_TRANS ";\n}\n"
+        "}, %32, %33, p, 1, 1" WGMMA_TAIL ";\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -54,12 +62,12 @@ __device__ __forceinline__ void wgmma_n64(float (&d)[32], unsigned long long da,
 __device__ __forceinline__ void wgmma_n128(float (&d)[64], unsigned long long da, unsigned long long db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." MMA_AB "." MMA_AB " {"
+        "wgmma.mma_async.sync.aligned.m64n128" WGMMA_K ".f32." MMA_AB "." MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1, " WGMMA_TRANS ";\n}\n"
+        "}, %64, %65, p, 1, 1" WGMMA_TAIL ";\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -74,7 +82,7 @@ __device__ __forceinline__ void wgmma_n128(float (&d)[64], unsigned long long da
 __device__ __forceinline__ void wgmma_n256(float (&d)[128], unsigned long long da, unsigned long long db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32." MMA_AB "." MMA_AB " {"
+        "wgmma.mma_async.sync.aligned.m64n256" WGMMA_K ".f32." MMA_AB "." MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
@@ -83,7 +91,7 @@ __device__ __forceinline__ void wgmma_n256(float (&d)[128], unsigned long long d
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, %128, %129, p, 1, 1, " WGMMA_TRANS ";\n}\n"
+        "}, %128, %129, p, 1, 1" WGMMA_TAIL ";\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -111,15 +119,16 @@ __device__ __forceinline__ void wgmma_n256(float (&d)[128], unsigned long long d
 #define WGMMA wgmma_n256
 #endif
 
-// The four k16 steps of one 64-deep stage laid out as [BM pixel rows | BN channel rows] of
-// 128 bytes: A rows of warpgroup cw, all BN rows of B.
+// The four 32-byte k slices (k16, or k8 for TF32) of one stage laid out as [BM pixel rows |
+// BN channel rows] of 128 bytes (BK elements): A rows of warpgroup cw, all BN rows of B.
 __device__ __forceinline__ void mma_tile(float (&acc)[BN / 2], unsigned stage_addr, int cw) {
-    const unsigned sa = stage_addr + cw * (64 * BK * 2);
-    const unsigned sb = stage_addr + A_ELEMS * 2;
+    static_assert(BK * sizeof(T) == 128, "one 128-byte row per pixel or channel");
+    const unsigned sa = stage_addr + cw * (64 * 128);
+    const unsigned sb = stage_addr + BM * 128;
     wgmma_hold(acc);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < BK / 16; ++ks) WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+    for (int ks = 0; ks < 4; ++ks) WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
     wgmma_commit();
     wgmma_hold(acc);
 }

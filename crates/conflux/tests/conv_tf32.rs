@@ -1,0 +1,188 @@
+//! f32 convolutions on TF32 tensor cores (the TMA + wgmma kernel with tf32 multiplies and
+//! 32-channel k-steps): opt-in per descriptor (`ConvAttrib::AllowTf32`), channels-last x and
+//! w with channels per group a multiple of 32, fused bias + leaky ReLU, α/β. Checked against
+//! the f64 reference with the TF32 tolerance on random data and exactly on small integers
+//! (which TF32 represents exactly). Strict descriptors never reach the TF32 kernel; on the CPU
+//! the attribute changes nothing.
+
+mod support;
+
+use conflux::fusion::FusedProblem;
+use conflux::reference::compare::{tolerance, TF32_TOLERANCE};
+use conflux::reference::{activation, bias, conv as rconv, fill::Fill};
+use conflux::solver::cuda_igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
+use conflux::solver::{Invoker, RunArgs, Solver};
+use conflux::types::ConvAttrib;
+use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
+use std::sync::Arc;
+use support::*;
+
+const TMA: &str = "CudaConvImplicitGemmTma";
+const LEAKY: f64 = 0.25;
+
+struct Case {
+    conv: ConvDesc,
+    x: TensorDesc,
+    w: TensorDesc,
+    y: TensorDesc,
+    b: TensorDesc,
+}
+
+/// NHWC f32 x [n, c, h, w], KRSC w [k, c/g, r, s], TF32 allowed (or not).
+fn case(lx: [usize; 4], lw: [usize; 4], groups: usize, pad: [i64; 2], stride: [i64; 2], dil: [i64; 2], tf32: bool) -> Case {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dil).unwrap();
+    conv.set_groups(groups as i64).unwrap();
+    conv.set_attribute(ConvAttrib::AllowTf32, tf32 as i64).unwrap();
+    let x = desc(DataType::Float, &lx, Lay::ChannelsLast);
+    let w = desc(DataType::Float, &lw, Lay::ChannelsLast);
+    let y = conv.output_desc(&x, &w).unwrap();
+    let b = TensorDesc::new(DataType::Float, &[1, lw[0], 1, 1]).unwrap();
+    Case { conv, x, w, y, b }
+}
+
+/// The geometries of the kernel's walks: im2col with padding (several taps and channel
+/// slices), a 1×1 plain GEMM with a partial channel tile, groups with stride and dilation.
+fn cases(tf32: bool) -> Vec<Case> {
+    vec![
+        case([2, 64, 11, 9], [96, 64, 3, 3], 1, [1, 1], [1, 1], [1, 1], tf32),
+        case([3, 32, 7, 7], [40, 32, 1, 1], 1, [0, 0], [1, 1], [1, 1], tf32),
+        case([2, 128, 13, 10], [72, 64, 3, 3], 2, [1, 1], [2, 2], [2, 2], tf32),
+    ]
+}
+
+struct Data {
+    x: Dev,
+    w: Dev,
+    b: Dev,
+    y0: Vec<f64>,
+    want: Vec<f64>,
+}
+
+/// Inputs and the reference act(α·conv + β·y0 + bias).
+fn data(h: &Handle, c: &Case, seed: u64, exact: bool, alpha: f64, beta: f64) -> Data {
+    let fill = if exact { Fill::SmallInt(-3, 3) } else { Fill::Normal };
+    let x = random(h, &c.x, fill, seed);
+    let w = random(h, &c.w, fill, seed + 1);
+    let b = random(h, &c.b, fill, seed + 2);
+    let packed = TensorDesc::new(DataType::Float, c.y.lens()).unwrap();
+    let mut conv = vec![0.0; packed.element_space()];
+    rconv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &packed, &mut conv).unwrap();
+    let y0 = conflux::reference::fill::fill_for(&c.y, Fill::SmallInt(-3, 3), seed + 3);
+    let old = logical(&c.y, &y0);
+    let mut pre: Vec<f64> = conv.iter().zip(&old).map(|(v, o)| alpha * v + beta * o).collect();
+    bias::bias_forward(&packed, &mut pre, &c.b, &b.host).unwrap();
+    let mut want = vec![0.0; pre.len()];
+    let act = ActivationDesc::new(ActivationMode::LeakyRelu, LEAKY, 0.0, 0.0);
+    activation::activation_forward(&act, &packed, &pre, &packed, &mut want).unwrap();
+    Data { x, w, b, y0, want }
+}
+
+fn plan_for(c: &Case) -> FusionPlan {
+    let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
+    plan.add_conv_forward(&c.conv, &c.w).unwrap();
+    plan.add_bias(&c.b).unwrap();
+    plan.add_activation(ActivationMode::LeakyRelu).unwrap();
+    plan
+}
+
+fn what(c: &Case, how: &str, h: &Handle) -> String {
+    format!("f32 x {} w {} {} via {how} on {}", c.x.key(), c.w.key(), c.conv.key(), h.device().name())
+}
+
+/// Tolerance of a result: exact on small integers; TF32's where the TF32 kernel ran, else f32's.
+fn tol(exact: bool, on_tf32: bool) -> f64 {
+    match (exact, on_tf32) {
+        (true, _) => 0.0,
+        (false, true) => TF32_TOLERANCE,
+        (false, false) => tolerance(DataType::Float),
+    }
+}
+
+/// Through the Fusion API with the default solver choice: the TF32 kernel exactly when the
+/// descriptor allows it and the GPU has it.
+fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
+    let d = data(h, c, seed, exact, 1.0, 0.0);
+    let mut plan = plan_for(c);
+    plan.compile(h).unwrap();
+    let problem = plan.problem().unwrap();
+    let on_tf32 = plan.solver_name() == Some(TMA);
+    if h.device_kind() == conflux::handle::DeviceKind::Cuda {
+        let takes = CudaConvIgemmTma.check(&problem, h);
+        assert_eq!(on_tf32, takes.is_ok(), "{}: chosen {:?}, TF32 kernel says {takes:?}", what(c, "plan", h), plan.solver_name());
+        if !c.conv.allows_tf32() {
+            let why = takes.unwrap_err();
+            assert!(why.contains("strict f32"), "{}: refusal should name strict f32: {why}", what(c, "plan", h));
+        }
+    } else {
+        assert!(!on_tf32);
+    }
+    let mut args = OpArgs::new();
+    args.set(0, OpArg::Conv { w: d.w.ptr(), alpha: 1.0, beta: 0.0 });
+    args.set(1, OpArg::Bias { b: d.b.ptr() });
+    args.set(2, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 });
+    let y = poisoned(h, &c.y);
+    plan.execute(h, &c.x, d.x.ptr(), &c.y, y.ptr(), &args).unwrap();
+    let got = logical(&c.y, &download(h, &y));
+    assert_close(&what(c, "plan", h), &got, &d.want, tol(exact, on_tf32));
+}
+
+/// Every tile of the TMA kernel (and each on a 3-block grid, so blocks walk several tiles)
+/// with α/β, straight through the invokers.
+fn run_every_tile(h: &Handle, c: &Case, seed: u64, exact: bool) {
+    let problem: FusedProblem = plan_for(c).problem().unwrap();
+    let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
+    let d = data(h, c, seed, exact, alpha, beta);
+    let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
+    let mut built: Vec<(String, Arc<dyn Invoker>)> = Vec::new();
+    for t in TMA_CONFIGS {
+        built.push((t.label(), CudaConvIgemmTma.build_with(&problem, h, *t, None).unwrap()));
+        built.push((format!("{} on 3 blocks", t.label()), CudaConvIgemmTma.build_with(&problem, h, *t, Some(3)).unwrap()));
+    }
+    for (label, inv) in built {
+        let y = upload(h, &c.y, &d.y0);
+        let args = RunArgs { x: d.x.ptr(), w: d.w.ptr(), y: y.ptr(), alpha, beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
+        inv.run(h, &args).unwrap();
+        let got = logical(&c.y, &download(h, &y));
+        assert_close(&what(c, &format!("tile {label}"), h), &got, &d.want, tol(exact, true));
+    }
+}
+
+device_tests!(tf32_allowed, |h: &Handle| {
+    for (i, c) in cases(true).iter().enumerate() {
+        run_plan(h, c, 10 + i as u64, false);
+        run_plan(h, c, 20 + i as u64, true);
+    }
+});
+
+device_tests!(tf32_every_tile, |h: &Handle| {
+    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
+        return;
+    }
+    for (i, c) in cases(true).iter().enumerate() {
+        let problem = plan_for(c).problem().unwrap();
+        if let Err(why) = CudaConvIgemmTma.check(&problem, h) {
+            // Not an sm_90 GPU: nothing of this kernel to run.
+            assert!(why.contains("compute capability"), "{}: {why}", what(c, "check", h));
+            return;
+        }
+        run_every_tile(h, c, 30 + i as u64, i == 0);
+        run_every_tile(h, c, 40 + i as u64, i != 0);
+    }
+});
+
+device_tests!(strict_f32_stays_off_tensor_cores, |h: &Handle| {
+    // The default (no environment override in the test runner) and an explicit 0: f32 math.
+    assert!(std::env::var("CONFLUX_ALLOW_TF32").is_err(), "run the tests without CONFLUX_ALLOW_TF32");
+    for (i, c) in cases(false).iter().enumerate() {
+        run_plan(h, c, 50 + i as u64, false);
+    }
+    let mut d = ConvDesc::default();
+    assert_eq!(d.attribute(ConvAttrib::AllowTf32), -1);
+    assert!(!d.allows_tf32());
+    d.set_attribute(ConvAttrib::AllowTf32, 1).unwrap();
+    assert!(d.allows_tf32());
+    assert!(d.set_attribute(ConvAttrib::AllowTf32, 2).is_err());
+    // The attribute is part of the problem key: strict and TF32 results are cached apart.
+    let (a, b) = (plan_for(&cases(true)[0]).problem().unwrap().key(), plan_for(&cases(false)[0]).problem().unwrap().key());
+    assert_ne!(a, b);
+});
