@@ -365,7 +365,8 @@ fn tile_space_is_consistent() {
     for c in TMA_CONFIGS {
         assert_eq!(TmaTile::parse(&c.label()), Some(*c), "{}", c.label());
         assert!([64, 128, 256].contains(&c.bn) && c.stages >= 2, "{}", c.label());
-        assert!(c.smem_bytes() * c.min_blocks() <= 227 * 1024, "{}: shared memory", c.label());
+        // 16-bit results (f32 ones are staged only where the buffer fits, decided at build).
+        assert!(c.smem_bytes(2) * c.min_blocks(2) <= 227 * 1024, "{}: shared memory", c.label());
     }
 }
 

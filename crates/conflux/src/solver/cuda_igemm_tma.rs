@@ -45,14 +45,15 @@ impl TmaTile {
     pub const fn new(bm: usize, bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm, bn, stages, staged } }
     /// Consumers plus the producer warpgroup.
     pub fn threads(&self) -> usize { (self.bm / 64 + 1) * 128 }
-    /// Pipeline buffers, the staging buffer, two barriers per stage, 1 KiB to align the base.
-    pub fn smem_bytes(&self) -> usize {
-        self.stages * (self.bm + self.bn) * 128 + if self.staged { self.bm * self.bn * 2 } else { 0 } + 16 * self.stages + 1024
+    /// Pipeline buffers, the staging buffer (results of `elem` bytes), two barriers per
+    /// stage, 1 KiB to align the base.
+    pub fn smem_bytes(&self, elem: usize) -> usize {
+        self.stages * (self.bm + self.bn) * 128 + if self.staged { self.bm * self.bn * elem } else { 0 } + 16 * self.stages + 1024
     }
     /// Blocks per SM that shared memory and registers (accumulators plus about 48) allow:
     /// with short reductions the epilogue dominates and wants more warps per SM.
-    pub fn min_blocks(&self) -> usize {
-        let by_smem = 228 * 1024 / (self.smem_bytes() + 1024);
+    pub fn min_blocks(&self, elem: usize) -> usize {
+        let by_smem = 228 * 1024 / (self.smem_bytes(elem) + 1024);
         let by_regs = 65536 / (self.threads() * (self.bn / 2 + 48));
         by_smem.min(by_regs).clamp(1, 2)
     }
@@ -82,10 +83,14 @@ pub const TMA_CONFIGS: &[TmaTile] = &[
 /// bench/results/2026-11-21-h200-cba-tma.md; within 10% of the best tile on all 13): 256 × 64
 /// for layers of at most 64 channels and for layers whose output per pixel is at least twice
 /// their reduction (the epilogue and its stores dominate: more consumer warps, narrow tiles);
-/// else 128 × 128 with 4 stages. Both stage the output for bulk stores.
-pub fn tma_heuristic(g: &Geom) -> TmaTile {
+/// else 128 × 128 with 4 stages. Both stage the output for bulk stores. TF32 (f32 data) walks
+/// twice the k-steps of half the channels: the 128 × 128 tile keeps 5 stages in flight there
+/// (sweep in bench/results/2026-11-22-h200-tf32.md: within 14% of the best on 13 of 13).
+pub fn tma_heuristic(g: &Geom, dt: DataType) -> TmaTile {
     if g.kg() <= 64 || g.kg() >= 2 * g.cg() * g.filter_size() {
         TmaTile::new(256, 64, 4, true)
+    } else if dt == DataType::Float {
+        TmaTile::new(128, 128, 5, true)
     } else {
         TmaTile::new(128, 128, 4, true)
     }
@@ -199,7 +204,7 @@ impl Solver for CudaConvIgemmTma {
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
         let g = Geom::of(conv);
-        let cfg = perf_db::chosen_config(handle, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g))?;
+        let cfg = perf_db::chosen_config(handle, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g, conv.dtype()))?;
         self.build_with(problem, handle, cfg, None)
     }
 
@@ -224,30 +229,42 @@ impl CudaConvIgemmTma {
         let bk = step_channels(dt);
         let cfg = cfg.fitted(g.filter_size() * g.cg() / bk);
         let ys = g.y_strides;
-        // f32 results go straight from registers (the staging paths pack 16-bit values).
-        let staging = if cfg.staged && dt != DataType::Float { Staging::of(&g) } else { Staging::Direct };
-        // Shared memory must follow from the generated source alone: two configurations that
-        // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
-        let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
-        // Bulk stores write whole 64-channel boxes of y seen as pixels × channels: y must be
+        let elem = dt.size();
+        // Bulk stores write whole BK-channel boxes of y seen as pixels × channels: y must be
         // dense channels-last and no box may reach into another group's channels.
         let [od, oh, ow] = g.output;
         // (A 2-D y has D stride 0: only the N stride says whether images are packed.)
         let pixel_rows = ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3]) && ys[0] == od * oh * ys[3];
-        let tma_store = staging == Staging::Rows && pixel_rows && (g.groups == 1 || g.kg() % 64 == 0);
+        let bulk_ok = Staging::of(&g) == Staging::Rows && pixel_rows && (g.groups == 1 || g.kg() % bk == 0);
+        // f32 results are staged only for bulk stores (the other staged stores pack 16-bit
+        // values) and only where the staging buffer fits; else they go from registers.
+        let staging = match (cfg.staged, dt) {
+            (false, _) => Staging::Direct,
+            (true, DataType::Float) if bulk_ok && cfg.smem_bytes(elem) <= 227 * 1024 => Staging::Rows,
+            (true, DataType::Float) => Staging::Direct,
+            (true, _) => Staging::of(&g),
+        };
+        // Shared memory must follow from the generated source alone: two configurations that
+        // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
+        let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
+        let tma_store = staging == Staging::Rows && bulk_ok;
         let mut tile = vec![
             ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
-            ("MIN_BLOCKS", cfg.min_blocks()), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
+            ("MIN_BLOCKS", cfg.min_blocks(elem)), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
         ];
         tile.extend(staging.defines());
         let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
-        let y_align = if dt == DataType::Float { 4 << pair_store as u64 } else { staging.y_align(pair_store) };
+        let y_align = match dt {
+            DataType::Float if tma_store => 16,
+            DataType::Float => 4 << pair_store as u64,
+            _ => staging.y_align(pair_store),
+        };
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let kernel = be.module_arch_specific("conv_igemm_tma", &src)?.function("conv_fwd_igemm_tma")?;
-        let smem = cfg.smem_bytes() as u32;
+        let smem = cfg.smem_bytes(elem) as u32;
         kernel.reserve_dynamic_smem(&be.dev, smem)?;
-        let resident = (be.dev.sm_count() as usize * cfg.min_blocks()).div_ceil(g.groups);
+        let resident = (be.dev.sm_count() as usize * cfg.min_blocks(elem)).div_ceil(g.groups);
         let max_blocks = max_blocks.unwrap_or(resident).max(1);
         Ok(Arc::new(TmaInvoker {
             be,
@@ -306,7 +323,7 @@ impl Invoker for TmaInvoker {
         let (x, w) = encode_maps(g, self.dtype, (self.bm, self.bn), a.x.0, a.w.0)?;
         let y = if self.tma_store {
             let pixels = (g.n * g.output_size()) as u64;
-            tensor_map::tiled_2d([g.k as u64, pixels], g.y_strides[4] as u64 * 2, [64, 64], self.dtype, a.y.0)?
+            tensor_map::tiled_2d([g.k as u64, pixels], (g.y_strides[4] * self.dtype.size()) as u64, [step_channels(self.dtype) as u32, 64], self.dtype, a.y.0)?
         } else {
             TensorMap { opaque: [0; 16] }
         };

@@ -20,9 +20,9 @@
 // stride-1 convolution over dense pixel rows is a plain GEMM, and x is loaded as BM × 64 boxes
 // of the (N·H·W) × C matrix, which the copy engine moves faster than im2col walks.
 //
-// Output: with TMA_STORE (dense channels-last y; groups whose channel slices are whole 64s)
+// Output: with TMA_STORE (dense channels-last y; groups whose channel slices are whole BKs)
 // each consumer writes its 64 rows into a staging buffer laid out as the copy engine's
-// swizzled 64 × 64 boxes and one thread hands them to bulk stores, which drain while the
+// swizzled BK × 64 boxes and one thread hands them to bulk stores, which drain while the
 // warpgroup goes on to the next tile; else wg_epilogue (staged row stores or pairs).
 
 #define CONSUMERS (BM / 64)
@@ -31,7 +31,7 @@
 #define STAGE_BYTES (A_BYTES + B_BYTES)
 #define C_SLICES (CG / BK)
 #define KSTEPS (FH * FW * C_SLICES)
-#define OUT_BYTES (STAGE_STORE ? BM * BN * 2 : 0)
+#define OUT_BYTES (STAGE_STORE ? BM * BN * (int)sizeof(T) : 0)
 
 static_assert(BK * sizeof(T) == 128, "128-byte rows");
 static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one per 64 rows");
@@ -43,12 +43,12 @@ struct __align__(64) TmaArgs {
     TensorMap x;   // im2col map of x: dims (C, W, H, N), BK channels × BM pixels per copy
                    // (A_TILED: box map of x as dims (C, N·H·W), BK × BM per copy)
     TensorMap w;   // box map of w: dims (FH·FW·CG, K), BK × BN per copy
-    TensorMap y;   // box map of y (TMA_STORE): dims (K, N·OH·OW), 64 × 64 per copy
+    TensorMap y;   // box map of y (TMA_STORE): dims (K, N·OH·OW), BK × 64 per copy
     Params p;
 };
 
 #if TMA_STORE
-static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1 && sizeof(T) == 2, "bulk stores need dense channels-last 16-bit y");
+static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1, "bulk stores need dense channels-last y");
 // One warpgroup's 64 × BN results → staging boxes → bulk stores. `stage` is the warpgroup's
 // 1024-byte aligned buffer (plain stores into it, so the compiler may interleave them with
 // the epilogue's loads); `issuer` the thread that owns its bulk-store groups.
@@ -58,15 +58,23 @@ __device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc
     named_barrier(barrier, 128);
     const FragRows f(0, lane, warp, m0, M);   // rows past the batch are clipped by the store
     for_each_pair(p, acc, f, lane, n0, g, [&](int j, int h, const float (&v)[2]) {
-        // Box j / 8, row f.rows[h]: 128-byte rows whose 16-byte chunks are XOR-swizzled by row.
-        *(unsigned*)(stage + (j >> 3) * 8192 + f.rows[h] * 128 + (((j & 7) ^ (f.rows[h] & 7)) << 4) + (lane & 3) * 4) = pack2(v[0], v[1]);
+        // Boxes of BK channels × 64 rows; 128-byte rows whose 16-byte chunks are XOR-swizzled
+        // by row. 16-bit: channel group j (8 channels) is chunk j % 8 of box j / 8; f32: it is
+        // chunks 2·(j % 4) and the next of box j / 4, this thread's pair in one of them.
+        const int row = f.rows[h];
+        if constexpr (sizeof(T) == 4) {
+            const int chunk = (j & 3) * 2 + ((lane & 3) >> 1);
+            *(float2*)(stage + (j >> 2) * 8192 + row * 128 + ((chunk ^ (row & 7)) << 4) + (lane & 1) * 8) = make_float2(v[0], v[1]);
+        } else {
+            *(unsigned*)(stage + (j >> 3) * 8192 + row * 128 + (((j & 7) ^ (row & 7)) << 4) + (lane & 3) * 4) = pack2(v[0], v[1]);
+        }
     });
     fence_proxy_async();   // the writes above are read by the copy engine
     named_barrier(barrier, 128);
     if (issuer) {
 #pragma unroll
-        for (int b = 0; b < BN / 64; ++b)
-            if (n0 + 64 * b < KG) tma_store_2d(&a.y, smem_addr(stage) + b * 8192, g * KG + n0 + 64 * b, m0);
+        for (int b = 0; b < BN / BK; ++b)
+            if (n0 + BK * b < KG) tma_store_2d(&a.y, smem_addr(stage) + b * 8192, g * KG + n0 + BK * b, m0);
         bulk_commit();
     }
 }
