@@ -85,7 +85,7 @@ pub const TMA_CONFIGS: &[TmaTile] = &[
 /// their reduction (the epilogue and its stores dominate: more consumer warps, narrow tiles);
 /// else 128 × 128 with 4 stages. Both stage the output for bulk stores. TF32 (f32 data) walks
 /// twice the k-steps of half the channels: the 128 × 128 tile keeps 5 stages in flight there
-/// (sweep in bench/results/2026-11-22-h200-tf32.md: within 14% of the best on 13 of 13).
+/// (sweep in bench/results/2026-11-21-h200-tf32.md: within 4% of the best on 13 of 13).
 pub fn tma_heuristic(g: &Geom, dt: DataType) -> TmaTile {
     if g.kg() <= 64 || g.kg() >= 2 * g.cg() * g.filter_size() {
         TmaTile::new(256, 64, 4, true)
