@@ -1,6 +1,7 @@
 //! f32 convolutions on TF32 tensor cores (the TMA + wgmma kernel with tf32 multiplies and
 //! 32-channel k-steps): opt-in per descriptor (`ConvAttrib::AllowTf32`), channels-last x and
-//! w with channels per group a multiple of 32, fused bias + leaky ReLU, α/β. Checked against
+//! w with channels per group a multiple of 32 (NCHW ones through the layout adapter), fused
+//! bias + leaky ReLU, α/β. Checked against
 //! the f64 reference with the TF32 tolerance on random data and exactly on small integers
 //! (which TF32 represents exactly). Strict descriptors never reach the TF32 kernel; on the CPU
 //! the attribute changes nothing.
@@ -11,6 +12,7 @@ use conflux::fusion::FusedProblem;
 use conflux::reference::compare::{tolerance, TF32_TOLERANCE};
 use conflux::reference::{activation, bias, conv as rconv, fill::Fill};
 use conflux::solver::cuda_igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
+use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
 use conflux::solver::{Invoker, RunArgs, Solver};
 use conflux::types::ConvAttrib;
 use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
@@ -18,6 +20,7 @@ use std::sync::Arc;
 use support::*;
 
 const TMA: &str = "CudaConvImplicitGemmTma";
+const NCHW: &str = "CudaConvTensorCoreNchw";
 const LEAKY: f64 = 0.25;
 
 struct Case {
@@ -28,16 +31,20 @@ struct Case {
     b: TensorDesc,
 }
 
-/// NHWC f32 x [n, c, h, w], KRSC w [k, c/g, r, s], TF32 allowed (or not).
-fn case(lx: [usize; 4], lw: [usize; 4], groups: usize, pad: [i64; 2], stride: [i64; 2], dil: [i64; 2], tf32: bool) -> Case {
+/// f32 x [n, c, h, w] and w [k, c/g, r, s] in `lay` (y follows x), TF32 allowed (or not).
+fn case_in(lay: Lay, lx: [usize; 4], lw: [usize; 4], groups: usize, pad: [i64; 2], stride: [i64; 2], dil: [i64; 2], tf32: bool) -> Case {
     let mut conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dil).unwrap();
     conv.set_groups(groups as i64).unwrap();
     conv.set_attribute(ConvAttrib::AllowTf32, tf32 as i64).unwrap();
-    let x = desc(DataType::Float, &lx, Lay::ChannelsLast);
-    let w = desc(DataType::Float, &lw, Lay::ChannelsLast);
+    let x = desc(DataType::Float, &lx, lay);
+    let w = desc(DataType::Float, &lw, lay);
     let y = conv.output_desc(&x, &w).unwrap();
     let b = TensorDesc::new(DataType::Float, &[1, lw[0], 1, 1]).unwrap();
     Case { conv, x, w, y, b }
+}
+
+fn case(lx: [usize; 4], lw: [usize; 4], groups: usize, pad: [i64; 2], stride: [i64; 2], dil: [i64; 2], tf32: bool) -> Case {
+    case_in(Lay::ChannelsLast, lx, lw, groups, pad, stride, dil, tf32)
 }
 
 /// The geometries of the kernel's walks: im2col with padding (several taps and channel
@@ -47,6 +54,10 @@ fn cases(tf32: bool) -> Vec<Case> {
         case([2, 64, 11, 9], [96, 64, 3, 3], 1, [1, 1], [1, 1], [1, 1], tf32),
         case([3, 32, 7, 7], [40, 32, 1, 1], 1, [0, 0], [1, 1], [1, 1], tf32),
         case([2, 128, 13, 10], [72, 64, 3, 3], 2, [1, 1], [2, 2], [2, 2], tf32),
+        // NCHW / KCRS: copied to channels-last scratch by the adapter (a 1×1 KCRS filter is
+        // already KRSC), y written in NCHW.
+        case_in(Lay::Packed, [2, 64, 9, 8], [48, 64, 3, 3], 1, [1, 1], [1, 1], [1, 1], tf32),
+        case_in(Lay::Packed, [2, 32, 7, 7], [64, 32, 1, 1], 1, [0, 0], [1, 1], [1, 1], tf32),
     ]
 }
 
@@ -105,10 +116,10 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
     let mut plan = plan_for(c);
     plan.compile(h).unwrap();
     let problem = plan.problem().unwrap();
-    let on_tf32 = plan.solver_name() == Some(TMA);
+    let on_tf32 = matches!(plan.solver_name(), Some(TMA | NCHW));
     if h.device_kind() == conflux::handle::DeviceKind::Cuda {
-        let takes = CudaConvIgemmTma.check(&problem, h);
-        assert_eq!(on_tf32, takes.is_ok(), "{}: chosen {:?}, TF32 kernel says {takes:?}", what(c, "plan", h), plan.solver_name());
+        let takes = CudaConvIgemmTma.check(&problem, h).or_else(|direct| CudaConvTcNchw.check(&problem, h).map_err(|adapted| format!("{direct}; adapter: {adapted}")));
+        assert_eq!(on_tf32, takes.is_ok(), "{}: chosen {:?}, TF32 kernels say {takes:?}", what(c, "plan", h), plan.solver_name());
         if !c.conv.allows_tf32() {
             let why = takes.unwrap_err();
             assert!(why.contains("strict f32"), "{}: refusal should name strict f32: {why}", what(c, "plan", h));
@@ -158,7 +169,8 @@ device_tests!(tf32_every_tile, |h: &Handle| {
     if h.device_kind() != conflux::handle::DeviceKind::Cuda {
         return;
     }
-    for (i, c) in cases(true).iter().enumerate() {
+    // The channels-last cases (the NCHW ones reach this kernel through the adapter).
+    for (i, c) in cases(true).iter().enumerate().filter(|(_, c)| c.x.strides()[1] == 1) {
         let problem = plan_for(c).problem().unwrap();
         if let Err(why) = CudaConvIgemmTma.check(&problem, h) {
             // Not an sm_90 GPU: nothing of this kernel to run.

@@ -7,6 +7,8 @@
 //! strides (a channel-major staging path writes whole pixel runs of NCHW y), the
 //! backward-weights reduction any dw strides.
 //!
+//! f32 problems whose descriptor allows TF32 go the same way to the TF32 kernel.
+//!
 //! Scratch is stream-ordered memory from the device's pool, taken per execution, so one
 //! compiled invoker may run concurrently on several streams; no workspace is reported.
 
@@ -71,8 +73,11 @@ fn operand(t: &TensorDesc, name: &str) -> std::result::Result<(Option<ChannelsFi
 
 fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewrite, String> {
     let FusedKind::Conv { conv, epilogue } = &problem.kind else { return Err("not a convolution problem".into()) };
-    if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
-        return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
+    match conv.dtype() {
+        DataType::Half | DataType::BFloat16 => {}
+        DataType::Float if conv.conv.allows_tf32() => {}
+        DataType::Float => return Err("strict f32: TF32 tensor cores not allowed by the descriptor".into()),
+        dt => return Err(format!("tensor cores need f16, bf16 or TF32-allowed f32 data ({dt:?} given)")),
     }
     let (x, xd) = operand(&conv.x, "x")?;
     let (inner_conv, other, inner_list): (ConvProblem, _, &[&'static dyn Solver]) = match conv.direction {

@@ -1,4 +1,4 @@
-//! Layout conversion on the GPU: a 16-bit channels-first tensor (NCHW x, KCRS w, or any
+//! Layout conversion on the GPU: a 16-bit or f32 channels-first tensor (NCHW x, KCRS w, or any
 //! strides with the same dimension order; or a filter flipped for backward-data) into a packed
 //! channels-last buffer (kernels/to_channels_last.cu). One module serves every shape: sizes
 //! are run-time arguments.
@@ -26,6 +26,8 @@ pub struct ChannelsFirst {
     pub strides: [i64; 5],
     /// Destination element strides of outer-hi, outer-lo and position (channels: 1).
     pub dst: [i64; 3],
+    /// Bytes per element (2 or 4).
+    pub elem: usize,
 }
 
 /// Rows and columns of a 4-D or 5-D descriptor's spatial positions: (stride of a row, stride
@@ -47,7 +49,7 @@ impl ChannelsFirst {
         let (l, s) = (t.lens(), t.strides());
         let (c, p) = (l[1], l[2..].iter().product::<usize>());
         let dst = [(p * c) as i64, 0, c as i64];
-        Some(ChannelsFirst { outer: l[0], outer_lo: 1, c, p, w: l[l.len() - 1], base: 0, strides: [s[0] as i64, 0, s[1] as i64, row, col], dst })
+        Some(ChannelsFirst { outer: l[0], outer_lo: 1, c, p, w: l[l.len() - 1], base: 0, strides: [s[0] as i64, 0, s[1] as i64, row, col], dst, elem: t.dtype().size() })
     }
 
     /// The filter of the forward convolution that computes backward-data: w is K × CG × taps
@@ -78,10 +80,21 @@ impl ChannelsFirst {
                 base: last,
                 strides: [g_src, -col, k_stride, 0, c_stride],
                 dst: [g_dst, kg as i64, (taps * kg) as i64],
+                elem: w.dtype().size(),
             }
         } else if linear {
             // outer = g, positions = (c, tap).
-            ChannelsFirst { outer: groups, outer_lo: 1, c: kg, p: cg * taps, w: taps, base: last, strides: [g_src, 0, k_stride, c_stride, -col], dst: [g_dst, 0, kg as i64] }
+            ChannelsFirst {
+                outer: groups,
+                outer_lo: 1,
+                c: kg,
+                p: cg * taps,
+                w: taps,
+                base: last,
+                strides: [g_src, 0, k_stride, c_stride, -col],
+                dst: [g_dst, 0, kg as i64],
+                elem: w.dtype().size(),
+            }
         } else {
             // outer = (g, c), positions = taps.
             ChannelsFirst {
@@ -93,16 +106,20 @@ impl ChannelsFirst {
                 base: last,
                 strides: [g_src, c_stride, k_stride, -row, -col],
                 dst: [g_dst, (taps * kg) as i64, kg as i64],
+                elem: w.dtype().size(),
             }
         };
         Some(view)
     }
 
     /// Bytes of the packed channels-last copy.
-    pub fn packed_bytes(&self) -> usize { self.outer * self.c * self.p * 2 }
+    pub fn packed_bytes(&self) -> usize { self.outer * self.c * self.p * self.elem }
 
     /// Why the kernel cannot take this view (grid limits, odd channel count), if it cannot.
     pub fn refusal(&self) -> Option<String> {
+        if self.elem != 2 && self.elem != 4 {
+            return Some(format!("{}-byte elements: the layout kernel moves 2- and 4-byte ones", self.elem));
+        }
         if !self.c.is_multiple_of(2) {
             return Some(format!("{} channels: the layout kernel stores channel pairs", self.c));
         }
@@ -136,7 +153,8 @@ pub fn to_channels_last(be: &CudaBackend, v: &ChannelsFirst, src: u64, dst: u64)
     if let Some(why) = v.refusal() {
         return Err(Error::not_implemented(format!("to_channels_last: {why}")));
     }
-    let k = be.module("to_channels_last", SOURCE)?.function("to_channels_last")?;
+    let name = if v.elem == 4 { "to_channels_last_32" } else { "to_channels_last" };
+    let k = be.module("to_channels_last", SOURCE)?.function(name)?;
     let args = Args { src, dst, base: v.base, strides: v.strides, dst_strides: v.dst, c: v.c as i32, p: v.p as i32, w: v.w as i32, outer_lo: v.outer_lo as i32 };
     let grid = (v.p.div_ceil(64) as u32, v.c.div_ceil(64) as u32, v.outer as u32);
     // SAFETY: Args mirrors the kernel's struct; src spans the view (the caller's validated
