@@ -8,29 +8,21 @@
 mod support;
 
 use conflux::fusion::FusedProblem;
-use conflux::reference::{activation, bias, compare::tolerance, conv as rconv, fill::Fill};
+use conflux::reference::compare::tolerance;
 use conflux::solver::cuda_igemm_tc::{CudaConvIgemmTc, CONFIGS};
 use conflux::solver::cuda_igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
 use conflux::solver::cuda_igemm_wgmma::{CudaConvIgemmWgmma, WG_CONFIGS};
 use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
 use conflux::solver::{Invoker, RunArgs, Solver};
 use std::sync::Arc;
-use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
+use conflux::{ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
+use support::cba::{data, plan_for, Case, Data, LEAKY};
 use support::*;
 
 const TC: &str = "CudaConvImplicitGemmTensorCore";
 const WGMMA: &str = "CudaConvImplicitGemmWgmma";
 const TMA: &str = "CudaConvImplicitGemmTma";
 const NCHW: &str = "CudaConvTensorCoreNchw";
-
-struct Case {
-    dt: DataType,
-    conv: ConvDesc,
-    x: TensorDesc,
-    w: TensorDesc,
-    y: TensorDesc,
-    b: TensorDesc,
-}
 
 fn random_case(r: &mut Rng, dt: DataType) -> Case {
     let nd = if r.range(0, 3) == 0 { 3 } else { 2 };
@@ -53,44 +45,6 @@ fn random_case(r: &mut Rng, dt: DataType) -> Case {
     let y = conv.output_desc(&x, &w).unwrap();
     let b = TensorDesc::new(dt, &[&[1, groups * kg][..], &vec![1; nd]].concat()).unwrap();
     Case { dt, conv, x, w, y, b }
-}
-
-/// Data for one case and the reference output act(α·conv + β·y0 + bias).
-struct Data {
-    x: Dev,
-    w: Dev,
-    b: Dev,
-    y0: Vec<f64>,
-    want: Vec<f64>,
-}
-
-// A power of two keeps the exact-data case exact.
-const LEAKY: f64 = 0.25;
-
-fn data(h: &Handle, c: &Case, seed: u64, exact: bool, alpha: f64, beta: f64) -> Data {
-    let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
-    let x = random(h, &c.x, fill, seed);
-    let w = random(h, &c.w, fill, seed + 1);
-    let b = random(h, &c.b, fill, seed + 2);
-    let packed = TensorDesc::new(c.dt, c.y.lens()).unwrap();
-    let mut conv = vec![0.0; packed.element_space()];
-    rconv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &packed, &mut conv).unwrap();
-    let y0: Vec<f64> = conflux::reference::fill::fill_for(&c.y, Fill::SmallInt(-3, 3), seed + 3);
-    let y0_logical = logical(&c.y, &y0);
-    let mut pre: Vec<f64> = conv.iter().zip(&y0_logical).map(|(v, old)| alpha * v + beta * old).collect();
-    bias::bias_forward(&packed, &mut pre, &c.b, &b.host).unwrap();
-    let mut want = vec![0.0; pre.len()];
-    let act = ActivationDesc::new(ActivationMode::LeakyRelu, LEAKY, 0.0, 0.0);
-    activation::activation_forward(&act, &packed, &pre, &packed, &mut want).unwrap();
-    Data { x, w, b, y0, want }
-}
-
-fn plan_for(c: &Case) -> FusionPlan {
-    let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
-    plan.add_conv_forward(&c.conv, &c.w).unwrap();
-    plan.add_bias(&c.b).unwrap();
-    plan.add_activation(ActivationMode::LeakyRelu).unwrap();
-    plan
 }
 
 fn what(c: &Case, how: &str, h: &Handle) -> String {

@@ -10,26 +10,17 @@ mod support;
 
 use conflux::fusion::FusedProblem;
 use conflux::reference::compare::{tolerance, TF32_TOLERANCE};
-use conflux::reference::{activation, bias, conv as rconv, fill::Fill};
 use conflux::solver::cuda_igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
 use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
 use conflux::solver::{Invoker, RunArgs, Solver};
 use conflux::types::ConvAttrib;
-use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
+use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, OpArg, OpArgs, TensorDesc};
 use std::sync::Arc;
+use support::cba::{data, plan_for, Case, LEAKY};
 use support::*;
 
 const TMA: &str = "CudaConvImplicitGemmTma";
 const NCHW: &str = "CudaConvTensorCoreNchw";
-const LEAKY: f64 = 0.25;
-
-struct Case {
-    conv: ConvDesc,
-    x: TensorDesc,
-    w: TensorDesc,
-    y: TensorDesc,
-    b: TensorDesc,
-}
 
 /// f32 x [n, c, h, w] and w [k, c/g, r, s] in `lay` (y follows x), TF32 allowed (or not).
 fn case_in(lay: Lay, lx: [usize; 4], lw: [usize; 4], groups: usize, pad: [i64; 2], stride: [i64; 2], dil: [i64; 2], tf32: bool) -> Case {
@@ -40,7 +31,7 @@ fn case_in(lay: Lay, lx: [usize; 4], lw: [usize; 4], groups: usize, pad: [i64; 2
     let w = desc(DataType::Float, &lw, lay);
     let y = conv.output_desc(&x, &w).unwrap();
     let b = TensorDesc::new(DataType::Float, &[1, lw[0], 1, 1]).unwrap();
-    Case { conv, x, w, y, b }
+    Case { dt: DataType::Float, conv, x, w, y, b }
 }
 
 fn case(lx: [usize; 4], lw: [usize; 4], groups: usize, pad: [i64; 2], stride: [i64; 2], dil: [i64; 2], tf32: bool) -> Case {
@@ -59,41 +50,6 @@ fn cases(tf32: bool) -> Vec<Case> {
         case_in(Lay::Packed, [2, 64, 9, 8], [48, 64, 3, 3], 1, [1, 1], [1, 1], [1, 1], tf32),
         case_in(Lay::Packed, [2, 32, 7, 7], [64, 32, 1, 1], 1, [0, 0], [1, 1], [1, 1], tf32),
     ]
-}
-
-struct Data {
-    x: Dev,
-    w: Dev,
-    b: Dev,
-    y0: Vec<f64>,
-    want: Vec<f64>,
-}
-
-/// Inputs and the reference act(α·conv + β·y0 + bias).
-fn data(h: &Handle, c: &Case, seed: u64, exact: bool, alpha: f64, beta: f64) -> Data {
-    let fill = if exact { Fill::SmallInt(-3, 3) } else { Fill::Normal };
-    let x = random(h, &c.x, fill, seed);
-    let w = random(h, &c.w, fill, seed + 1);
-    let b = random(h, &c.b, fill, seed + 2);
-    let packed = TensorDesc::new(DataType::Float, c.y.lens()).unwrap();
-    let mut conv = vec![0.0; packed.element_space()];
-    rconv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &packed, &mut conv).unwrap();
-    let y0 = conflux::reference::fill::fill_for(&c.y, Fill::SmallInt(-3, 3), seed + 3);
-    let old = logical(&c.y, &y0);
-    let mut pre: Vec<f64> = conv.iter().zip(&old).map(|(v, o)| alpha * v + beta * o).collect();
-    bias::bias_forward(&packed, &mut pre, &c.b, &b.host).unwrap();
-    let mut want = vec![0.0; pre.len()];
-    let act = ActivationDesc::new(ActivationMode::LeakyRelu, LEAKY, 0.0, 0.0);
-    activation::activation_forward(&act, &packed, &pre, &packed, &mut want).unwrap();
-    Data { x, w, b, y0, want }
-}
-
-fn plan_for(c: &Case) -> FusionPlan {
-    let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
-    plan.add_conv_forward(&c.conv, &c.w).unwrap();
-    plan.add_bias(&c.b).unwrap();
-    plan.add_activation(ActivationMode::LeakyRelu).unwrap();
-    plan
 }
 
 fn what(c: &Case, how: &str, h: &Handle) -> String {

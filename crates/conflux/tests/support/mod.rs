@@ -7,6 +7,8 @@ use conflux::element::{decode, encode, round_to};
 use conflux::reference::fill::{fill_for, Fill};
 use conflux::{Buffer, DevPtr, Handle, TensorDesc};
 
+pub mod cba;
+
 /// Point the cache (compiled kernels, find-db) at a per-process temporary directory unless
 /// the runner chose one with `CONFLUX_CACHE_DIR`, so tests never touch the user's home.
 /// Called first by every device test, before any handle exists.

@@ -1,0 +1,55 @@
+//! Fused convolution + bias + leaky-ReLU cases shared by the tensor-core test files: the
+//! case, its inputs with the f64 reference output, and the fusion plan that runs it.
+
+use super::{logical, random, Dev};
+use conflux::reference::{activation, bias, conv as rconv, fill::Fill};
+use conflux::{ActivationDesc, ActivationMode, ConvDesc, DataType, FusionDirection, FusionPlan, Handle, TensorDesc};
+
+// A power of two keeps the exact-data case exact.
+pub const LEAKY: f64 = 0.25;
+
+pub struct Case {
+    pub dt: DataType,
+    pub conv: ConvDesc,
+    pub x: TensorDesc,
+    pub w: TensorDesc,
+    pub y: TensorDesc,
+    pub b: TensorDesc,
+}
+
+/// Data for one case and the reference output act(α·conv + β·y0 + bias).
+pub struct Data {
+    pub x: Dev,
+    pub w: Dev,
+    pub b: Dev,
+    /// y's prior contents (element-space layout), read through β.
+    pub y0: Vec<f64>,
+    pub want: Vec<f64>,
+}
+
+/// Random-normal inputs, or small integers when `exact` (every path must then match exactly).
+pub fn data(h: &Handle, c: &Case, seed: u64, exact: bool, alpha: f64, beta: f64) -> Data {
+    let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
+    let x = random(h, &c.x, fill, seed);
+    let w = random(h, &c.w, fill, seed + 1);
+    let b = random(h, &c.b, fill, seed + 2);
+    let packed = TensorDesc::new(c.dt, c.y.lens()).unwrap();
+    let mut conv = vec![0.0; packed.element_space()];
+    rconv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &packed, &mut conv).unwrap();
+    let y0: Vec<f64> = conflux::reference::fill::fill_for(&c.y, Fill::SmallInt(-3, 3), seed + 3);
+    let y0_logical = logical(&c.y, &y0);
+    let mut pre: Vec<f64> = conv.iter().zip(&y0_logical).map(|(v, old)| alpha * v + beta * old).collect();
+    bias::bias_forward(&packed, &mut pre, &c.b, &b.host).unwrap();
+    let mut want = vec![0.0; pre.len()];
+    let act = ActivationDesc::new(ActivationMode::LeakyRelu, LEAKY, 0.0, 0.0);
+    activation::activation_forward(&act, &packed, &pre, &packed, &mut want).unwrap();
+    Data { x, w, b, y0, want }
+}
+
+pub fn plan_for(c: &Case) -> FusionPlan {
+    let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
+    plan.add_conv_forward(&c.conv, &c.w).unwrap();
+    plan.add_bias(&c.b).unwrap();
+    plan.add_activation(ActivationMode::LeakyRelu).unwrap();
+    plan
+}
