@@ -15,8 +15,8 @@ use conflux::solver::cuda_igemm_wgmma::{CudaConvIgemmWgmma, WG_CONFIGS};
 use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
 use conflux::solver::{Invoker, RunArgs, Solver};
 use std::sync::Arc;
-use conflux::{ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
-use support::cba::{data, plan_for, Case, Data, LEAKY};
+use conflux::{ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, TensorDesc};
+use support::cba::{data, execute, plan_for, Case, Data, LEAKY};
 use support::*;
 
 const TC: &str = "CudaConvImplicitGemmTensorCore";
@@ -76,12 +76,7 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
         };
         assert_eq!(plan.solver_name(), Some(want), "{}", what(c, "plan", h));
     }
-    let mut args = OpArgs::new();
-    args.set(0, OpArg::Conv { w: d.w.ptr(), alpha: 1.0, beta: 0.0 });
-    args.set(1, OpArg::Bias { b: d.b.ptr() });
-    args.set(2, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 });
-    let y = poisoned(h, &c.y);
-    plan.execute(h, &c.x, d.x.ptr(), &c.y, y.ptr(), &args).unwrap();
+    let y = execute(h, c, &d, &plan);
     check(h, c, &d, &y, exact, "plan");
 }
 

@@ -14,9 +14,9 @@ use conflux::solver::cuda_igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
 use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
 use conflux::solver::{Invoker, RunArgs, Solver};
 use conflux::types::ConvAttrib;
-use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, OpArg, OpArgs, TensorDesc};
+use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, OpArg, TensorDesc};
 use std::sync::Arc;
-use support::cba::{data, plan_for, Case, LEAKY};
+use support::cba::{data, execute, plan_for, Case, LEAKY};
 use support::*;
 
 const TMA: &str = "CudaConvImplicitGemmTma";
@@ -83,12 +83,7 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
     } else {
         assert!(!on_tf32);
     }
-    let mut args = OpArgs::new();
-    args.set(0, OpArg::Conv { w: d.w.ptr(), alpha: 1.0, beta: 0.0 });
-    args.set(1, OpArg::Bias { b: d.b.ptr() });
-    args.set(2, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 });
-    let y = poisoned(h, &c.y);
-    plan.execute(h, &c.x, d.x.ptr(), &c.y, y.ptr(), &args).unwrap();
+    let y = execute(h, c, &d, &plan);
     let got = logical(&c.y, &download(h, &y));
     assert_close(&what(c, "plan", h), &got, &d.want, tol(exact, on_tf32));
 }

@@ -1,9 +1,9 @@
 //! Fused convolution + bias + leaky-ReLU cases shared by the tensor-core test files: the
 //! case, its inputs with the f64 reference output, and the fusion plan that runs it.
 
-use super::{logical, random, Dev};
+use super::{logical, poisoned, random, Dev};
 use conflux::reference::{activation, bias, conv as rconv, fill::Fill};
-use conflux::{ActivationDesc, ActivationMode, ConvDesc, DataType, FusionDirection, FusionPlan, Handle, TensorDesc};
+use conflux::{ActivationDesc, ActivationMode, ConvDesc, DataType, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
 
 // A power of two keeps the exact-data case exact.
 pub const LEAKY: f64 = 0.25;
@@ -52,4 +52,15 @@ pub fn plan_for(c: &Case) -> FusionPlan {
     plan.add_bias(&c.b).unwrap();
     plan.add_activation(ActivationMode::LeakyRelu).unwrap();
     plan
+}
+
+/// Run a compiled `plan_for(c)` with α = 1, β = 0 into a poisoned y, which it returns.
+pub fn execute(h: &Handle, c: &Case, d: &Data, plan: &FusionPlan) -> Dev {
+    let mut args = OpArgs::new();
+    args.set(0, OpArg::Conv { w: d.w.ptr(), alpha: 1.0, beta: 0.0 });
+    args.set(1, OpArg::Bias { b: d.b.ptr() });
+    args.set(2, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 });
+    let y = poisoned(h, &c.y);
+    plan.execute(h, &c.x, d.x.ptr(), &c.y, y.ptr(), &args).unwrap();
+    y
 }
