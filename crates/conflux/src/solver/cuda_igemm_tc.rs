@@ -28,6 +28,17 @@ pub(crate) fn tensor_core_check(problem: &FusedProblem) -> std::result::Result<G
     tensor_core_layout(conv)
 }
 
+/// The element types the TMA tensor-core kernel (and the adapters that feed it) multiply:
+/// f16 and bf16, and f32 on TF32 tensor cores when the descriptor allows it.
+pub(crate) fn tensor_core_dtype(conv: &ConvProblem) -> std::result::Result<(), String> {
+    match conv.dtype() {
+        DataType::Half | DataType::BFloat16 => Ok(()),
+        DataType::Float if conv.conv.allows_tf32() => Ok(()),
+        DataType::Float => Err("strict f32: TF32 tensor cores not allowed by the descriptor (attribute CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32 or CONFLUX_ALLOW_TF32=1)".into()),
+        dt => Err(format!("tensor cores need f16, bf16 or TF32-allowed f32 data ({dt:?} given)")),
+    }
+}
+
 /// The layout conditions of the tensor-core kernels for any element type: forward,
 /// channels-last x and w with channels per group and every pixel row in whole 16-byte
 /// chunks, 32-bit tile indexing.

@@ -8,7 +8,7 @@
 
 use super::cuda_direct::{conv_run_params, cuda_of};
 use super::cuda_igemm::CudaConvIgemm;
-use super::cuda_igemm_tc::{tensor_core_check, tensor_core_defines, tensor_core_layout, Staging};
+use super::cuda_igemm_tc::{tensor_core_defines, tensor_core_dtype, tensor_core_layout, Staging};
 use super::{perf_db, Invoker, RunArgs, Solver};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::params::Params;
@@ -99,15 +99,11 @@ pub fn tma_heuristic(g: &Geom, dt: DataType) -> TmaTile {
 /// Channels per k-step: one 128-byte row of the element type (64 16-bit, 32 f32).
 fn step_channels(dt: DataType) -> usize { 128 / dt.size() }
 
-/// The tensor-core conditions for this problem's element type: f16/bf16, or f32 when its
-/// descriptor allows TF32.
+/// The tensor-core conditions for this problem's element type (TF32-allowed f32 included).
 fn tma_geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
     let conv = problem.conv_problem().ok_or("not a convolution problem")?;
-    match conv.dtype() {
-        DataType::Float if conv.conv.allows_tf32() => tensor_core_layout(conv),
-        DataType::Float => Err("strict f32: TF32 tensor cores not allowed by the descriptor (attribute CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32 or CONFLUX_ALLOW_TF32=1)".into()),
-        _ => tensor_core_check(problem),
-    }
+    tensor_core_dtype(conv)?;
+    tensor_core_layout(conv)
 }
 
 /// What the tensor maps need beyond the tensor-core kernels' conditions.

@@ -13,6 +13,7 @@
 //! compiled invoker may run concurrently on several streams; no workspace is reported.
 
 use super::cuda_direct::cuda_of;
+use super::cuda_igemm_tc::tensor_core_dtype;
 use super::{adapter, Invoker, RunArgs, Solver};
 use super::cuda_wgrad_tma::CudaConvWgradTma;
 use crate::backend::cuda::driver::Scratch;
@@ -24,7 +25,7 @@ use crate::fusion::{FusedKind, FusedProblem};
 use crate::handle::{DeviceKind, Handle};
 use crate::memory::DevPtr;
 use crate::tensor::TensorDesc;
-use crate::types::{ConvAlgorithm, DataType, Direction, Layout};
+use crate::types::{ConvAlgorithm, Direction, Layout};
 use std::sync::Arc;
 
 /// The kernels tried on the channels-last problem, best first.
@@ -73,12 +74,7 @@ fn operand(t: &TensorDesc, name: &str) -> std::result::Result<(Option<ChannelsFi
 
 fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewrite, String> {
     let FusedKind::Conv { conv, epilogue } = &problem.kind else { return Err("not a convolution problem".into()) };
-    match conv.dtype() {
-        DataType::Half | DataType::BFloat16 => {}
-        DataType::Float if conv.conv.allows_tf32() => {}
-        DataType::Float => return Err("strict f32: TF32 tensor cores not allowed by the descriptor".into()),
-        dt => return Err(format!("tensor cores need f16, bf16 or TF32-allowed f32 data ({dt:?} given)")),
-    }
+    tensor_core_dtype(conv)?;
     let (x, xd) = operand(&conv.x, "x")?;
     let (inner_conv, other, inner_list): (ConvProblem, _, &[&'static dyn Solver]) = match conv.direction {
         Direction::Forward => {
