@@ -1,8 +1,8 @@
 # Run on the GPU machine: fused conv+bias+ReLU, conflux vs cuDNN (torch.cudnn_convolution_relu),
 # same GPU, same run, both timed as the median of per-launch CUDA-event times with a cold L2
 # (triton's do_bench flushes L2 for cuDNN; the conflux bench program does the same).
-# Usage: python3 bench_cba.py LIST N [precisions...]   (precisions: fp32 fp16 bf16 fp16nchw tf32 tf32nchw)
-# fp32 is strict on both sides (TF32 off); tf32* allow TF32 on both sides (conflux: the
+# Usage: python3 bench_cba.py LIST N [precisions...]   (precisions: fp32 fp32nhwc fp16 bf16 fp16nchw tf32 tf32nchw)
+# fp32* are strict on both sides (TF32 off; conflux multiplies split TF32 parts, f32 accuracy); tf32* allow TF32 on both sides (conflux: the
 # descriptor's ALLOW_TF32 attribute; cuDNN: torch.backends.cudnn.allow_tf32).
 import math, subprocess, sys, os, torch
 from triton.testing import do_bench
@@ -16,6 +16,7 @@ torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
 SPEC = {  # name: (torch dtype, channels_last, conflux dtype, conflux layout)
     "fp32": (torch.float32, False, "f32", "nchw"),
+    "fp32nhwc": (torch.float32, True, "f32", "nhwc"),
     "fp16": (torch.float16, True, "f16", "nhwc"),
     "bf16": (torch.bfloat16, True, "bf16", "nhwc"),
     "fp16nchw": (torch.float16, False, "f16", "nchw"),

@@ -310,12 +310,17 @@ fn tile_space_is_consistent() {
         assert!((c.bm * 8) % c.threads() == 0 && (c.bn * 8) % c.threads() == 0, "{}", c.label());
         assert!(c.smem_bytes() <= 227 * 1024, "{}: shared memory", c.label());
     }
+    use conflux::solver::cuda_igemm_tc::TcPrecision;
     use conflux::solver::cuda_igemm_tma::TmaTile;
     for c in TMA_CONFIGS {
         assert_eq!(TmaTile::parse(&c.label()), Some(*c), "{}", c.label());
         assert!([64, 128, 256].contains(&c.bn) && c.stages >= 2, "{}", c.label());
         // 16-bit results (f32 ones are staged only where the buffer fits, decided at build).
-        assert!(c.smem_bytes(2) * c.min_blocks(2) <= 227 * 1024, "{}: shared memory", c.label());
+        let p = TcPrecision::Bits16;
+        assert!(c.smem_bytes(p) * c.min_blocks(p) <= 227 * 1024, "{}: shared memory", c.label());
+        // Split TF32 stages hold two w tiles: `fitted` trims them until the pipeline fits.
+        let split = TmaTile { staged: false, ..c.fitted(1000, TcPrecision::Tf32x3) };
+        assert!(split.stages >= 2 && split.smem_bytes(TcPrecision::Tf32x3) <= 227 * 1024, "{}: split shared memory", c.label());
     }
 }
 

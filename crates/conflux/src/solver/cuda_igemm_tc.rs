@@ -28,14 +28,38 @@ pub(crate) fn tensor_core_check(problem: &FusedProblem) -> std::result::Result<G
     tensor_core_layout(conv)
 }
 
-/// The element types the TMA tensor-core kernel (and the adapters that feed it) multiply:
-/// f16 and bf16, and f32 on TF32 tensor cores when the descriptor allows it.
-pub(crate) fn tensor_core_dtype(conv: &ConvProblem) -> std::result::Result<(), String> {
+/// How the TMA tensor-core kernel (and the adapters that feed it) multiplies a problem's
+/// elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcPrecision {
+    /// f16 or bf16 operands.
+    Bits16,
+    /// f32 data on TF32 tensor cores: the descriptor allows TF32.
+    Tf32,
+    /// Strict f32 on TF32 tensor cores: each operand is split into a TF32 high part and a
+    /// TF32 low part and every product is three TF32 products (hi·hi + hi·lo + lo·hi), which
+    /// keeps f32 accuracy (kernels/tf32_split.cuh).
+    Tf32x3,
+}
+
+impl TcPrecision {
+    pub fn elem(self) -> usize {
+        if self == TcPrecision::Bits16 { 2 } else { 4 }
+    }
+    /// Filter tiles per pipeline stage: the split precision loads w's high and low parts.
+    pub fn b_tiles(self) -> usize {
+        if self == TcPrecision::Tf32x3 { 2 } else { 1 }
+    }
+}
+
+/// The element types the TMA tensor-core kernel multiplies: f16 and bf16, f32 on TF32 tensor
+/// cores when the descriptor allows it, and strict f32 as split TF32 products.
+pub(crate) fn tensor_core_precision(conv: &ConvProblem) -> std::result::Result<TcPrecision, String> {
     match conv.dtype() {
-        DataType::Half | DataType::BFloat16 => Ok(()),
-        DataType::Float if conv.conv.allows_tf32() => Ok(()),
-        DataType::Float => Err("strict f32: TF32 tensor cores not allowed by the descriptor (attribute CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32 or CONFLUX_ALLOW_TF32=1)".into()),
-        dt => Err(format!("tensor cores need f16, bf16 or TF32-allowed f32 data ({dt:?} given)")),
+        DataType::Half | DataType::BFloat16 => Ok(TcPrecision::Bits16),
+        DataType::Float if conv.conv.allows_tf32() => Ok(TcPrecision::Tf32),
+        DataType::Float => Ok(TcPrecision::Tf32x3),
+        dt => Err(format!("tensor cores need f16, bf16 or f32 data ({dt:?} given)")),
     }
 }
 

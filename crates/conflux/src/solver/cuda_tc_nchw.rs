@@ -7,13 +7,14 @@
 //! strides (a channel-major staging path writes whole pixel runs of NCHW y), the
 //! backward-weights reduction any dw strides.
 //!
-//! f32 problems whose descriptor allows TF32 go the same way to the TF32 kernel.
+//! f32 problems go the same way to the TF32 kernel (three split products each when the
+//! descriptor asks for strict f32).
 //!
 //! Scratch is stream-ordered memory from the device's pool, taken per execution, so one
 //! compiled invoker may run concurrently on several streams; no workspace is reported.
 
 use super::cuda_direct::cuda_of;
-use super::cuda_igemm_tc::tensor_core_dtype;
+use super::cuda_igemm_tc::tensor_core_precision;
 use super::{adapter, Invoker, RunArgs, Solver};
 use super::cuda_wgrad_tma::CudaConvWgradTma;
 use crate::backend::cuda::driver::Scratch;
@@ -74,7 +75,7 @@ fn operand(t: &TensorDesc, name: &str) -> std::result::Result<(Option<ChannelsFi
 
 fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewrite, String> {
     let FusedKind::Conv { conv, epilogue } = &problem.kind else { return Err("not a convolution problem".into()) };
-    tensor_core_dtype(conv)?;
+    tensor_core_precision(conv)?;
     let (x, xd) = operand(&conv.x, "x")?;
     let (inner_conv, other, inner_list): (ConvProblem, _, &[&'static dyn Solver]) = match conv.direction {
         Direction::Forward => {

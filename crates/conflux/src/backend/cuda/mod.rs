@@ -9,6 +9,7 @@ pub mod module;
 pub mod params;
 pub mod preamble;
 pub mod tensor_map;
+pub mod tf32_split;
 
 use crate::error::Result;
 use crate::handle::Handle;

@@ -1,7 +1,8 @@
 // Implicit-GEMM forward convolution on Hopper (sm_90a): tiles brought in by the copy engine
 // (TMA: im2col loads of x, box loads of w) and multiplied with wgmma, f32 accumulation,
-// 16-bit channels-last 2-D tensors, fused epilogue. Prepended by the solver: igemm_tile.cuh
-// (GEMM view, epilogue helpers), tma.cuh, wgmma.cuh, wgmma_epilogue.cuh.
+// 16-bit or f32 (TF32 multiplies) channels-last 2-D tensors, fused epilogue. Prepended by the solver: igemm_tile.cuh
+// (GEMM view, epilogue helpers), tma.cuh, wgmma.cuh, wgmma_epilogue.cuh, tf32_split.cuh,
+// wgmma_tf32x3.cuh.
 //
 // Warp-specialised and persistent: warpgroup 0 is the producer — one thread issues two bulk
 // copies per 64-deep k-step into a ring of STAGES buffers and never computes; warpgroups
@@ -24,11 +25,16 @@
 // each consumer writes its 64 rows into a staging buffer laid out as the copy engine's
 // swizzled BK × 64 boxes and one thread hands them to bulk stores, which drain while the
 // warpgroup goes on to the next tile; else wg_epilogue (staged row stores or pairs).
+//
+// F32_SPLIT (strict f32, wgmma_tf32x3.cuh): w arrives split into TF32 hi and lo parts as one
+// K × 2·(FH·FW·CG) matrix (hi columns, then lo columns), so a stage holds two w tiles; x is
+// split in registers; every k slice is three TF32 products.
 
 #define CONSUMERS (BM / 64)
 #define A_BYTES (BM * 128)
 #define B_BYTES (BN * 128)
-#define STAGE_BYTES (A_BYTES + B_BYTES)
+#define B_TILES (1 + F32_SPLIT)
+#define STAGE_BYTES (A_BYTES + B_TILES * B_BYTES)
 #define C_SLICES (CG / BK)
 #define KSTEPS (FH * FW * C_SLICES)
 #define OUT_BYTES (STAGE_STORE ? BM * BN * (int)sizeof(T) : 0)
@@ -42,7 +48,8 @@ static_assert(BN == 64 || BN == 128 || BN == 256, "BN");
 struct __align__(64) TmaArgs {
     TensorMap x;   // im2col map of x: dims (C, W, H, N), BK channels × BM pixels per copy
                    // (A_TILED: box map of x as dims (C, N·H·W), BK × BM per copy)
-    TensorMap w;   // box map of w: dims (FH·FW·CG, K), BK × BN per copy
+    TensorMap w;   // box map of w: dims (FH·FW·CG, K), BK × BN per copy (F32_SPLIT: dims
+                   // (2·FH·FW·CG, K), the lo parts from column FH·FW·CG on)
     TensorMap y;   // box map of y (TMA_STORE): dims (K, N·OH·OW), BK × 64 per copy
     Params p;
 };
@@ -130,6 +137,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
                                    (unsigned short)(tap / FW * DH));
 #endif
                 tma_load_2d(dst + A_BYTES, &args.w, full(s), kt * BK, g * KG + n0);
+#if F32_SPLIT
+                tma_load_2d(dst + A_BYTES + B_BYTES, &args.w, full(s), FH * FW * CG + kt * BK, g * KG + n0);
+#endif
             }
         }
         return;
@@ -144,6 +154,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         const int m0 = t / N_TILES * BM, n0 = t % N_TILES * BN;
 #pragma unroll
         for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
+#if F32_SPLIT
+        // Each stage's products retire inside mma_tile_split (they read A registers) into a
+        // fresh partial, added here with f32 rounding (the other consumer warpgroups keep the
+        // tensor cores busy meanwhile).
+        for (int kt = 0; kt < KSTEPS; ++kt, ++it) {
+            float part[BN / 2];
+            mbar_wait(full(it % STAGES), (it / STAGES) & 1);
+            mma_tile_split(part, sbase + (it % STAGES) * STAGE_BYTES, cw, lane, warp);
+            if (lane == 0) mbar_arrive(empty(it % STAGES));
+#pragma unroll
+            for (int j = 0; j < BN / 2; ++j) acc[j] += part[j];
+        }
+#else
         for (int kt = 0; kt < KSTEPS; ++kt, ++it) {
             mbar_wait(full(it % STAGES), (it / STAGES) & 1);
             mma_tile(acc, sbase + (it % STAGES) * STAGE_BYTES, cw);
@@ -157,6 +180,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         wgmma_wait<0>();
         wgmma_hold(acc);
         if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
+#endif
 #if TMA_STORE
         tma_epilogue(args, acc, (unsigned char*)stage, (tid & 127) == 0, 1 + cw, lane, warp, m0 + cw * 64, n0, g, M);
 #else
