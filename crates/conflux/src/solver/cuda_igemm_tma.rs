@@ -107,7 +107,7 @@ pub const TMA_CONFIGS: &[TmaTile] = &[
 /// else 128 × 128 with 4 stages. Both stage the output for bulk stores. TF32 (f32 data) walks
 /// twice the k-steps of half the channels: the 128 × 128 tile keeps 5 stages in flight there
 /// (sweep in bench/results/2026-11-21-h200-tf32.md: within 4% of the best on 13 of 13).
-/// Strict f32 (Tf32x3): sweep in bench/results/2026-11-22-h200-f32-split.md.
+/// Strict f32 (Tf32x3): sweep in bench/results/2026-11-21-h200-f32-split.md.
 pub fn tma_heuristic(g: &Geom, prec: TcPrecision) -> TmaTile {
     let narrow = g.kg() <= 64;
     let output_heavy = g.kg() >= 2 * g.cg() * g.filter_size();
