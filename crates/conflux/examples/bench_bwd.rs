@@ -4,24 +4,25 @@
 //! config,dtype,layout,n,solver,us_median,tflops.
 //! GPU timing as bench_cba: CUDA events around each call, L2 flushed before each, median.
 //!
-//! cargo run --release --example bench_bwd -- LIST N DTYPE(f32|f16|bf16) LAYOUT(nchw|nhwc) [reps] [data|weights]
+//! cargo run --release --example bench_bwd -- LIST N DTYPE(f32|tf32|f16|bf16) LAYOUT(nchw|nhwc) [reps] [data|weights]
 
 use conflux::conv::{api, Choice, Workspace};
 use conflux::element::encode;
 use conflux::fusion::FusedProblem;
 use conflux::reference::fill::fill_normal;
+use conflux::types::ConvAttrib;
 use conflux::{ConvDesc, ConvMode, ConvProblem, DataType, Handle, Layout, TensorDesc};
 
 fn main() -> conflux::Result<()> {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
-        eprintln!("usage: bench_bwd LIST N f32|f16|bf16 nchw|nhwc [reps] [data|weights]");
+        eprintln!("usage: bench_bwd LIST N f32|tf32|f16|bf16 nchw|nhwc [reps] [data|weights]   (tf32: f32 data, TF32 allowed)");
         std::process::exit(2);
     }
     let list = std::fs::read_to_string(&a[1]).expect("problem list");
     let n: usize = a[2].parse().expect("N");
     let dt = match a[3].as_str() {
-        "f32" => DataType::Float,
+        "f32" | "tf32" => DataType::Float,
         "f16" => DataType::Half,
         "bf16" => DataType::BFloat16,
         o => panic!("dtype {o}"),
@@ -36,7 +37,8 @@ fn main() -> conflux::Result<()> {
         let (c, hh, ww, k, fy, fx, py, px) = (v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
         let dx_desc = TensorDesc::with_layout(dt, layout, &[n, c, hh, ww])?;
         let w_desc = TensorDesc::with_layout(dt, layout, &[k, c, fy, fx])?;
-        let conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &[1, 1], &[1, 1])?;
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &[1, 1], &[1, 1])?;
+        conv.set_attribute(ConvAttrib::AllowTf32, (a[3] == "tf32") as i64)?;
         let dy_lens = conv.output_desc(&dx_desc, &w_desc)?.lens().to_vec();
         let dy_desc = TensorDesc::with_layout(dt, layout, &dy_lens)?;
         let up = |d: &TensorDesc, seed: u64, scale: f64| -> conflux::Result<conflux::Buffer> {

@@ -1,5 +1,6 @@
 //! Backward-data on tensor cores (stride 1: dx = forward convolution of dy with the flipped
-//! filter): 16-bit problems in both layouts, padding, dilation, groups, 2-D and 3-D, against
+//! filter): 16-bit and f32 problems (strict f32 as split TF32 products, TF32 when the
+//! descriptor allows it) in both layouts, padding, dilation, groups, 2-D and 3-D, against
 //! the f64 reference through the convolution API on every device; on CUDA the test also
 //! checks that the tensor-core solver is chosen and runs every configuration of the kernel
 //! it feeds, with α/β.
@@ -34,7 +35,7 @@ fn case(&(dt, lx, lw, groups, pad, dil, lay, lay_w): &Spec) -> Case {
     Case { conv, dx, w, dy }
 }
 
-const CASES: [Spec; 8] = [
+const CASES: [Spec; 10] = [
     (DataType::Half, &[2, 64, 9, 8], &[128, 64, 3, 3], 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::BFloat16, &[2, 128, 7, 7], &[64, 128, 1, 1], 1, 0, 1, Lay::ChannelsLast, Lay::Packed),
     (DataType::Half, &[2, 64, 10, 9], &[128, 32, 3, 3], 2, 2, 2, Lay::ChannelsLast, Lay::ChannelsLast),
@@ -43,6 +44,9 @@ const CASES: [Spec; 8] = [
     (DataType::Half, &[1, 16, 4, 5, 6], &[24, 16, 3, 3, 3], 1, 1, 1, Lay::ChannelsLast, Lay::Packed),
     (DataType::Half, &[2, 64, 8, 8], &[64, 64, 3, 3], 1, 0, 1, Lay::Packed, Lay::ChannelsLast),
     (DataType::Half, &[2, 32, 6, 6], &[64, 32, 3, 2], 1, 1, 1, Lay::ChannelsLast, Lay::Gapped),
+    // Strict f32 (the descriptor's default): the forward kernel's split TF32 products.
+    (DataType::Float, &[2, 64, 9, 8], &[96, 64, 3, 3], 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Float, &[2, 32, 7, 7], &[64, 32, 1, 1], 1, 0, 1, Lay::Packed, Lay::Packed),
 ];
 
 fn label(c: &Case, how: &str, h: &Handle) -> String {
@@ -103,6 +107,28 @@ device_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
             assert_close(&label(&c, &how, h), &logical(&c.dx, &download(h, &dx)), &logical(&c.dx, &want), tol);
         }
     }
+});
+
+device_tests!(tf32_permission_reaches_the_forward_kernel, |h: &Handle| {
+    // The rewritten forward convolution keeps the descriptor's attributes: with TF32 allowed
+    // the error is TF32's (~1e-3 on random data), far above split TF32's (~3e-7).
+    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
+        return;
+    }
+    let mut c = case(&CASES[8]);
+    c.conv.set_attribute(conflux::types::ConvAttrib::AllowTf32, 1).unwrap();
+    let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
+    if CudaConvBwdDataTc.check(&fp, h).is_err() {
+        return;
+    }
+    let (dy, w, _, want) = reference(h, &c, false, 50, (1.0, 0.0));
+    let dx = poisoned(h, &c.dx);
+    api::backward_data(h, &c.conv, &c.dy, dy.ptr(), &c.w, w.ptr(), &c.dx, dx.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default()).unwrap();
+    let got = logical(&c.dx, &download(h, &dx));
+    let want = logical(&c.dx, &want);
+    assert_close(&label(&c, "tf32", h), &got, &want, conflux::reference::compare::TF32_TOLERANCE);
+    let err = conflux::reference::compare::rel_l2_error(&got, &want);
+    assert!(err > 1e-5, "{}: error {err:e} is f32's: TF32 was not used", label(&c, "tf32", h));
 });
 
 device_tests!(refusals_name_the_cause, |h: &Handle| {

@@ -1184,7 +1184,10 @@ miopenConvolutionBiasActivationForward(miopenHandle_t handle,
 /* Convolution attribute (miopenSetConvolutionAttribute / miopenGetConvolutionAttribute):
  * may f32 convolutions run on TF32 tensor cores (inputs rounded to 10 mantissa bits, f32
  * accumulation; cuDNN's CUDNN_DEFAULT_MATH, PyTorch's allow_tf32)? -1 (default): as the
- * environment says (CONFLUX_ALLOW_TF32=1 allows), 0: strict f32, 1: allowed. */
+ * environment says (CONFLUX_ALLOW_TF32=1 allows), 0: strict f32, 1: allowed. Strict f32
+ * keeps f32 accuracy: on Hopper GPUs conflux computes it on the tensor cores with each
+ * operand split into two TF32 parts (three products per product, per-stage sums in f32;
+ * measured errors at or below those of f32 on CUDA cores). */
 #define CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32 ((miopenConvolutionAttrib_t)1000)
 
 /* The reason of the last failing call made on this thread, e.g.

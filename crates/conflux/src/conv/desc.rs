@@ -19,7 +19,8 @@ pub struct ConvDesc {
     deterministic: i32,
     fp8_rounding: i32,
     /// f32 convolutions on TF32 tensor cores: -1 = the process default
-    /// (`CONFLUX_ALLOW_TF32=1` allows), 0 = strict f32, 1 = allowed.
+    /// (`CONFLUX_ALLOW_TF32=1` allows), 0 = strict f32, 1 = allowed. Strict means f32
+    /// accuracy, which split TF32 products (`TcPrecision::Tf32x3`) also give.
     allow_tf32: i32,
     find_mode: FindMode,
 }

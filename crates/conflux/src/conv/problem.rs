@@ -113,10 +113,16 @@ impl ConvDesc {
         let keep = self.clone();
         self.init(ConvMode::Convolution, &p, &s, &d).expect("valid geometry stays valid");
         self.set_groups(g as i64).expect("valid group count");
-        for a in crate::types::ConvAttrib::ALL.iter().copied() {
-            self.set_attribute(a, keep.attribute(a) as i64).expect("valid attribute");
-        }
+        self.copy_attributes(&keep);
         self.set_find_mode(keep.find_mode());
+    }
+
+    /// Every attribute of `other` (math mode, determinism, TF32 permission, ...): a
+    /// convolution rewritten into another one keeps the caller's numerical choices.
+    pub(crate) fn copy_attributes(&mut self, other: &ConvDesc) {
+        for a in crate::types::ConvAttrib::ALL.iter().copied() {
+            self.set_attribute(a, other.attribute(a) as i64).expect("valid attribute");
+        }
     }
 }
 

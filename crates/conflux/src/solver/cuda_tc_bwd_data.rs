@@ -4,12 +4,14 @@
 //! dilation·(taps − 1) − pad. This solver copies w' into channels-last scratch
 //! (`layout::ChannelsFirst::flipped_filter`, one small pass) and runs the first forward
 //! tensor-core solver that takes the rewritten problem (NCHW dy goes through the layout
-//! adapter). α/β carry over unchanged.
+//! adapter). α/β and the descriptor's attributes carry over unchanged: f32 runs on the TF32
+//! kernel, as split TF32 products when the descriptor asks for strict f32.
 //!
 //! Scratch is stream-ordered memory from the device's pool, taken per execution (safe for
 //! concurrent executions of one invoker); no workspace is reported.
 
 use super::cuda_direct::cuda_of;
+use super::cuda_igemm_tc::tensor_core_precision;
 use super::{adapter, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
@@ -20,7 +22,7 @@ use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
 use crate::memory::DevPtr;
 use crate::tensor::TensorDesc;
-use crate::types::{ConvAlgorithm, ConvMode, DataType, Direction, Layout};
+use crate::types::{ConvAlgorithm, ConvMode, Direction, Layout};
 use std::sync::Arc;
 
 /// Forward tensor-core solvers in registry order (NCHW dy goes through the layout adapter).
@@ -38,9 +40,7 @@ fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewri
     if conv.direction != Direction::BackwardData {
         return Err(format!("backward-data only (this is {:?})", conv.direction));
     }
-    if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
-        return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
-    }
+    tensor_core_precision(conv)?;
     let d = &conv.conv;
     if d.strides().iter().any(|&s| s != 1) {
         return Err(format!("stride {:?}: only stride 1 is a forward convolution of dy", d.strides()));
@@ -64,6 +64,7 @@ fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewri
     let dils: Vec<i64> = d.dilations().iter().map(|&v| v as i64).collect();
     let mut fwd = ConvDesc::new(ConvMode::Convolution, &pads, &ones, &dils).map_err(err)?;
     fwd.set_groups(groups as i64).map_err(err)?;
+    fwd.copy_attributes(d);
     let layout = if taps.len() == 2 { Layout::NHWC } else { Layout::NDHWC };
     let w_lens: Vec<usize> = [conv.x.c(), conv.k() / groups].into_iter().chain(taps.iter().copied()).collect();
     let w2 = TensorDesc::with_layout(conv.dtype(), layout, &w_lens).map_err(err)?;
