@@ -137,13 +137,14 @@ impl Staging {
         };
         [("STAGE_STORE", (self != Staging::Direct) as usize), ("STAGE_CM", cm as usize), ("CM_VEC", vec as usize)]
     }
-    /// Alignment (bytes) the stores need of y.
-    pub(crate) fn y_align(self, pair_store: bool) -> u64 {
+    /// Alignment (bytes) the stores need of y, for elements of `elem` bytes.
+    pub(crate) fn y_align(self, pair_store: bool, elem: usize) -> u64 {
+        let elem = elem as u64;
         match self {
             Staging::Rows | Staging::Runs { vec: true } => 16,
-            Staging::Runs { vec: false } => 2,
-            Staging::Direct if pair_store => 4,
-            Staging::Direct => 1,
+            Staging::Runs { vec: false } => elem,
+            Staging::Direct if pair_store => 2 * elem,
+            Staging::Direct => elem,
         }
     }
 }

@@ -162,7 +162,7 @@ impl CudaConvIgemmWgmma {
         ];
         tile.extend(staging.defines());
         let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
-        let y_align = staging.y_align(pair_store);
+        let y_align = staging.y_align(pair_store, conv.dtype().size());
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let kernel = be.module_arch_specific("conv_igemm_wgmma", &src)?.function("conv_fwd_igemm_wgmma")?;
