@@ -65,6 +65,11 @@ pub struct Common {
     /// Override the verification tolerance (testing aid).
     #[arg(long, hide = true, allow_negative_numbers = true)]
     pub tolerance: Option<f64>,
+    /// conflux: let f32 convolutions run on TF32 tensor cores (inputs rounded to 10 mantissa
+    /// bits; verified with the TF32 tolerance). Without it f32 is strict unless
+    /// CONFLUX_ALLOW_TF32=1.
+    #[arg(long)]
+    pub tf32: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -11,7 +11,7 @@ use crate::verify::{self, Style};
 use crate::Res;
 use conflux::conv::{self, Choice, Workspace};
 use conflux::reference::fused::{forward_chain, ChainOp};
-use conflux::{ops, ActivationDesc, ActivationMode, ConvDesc, ConvMode, ConvProblem, DataType, FusionDirection, FusionPlan, OpArg, OpArgs, TensorDesc};
+use conflux::{ops, ActivationDesc, ActivationMode, ConvMode, ConvProblem, DataType, FusionDirection, FusionPlan, OpArg, OpArgs, TensorDesc};
 use serde_json::json;
 
 /// One line of the list file.
@@ -109,7 +109,7 @@ fn one(s: &Session, p: &Problem, n: usize, dt: DataType, layout: conflux::Layout
     let x = TensorDesc::with_layout(dt, layout, &[n, p.c, p.h, p.w])?;
     let w = TensorDesc::with_layout(dt, layout, &[p.k, p.c, p.fy, p.fx])?;
     let b = TensorDesc::new(dt, &[1, p.k, 1, 1])?;
-    let cd = ConvDesc::new(ConvMode::Convolution, &[p.py as i64, p.px as i64], &[1, 1], &[1, 1])?;
+    let cd = s.conv_desc(ConvMode::Convolution, &[p.py as i64, p.px as i64], &[1, 1], &[1, 1])?;
     let act = ActivationDesc::new(act_mode, 0.0, 0.0, 0.0);
     let mut plan = FusionPlan::new(FusionDirection::Vertical, x.clone());
     plan.add_conv_forward(&cd, &w)?;

@@ -55,7 +55,7 @@ pub fn pad_for_mode(mode: &str, input: usize, extent: usize, stride: usize, pad:
 
 /// Descriptors from the flags, with the checks MIOpen's descriptors do not make (a filter
 /// larger than the padded input would silently give a clamped 1-wide output).
-pub fn geometry(a: &ConvArgs, dt: DataType) -> Res<Geometry> {
+pub fn geometry(s: &Session, a: &ConvArgs, dt: DataType) -> Res<Geometry> {
     let nd = match a.spatial_dim {
         2 => 2,
         3 => 3,
@@ -103,7 +103,7 @@ pub fn geometry(a: &ConvArgs, dt: DataType) -> Res<Geometry> {
     let x = TensorDesc::with_layout(dt, li, &xl)?;
     let w = TensorDesc::with_layout(dt, lf, &wl)?;
     let to_i = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
-    let mut conv = ConvDesc::new(mode, &to_i(&pads), &to_i(&strides), &to_i(&dils))?;
+    let mut conv = s.conv_desc(mode, &to_i(&pads), &to_i(&strides), &to_i(&dils))?;
     conv.set_groups(g as i64)?;
     if mode == ConvMode::Transpose {
         conv.set_out_pads(&to_i(&out_pads))?;
@@ -169,7 +169,7 @@ pub fn run(s: &Session, a: &ConvArgs, dt: DataType) -> Res<()> {
         return Err("Fatal: Number of iterations must be > 0".into());
     }
     warn_unimplemented(s, a);
-    let g = geometry(a, dt)?;
+    let g = geometry(s, a, dt)?;
     let dirs: Vec<Dir> = [(1, Dir::Fwd), (2, Dir::Bwd), (4, Dir::Wrw)].into_iter().filter(|(bit, _)| a.forw == 0 || a.forw & bit != 0).map(|(_, d)| d).collect();
     let bias = a.bias.trim() == "1";
     s.out.set("problem", json!({ "op": "conv", "dtype": dt.short(), "x": g.x.lens(), "w": g.w.lens(), "y": g.y.lens(),

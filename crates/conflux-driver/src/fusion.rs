@@ -32,7 +32,7 @@ const BN_EPS: f64 = 1e-6;
 /// The plan's convolution and filter, when the mode has one.
 type ConvPart = Option<(ConvDesc, TensorDesc)>;
 
-fn geometry(a: &CbaArgs, dt: DataType) -> Res<(TensorDesc, ConvPart)> {
+fn geometry(s: &Session, a: &CbaArgs, dt: DataType) -> Res<(TensorDesc, ConvPart)> {
     let nd = match a.spatial_dim {
         2 => 2,
         3 => 3,
@@ -65,7 +65,7 @@ fn geometry(a: &CbaArgs, dt: DataType) -> Res<(TensorDesc, ConvPart)> {
     wl.extend(&fil);
     let w = TensorDesc::with_layout(dt, layout, &wl)?;
     let to_i = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
-    let mut conv = ConvDesc::new(ConvMode::Convolution, &to_i(&pads), &to_i(&strides), &to_i(&dils))?;
+    let mut conv = s.conv_desc(ConvMode::Convolution, &to_i(&pads), &to_i(&strides), &to_i(&dils))?;
     conv.set_groups(g as i64)?;
     Ok((x, Some((conv, w))))
 }
@@ -85,7 +85,7 @@ pub fn run(s: &Session, a: &CbaArgs, dt: DataType) -> Res<()> {
     };
     let act_mode = i32::try_from(a.activ_mode).ok().and_then(ActivationMode::from_i32).ok_or_else(|| format!("--activMode {}: not an activation mode (0..9)", a.activ_mode))?;
     let act = ActivationDesc::new(act_mode, a.alpha, a.beta, a.gamma);
-    let (x, conv) = geometry(a, dt)?;
+    let (x, conv) = geometry(s, a, dt)?;
 
     // Ops in MIOpen's order C, [B], [N], [A].
     let mut plan = FusionPlan::new(FusionDirection::Vertical, x.clone());

@@ -6,7 +6,8 @@ use crate::report::Report;
 use crate::Res;
 use conflux::element::{decode, encode, round_to};
 use conflux::reference::fill::SplitMix64;
-use conflux::{Buffer, DataType, Handle, TensorDesc};
+use conflux::types::ConvAttrib;
+use conflux::{Buffer, ConvDesc, ConvMode, DataType, Handle, TensorDesc};
 use std::cell::{Cell, RefCell};
 
 /// MIOpenDriver's default seed (`MIOPEN_DEBUG_DRIVER_PRNG_SEED` overrides it; 0 = random).
@@ -17,6 +18,8 @@ pub struct Session {
     pub out: Report,
     pub tolerance: Option<f64>,
     pub list_solvers: bool,
+    /// `--tf32`: convolution descriptors allow TF32.
+    pub tf32: bool,
     rng: RefCell<SplitMix64>,
     /// Bits of failed verifications (1 fwd, 2 bwd-data, 4 wrw, 8 bias / other).
     pub failed: Cell<u32>,
@@ -42,10 +45,33 @@ impl Session {
         };
         let out = Report::new(common.json);
         out.line(format!("PRNG seed: {seed}"));
-        let s = Session { handle, out, tolerance: common.tolerance, list_solvers: common.list_solvers, rng: RefCell::new(SplitMix64::new(seed)), failed: Cell::new(0) };
+        let s = Session {
+            handle,
+            out,
+            tolerance: common.tolerance,
+            list_solvers: common.list_solvers,
+            tf32: common.tf32,
+            rng: RefCell::new(SplitMix64::new(seed)),
+            failed: Cell::new(0),
+        };
         s.out.set("device", s.handle.device().name().into());
         s.out.set("seed", seed.into());
         Ok(s)
+    }
+
+    /// A convolution descriptor with the session's math mode (`--tf32`).
+    pub fn conv_desc(&self, mode: ConvMode, pads: &[i64], strides: &[i64], dils: &[i64]) -> Res<ConvDesc> {
+        let mut d = ConvDesc::new(mode, pads, strides, dils)?;
+        if self.tf32 {
+            d.set_attribute(ConvAttrib::AllowTf32, 1)?;
+        }
+        Ok(d)
+    }
+
+    /// f32 convolutions of this session may run on TF32 (`--tf32`, or the environment's
+    /// default for descriptors that leave the attribute alone).
+    pub fn tf32_math(&self) -> bool {
+        self.tf32 || ConvDesc::default().allows_tf32()
     }
 
     pub fn is_gpu(&self) -> bool {

@@ -41,10 +41,11 @@ pub struct Outcome {
     pub why: Option<String>,
 }
 
-/// The tolerance of a check: `--tolerance` when given, else conflux's for `dtype` times
-/// `scale` (for longer reductions).
+/// The tolerance of a check: `--tolerance` when given, else conflux's for `dtype` (TF32's for
+/// f32 when the session lets convolutions use TF32) times `scale` (for longer reductions).
 pub fn tolerance(s: &Session, dtype: DataType, scale: f64) -> f64 {
-    s.tolerance.unwrap_or(compare::tolerance(dtype) * scale)
+    let base = if dtype == DataType::Float && s.tf32_math() { compare::TF32_TOLERANCE } else { compare::tolerance(dtype) };
+    s.tolerance.unwrap_or(base * scale)
 }
 
 /// Compare `got` with `want` without printing; record a failure under `bit` and the JSON entry.

@@ -267,6 +267,22 @@ fn json_output_is_one_valid_document() {
 }
 
 #[test]
+fn tf32_flag_sets_the_math_mode_and_the_tolerance() {
+    // On the CPU the attribute changes no result; the flag must reach the descriptor (the
+    // logged command repeats it) and the verification uses TF32's tolerance for f32.
+    for args in [with(&["conv", "--json", "--tf32", "-F", "1"], SMALL_CONV), vec!["CBAInfer", "--json", "--tf32", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4"]] {
+        let o = driver(&args);
+        assert!(o.status.success(), "{args:?}: {:?}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["verify"][0]["tolerance"], conflux::reference::compare::TF32_TOLERANCE, "{v}");
+    }
+    let o = driver_env(&with(&["conv", "--tf32", "-F", "1"], SMALL_CONV), &[("CONFLUX_LOG", "cmd")]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(format!("{out}{err}").contains("--tf32"), "logged command without --tf32:\n{out}{err}");
+}
+
+#[test]
 fn logged_commands_replay_through_the_driver() {
     for env in [("CONFLUX_LOG", "cmd"), ("MIOPEN_ENABLE_LOGGING_CMD", "1")] {
         let o = driver_env(&["CBAInfer", "-F", "0", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4", "-m", "8", "-M", "1", "--layout", "NHWC", "-V", "0"], &[env]);

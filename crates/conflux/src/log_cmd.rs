@@ -47,6 +47,10 @@ fn geometry_flags(conv: &ConvDesc, x: &TensorDesc, w: &TensorDesc, k: usize) -> 
     if sp.len() == 3 {
         out += &format!(" --spatial_dim 3 --in_d {} --fil_d {} --pad_d {} --conv_stride_d {} --dilation_d {}", sp[0], f[0], p[0], s[0], d[0]);
     }
+    // conflux's math-mode extension: the descriptor explicitly allows TF32.
+    if conv.attribute(crate::types::ConvAttrib::AllowTf32) == 1 {
+        out += " --tf32";
+    }
     out
 }
 
