@@ -16,7 +16,8 @@ twice with new data and weights; (2) Find forward + miopenConvolutionForward (al
 (3) immediate mode, every listed solution, forward / backward data / backward weights;
 (4) Find + run backward data and backward weights; (5) miopenConvolutionBiasActivationForward
 with a residual; (6) BN inference + activation fusion plans (alone and after conv + bias);
-(7) profiling: miopenGetKernelTime > 0 after a run (CPU: >= 0); (8) error path: NULL
+(7) profiling: miopenGetKernelTime > 0 after a run (CPU: >= 0); (GPU) miopenSetAllocator:
+scratch taken from and given back to torch memory; (8) error path: NULL
 pointers give miopenStatusBadParm (3) and a reason from confluxGetLastErrorMessage().
 Tolerances (relative L2 against float64): f32 1e-5, f16 1e-2.
 
@@ -119,6 +120,7 @@ SIGNATURES = {
     "miopenFindConvolutionForwardAlgorithm": (
         Status, [H, H, P, H, P, H, H, P, c_int, PI, POINTER(ConvAlgoPerf), P, c_size_t, c_bool]),
     "miopenConvolutionForward": (Status, [H, P, H, P, H, P, H, c_int, P, H, P, P, c_size_t]),
+    "miopenSetAllocator": (Status, [H, c_void_p, c_void_p, P]),
     "miopenConvolutionBackwardDataGetWorkSpaceSize": (Status, [H, H, H, H, H, PZ]),
     "miopenFindConvolutionBackwardDataAlgorithm": (
         Status, [H, H, P, H, P, H, H, P, c_int, PI, POINTER(ConvAlgoPerf), P, c_size_t, c_bool]),
@@ -772,6 +774,39 @@ def check_bn_act(B, h, g, dtype, layout, with_conv):
     return f"rel L2 {expect_close(B, 'y', y, want, dtype):.1e}"
 
 
+# MIOpen's allocator callbacks: void* (*)(void* ctx, size_t bytes), void (*)(void* ctx, void* mem).
+ALLOC_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_size_t)
+FREE_FN = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
+
+
+def check_allocator(B, h, g):
+    """miopenSetAllocator with torch memory: a fusion plan whose solver needs scratch (f32
+    NCHW: layout copies and the split filter) takes it from the callbacks and gives it all
+    back; NULL restores conflux's pool."""
+    import torch
+    live, calls = {}, [0, 0]
+
+    def alloc(ctx, nbytes):
+        t = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        live[t.data_ptr()] = t
+        calls[0] += 1
+        return t.data_ptr()
+
+    def free(ctx, mem):
+        calls[1] += 1
+        live.pop(mem)
+
+    cb = (ALLOC_FN(alloc), FREE_FN(free))  # kept alive while installed
+    call("miopenSetAllocator", h, ctypes.cast(cb[0], c_void_p), ctypes.cast(cb[1], c_void_p), None)
+    try:
+        check_fusion_cba(B, h, g, "f32", "NCHW")
+    finally:
+        call("miopenSetAllocator", h, None, None, None)
+    if calls[0] == 0 or calls[0] != calls[1] or live:
+        raise AssertionError(f"{calls[0]} allocations, {calls[1]} frees, {len(live)} live")
+    return f"{calls[0]} allocations, all freed"
+
+
 def check_profiling(B, h, g):
     xd, wd, yd, cd = tensor_desc("f32", g.xs), tensor_desc("f32", g.ws), tensor_desc("f32", g.ys), conv_desc(*g.cv)
     x, w, y = B.rand(g.xs), B.rand(g.ws), B.empty(g.ys)
@@ -922,6 +957,8 @@ def main():
             check(f"fusion BN inference + leaky relu f16 NHWC (y {g.ys})", lambda: check_bn_act(B, h, g, "f16", "NHWC", False))
             check(f"fusion conv+bias+BN inference+leaky relu f32 NCHW ({g})", lambda: check_bn_act(B, h, g, "f32", "NCHW", True))
             g = geo["fusion"]
+            if B.name == "cuda":
+                check(f"miopenSetAllocator: scratch from torch memory ({g})", lambda: check_allocator(B, h, g))
             check("profiling: miopenGetKernelTime after a run", lambda: check_profiling(B, h, g))
             check("error path: NULL pointers give miopenStatusBadParm and a reason", lambda: check_errors(B, h, geo["bn"]))
             B.sync()

@@ -2,9 +2,10 @@
 //! conflux extension `confluxGetLastErrorMessage`.
 
 use crate::guard::{create, destroy, guard, last_error_ptr, obj, obj_mut, write_opt, CStatus};
+use conflux::handle::DeviceAllocator;
 use conflux::{Handle, Status};
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 /// The MIOpen API level this library implements (MIOpen 3.3, ROCm 6.3); clients gate
 /// features on it, so it is MIOpen's number, not conflux's crate version.
@@ -13,25 +14,37 @@ pub const API_VERSION: (usize, usize, usize) = (3, 3, 0);
 type AllocFn = Option<unsafe extern "C" fn(ctx: *mut c_void, bytes: usize) -> *mut c_void>;
 type FreeFn = Option<unsafe extern "C" fn(ctx: *mut c_void, mem: *mut c_void)>;
 
-/// A user allocator given to `miopenSetAllocator`. conflux's solvers allocate no caller
-/// visible memory today (workspace comes from the caller), so it is kept, not yet used.
-#[allow(dead_code)]
-#[derive(Clone, Copy)]
-struct Allocator {
-    alloc: AllocFn,
+/// A user allocator given to `miopenSetAllocator`: the GPU solvers' per-execution scratch
+/// comes from it (`conflux::handle::DeviceAllocator`).
+struct CAllocator {
+    alloc: unsafe extern "C" fn(ctx: *mut c_void, bytes: usize) -> *mut c_void,
     free: FreeFn,
+    /// The caller's context pointer, passed back unchanged.
     ctx: usize,
+}
+
+impl DeviceAllocator for CAllocator {
+    fn allocate(&self, bytes: usize) -> Option<u64> {
+        // SAFETY: the caller registered this function for exactly this use.
+        let p = unsafe { (self.alloc)(self.ctx as *mut c_void, bytes) };
+        (!p.is_null()).then_some(p as u64)
+    }
+    fn free(&self, ptr: u64) {
+        if let Some(f) = self.free {
+            // SAFETY: ptr came from the paired allocator with the same context.
+            unsafe { f(self.ctx as *mut c_void, ptr as *mut c_void) }
+        }
+    }
 }
 
 /// `miopenHandle_t` points to this.
 pub struct HandleObj {
     pub handle: Handle,
-    allocator: Mutex<Option<Allocator>>,
 }
 
 impl HandleObj {
     fn new(handle: Handle) -> HandleObj {
-        HandleObj { handle, allocator: Mutex::new(None) }
+        HandleObj { handle }
     }
 }
 
@@ -125,8 +138,9 @@ pub unsafe extern "C" fn miopenGetStream(handle: MiopenHandle, stream_id: *mut *
 pub unsafe extern "C" fn miopenSetAllocator(handle: MiopenHandle, allocator: AllocFn, deallocator: FreeFn, allocator_context: *mut c_void) -> CStatus {
     guard("miopenSetAllocator", || {
         let h = obj(handle, "handle")?;
-        // A NULL allocator restores the default.
-        *h.allocator.lock().unwrap() = allocator.map(|_| Allocator { alloc: allocator, free: deallocator, ctx: allocator_context as usize });
+        // A NULL allocator restores the default (conflux's own memory pool).
+        let a = allocator.map(|alloc| Arc::new(CAllocator { alloc, free: deallocator, ctx: allocator_context as usize }) as Arc<dyn DeviceAllocator>);
+        h.handle.set_allocator(a);
         Ok(())
     })
 }

@@ -81,6 +81,18 @@ impl Buffer {
     pub fn is_empty(&self) -> bool { self.len() == 0 }
 }
 
+/// Device memory supplied by the caller (MIOpen's `miopenSetAllocator`): the GPU solvers'
+/// per-execution scratch comes from it instead of conflux's own memory pool. Memory is used on
+/// the handle's stream only and handed back as soon as the work using it is queued, as MIOpen
+/// does: stream order keeps it valid for a stream-aware caching allocator (PyTorch's), and a
+/// plain `cudaFree` waits for the device anyway.
+pub trait DeviceAllocator: Send + Sync {
+    /// `bytes` bytes of device memory, or None when the allocator has none.
+    fn allocate(&self, bytes: usize) -> Option<u64>;
+    /// Give back memory `allocate` returned.
+    fn free(&self, ptr: u64);
+}
+
 type InvokerKey = (String, &'static str);
 /// Find results read or written by this handle, by find-db key (None: no entry on disk).
 type FindMemo = HashMap<String, Option<Arc<crate::conv::find_db::FindRecord>>>;
@@ -95,6 +107,8 @@ pub struct Handle {
     find_memo: Mutex<FindMemo>,
     /// Called once per timed candidate of Find / tuning (`set_find_progress`).
     find_progress: Mutex<Option<FindProgressFn>>,
+    /// The caller's device allocator (`set_allocator`); None: conflux's pool.
+    allocator: Mutex<Option<Arc<dyn DeviceAllocator>>>,
 }
 
 impl Handle {
@@ -162,6 +176,7 @@ impl Handle {
             builds: AtomicU64::new(0),
             find_memo: Mutex::new(HashMap::new()),
             find_progress: Mutex::new(None),
+            allocator: Mutex::new(None),
         }
     }
 
@@ -222,6 +237,17 @@ impl Handle {
     /// timed candidate, on every direction and on fusion plans compiled with a timing find mode.
     pub fn set_find_progress(&self, hook: Option<FindProgressFn>) {
         *self.find_progress.lock().unwrap() = hook;
+    }
+
+    /// Take GPU scratch from the caller's allocator (Some) or from conflux's pool again (None).
+    /// The CPU backend allocates no device memory and never calls it.
+    pub fn set_allocator(&self, allocator: Option<Arc<dyn DeviceAllocator>>) {
+        *self.allocator.lock().unwrap() = allocator;
+    }
+
+    /// The caller's allocator, if one is installed.
+    pub fn allocator(&self) -> Option<Arc<dyn DeviceAllocator>> {
+        self.allocator.lock().unwrap().clone()
     }
 
     /// The installed progress hook, cloned so it runs without the lock held (it may call

@@ -369,7 +369,7 @@ impl Invoker for TmaInvoker {
             let (rows, cols) = (g.k, g.cg() * g.filter_size());
             let split = match self.prec {
                 TcPrecision::Tf32x3 => {
-                    let scratch = Scratch::new(&self.be.dev, tf32_split::split_bytes(rows, cols))?;
+                    let scratch = Scratch::new(handle, &self.be.dev, tf32_split::split_bytes(rows, cols))?;
                     tf32_split::split_rows(&self.be, a.w.0, g.w_strides[0], rows, cols, scratch.ptr())?;
                     Some(scratch)
                 }

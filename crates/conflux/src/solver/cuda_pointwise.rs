@@ -170,7 +170,7 @@ impl Invoker for PwInvoker {
                 let r = op_args::bn_train(*running, *act, a.ops)?;
                 let af = r.act.as_ref().map(act_f32).unwrap_or([0.0; 3]);
                 let count = crate::batchnorm::derive_bn_desc(x, *mode)?.element_count();
-                let ws = Scratch::new(&self.be.dev, count * 8)?;
+                let ws = Scratch::new(handle, &self.be.dev, count * 8)?;
                 let mut p = shape_params(x, y);
                 p.x = a.x.0;
                 p.y = a.y.0;
@@ -186,7 +186,7 @@ impl Invoker for PwInvoker {
                 let r = op_args::bn_backward(*act, a.ops)?;
                 let (af, act_y) = r.act.as_ref().map(|(d, y)| (act_f32(d), *y)).unwrap_or(([0.0; 3], 0));
                 let count = crate::batchnorm::derive_bn_desc(dy, *mode)?.element_count();
-                let ws = Scratch::new(&self.be.dev, count * 8)?;
+                let ws = Scratch::new(handle, &self.be.dev, count * 8)?;
                 // Statistics pass (only without saved statistics): x → stats workspace.
                 let mut ps = shape_params(dy, dx);
                 ps.x = r.x;

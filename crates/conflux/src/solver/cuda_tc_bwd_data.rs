@@ -124,7 +124,7 @@ impl Invoker for BwdDataInvoker {
         // Backward-data arguments: x = dx (written), y = dy. The forward problem reads dy as
         // its input and writes dx as its output.
         timed(handle, &self.be, || {
-            let scratch = Scratch::new(&self.be.dev, self.w.packed_bytes())?;
+            let scratch = Scratch::new(handle, &self.be.dev, self.w.packed_bytes())?;
             to_channels_last(&self.be, &self.w, a.w.0, scratch.ptr())?;
             self.inner.run(handle, &RunArgs { x: a.y, w: DevPtr(scratch.ptr()), y: a.x, ..*a })
         })

@@ -158,7 +158,7 @@ impl Invoker for NchwInvoker {
         let other_in = if self.direction == Direction::Forward { a.w } else { a.y };
         // The whole sequence is one timed unit (copies included) when profiling is on.
         timed(handle, &self.be, || {
-            let scratch = Scratch::new(&self.be.dev, xb + ob)?;
+            let scratch = Scratch::new(handle, &self.be.dev, xb + ob)?;
             let (xs, os) = (scratch.ptr(), scratch.ptr() + xb as u64);
             if let Some(v) = &self.x {
                 to_channels_last(&self.be, v, a.x.0, xs)?;

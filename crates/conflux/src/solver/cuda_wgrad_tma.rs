@@ -249,7 +249,7 @@ impl Invoker for WgradInvoker {
         let (x, dy) = encode_maps(g, self.dtype, a.x.0, a.y.0)?;
         let slot_bytes = g.groups * self.tiles * self.splits * self.tile.bm * self.tile.bn * 4;
         timed(handle, &self.be, || {
-            let scratch = Scratch::new(&self.be.dev, slot_bytes)?;
+            let scratch = Scratch::new(handle, &self.be.dev, slot_bytes)?;
             let args = WgradArgs { x, dy, p: conv_run_params(g, &self.problem, a)?, partial: scratch.ptr(), splits: self.splits as i32, pad: [0; 3] };
             let grid = ((self.tiles * self.splits) as u32, 1, g.groups as u32);
             let outputs = (g.groups * g.kg() * g.filter_size() * g.cg()) as u64;

@@ -2,10 +2,11 @@
 //! Everything goes through raw driver handles so caller memory and streams are used as they
 //! are, never wrapped in owning types.
 
+use crate::handle::{DeviceAllocator, Handle};
 use crate::error::{Error, Result};
 use cudarc::driver::{result as cu, sys};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 pub(crate) fn driver_err(what: &str, e: cu::DriverError) -> Error {
     let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
@@ -207,15 +208,26 @@ impl Drop for EventTimer {
     }
 }
 
-/// Stream-ordered scratch memory for one execution (freed on drop, in stream order), so a
-/// compiled invoker can run from many threads without sharing a workspace.
+/// Scratch memory for one execution, so a compiled invoker can run from many threads without
+/// sharing a workspace: from the caller's allocator when the handle has one
+/// (`Handle::set_allocator`, MIOpen's `miopenSetAllocator`), else stream-ordered from
+/// conflux's pool. Given back on drop, after the work using it has been queued.
 pub struct Scratch {
     ptr: sys::CUdeviceptr,
-    stream: sys::CUstream,
+    owner: Owner,
+}
+
+enum Owner {
+    Pool(sys::CUstream),
+    Caller(Arc<dyn DeviceAllocator>),
 }
 
 impl Scratch {
-    pub fn new(dev: &CudaDevice, bytes: usize) -> Result<Scratch> {
+    pub fn new(handle: &Handle, dev: &CudaDevice, bytes: usize) -> Result<Scratch> {
+        if let Some(a) = handle.allocator() {
+            let ptr = a.allocate(bytes.max(1)).filter(|&p| p != 0).ok_or_else(|| Error::alloc(format!("the caller's allocator (miopenSetAllocator) gave no memory for {bytes} bytes of scratch")))?;
+            return Ok(Scratch { ptr, owner: Owner::Caller(a) });
+        }
         dev.bind()?;
         let stream = dev.stream();
         let pool = dev.pool()?;
@@ -224,16 +236,19 @@ impl Scratch {
         unsafe { sys::cuMemAllocFromPoolAsync(&mut ptr, bytes.max(1), pool, stream) }
             .result()
             .map_err(|e| Error::alloc(format!("cuMemAllocFromPoolAsync of {bytes} bytes: {:?}", e.0)))?;
-        Ok(Scratch { ptr, stream })
+        Ok(Scratch { ptr, owner: Owner::Pool(stream) })
     }
     pub fn ptr(&self) -> u64 { self.ptr }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        // SAFETY: allocated on this stream in `new`.
-        unsafe {
-            let _ = cu::free_async(self.ptr, self.stream);
+        match &self.owner {
+            // SAFETY: allocated on this stream in `new`.
+            Owner::Pool(stream) => unsafe {
+                let _ = cu::free_async(self.ptr, *stream);
+            },
+            Owner::Caller(a) => a.free(self.ptr),
         }
     }
 }
