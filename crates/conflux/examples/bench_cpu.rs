@@ -9,11 +9,16 @@
 //!       both cores. Threads: rayon's default (RAYON_NUM_THREADS).
 //!   bench_cpu one CFG N LAYOUT ALGO SECS one problem, one layout (NCHW/NHWC), one algorithm
 //!       (Gemm/ImplicitGemm/Winograd), run for SECS seconds: for `perf record`; prints min/median µs
+//!   bench_cpu bwd LIST N                 fp32 backward-data, NCHW, each backward-data solver
+//!       (Winograd F(4×4), GEMM + col2im, direct) on the list's problems (bwd_data.rs)
 //!   bench_cpu pointwise LIST N [REPS]    GB/s of the pointwise paths (ReLU, bias+ReLU, BN+ReLU,
 //!       conv forward bias, ReLU backward) on the list's output shapes vs memcpy (pointwise.rs)
 
 #[path = "bench_cpu/pointwise.rs"]
 mod pointwise;
+
+#[path = "bench_cpu/bwd_data.rs"]
+mod bwd_data;
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -22,6 +27,7 @@ fn main() {
         Some("one") => conv::one(&a[2..]),
         Some("gemm") => gemm(&a[2..]),
         Some("pointwise") => pointwise::run(&a[2..]),
+        Some("bwd") => bwd_data::run(&a[2..]),
         Some("kernel") => kernel(),
         _ => eprintln!("usage: see the header of bench_cpu.rs"),
     }
@@ -88,7 +94,7 @@ mod conv {
     use std::time::{Duration, Instant};
 
     /// Median time in µs of `f` (warm-up 3 runs, then ≥ 10 runs or ~0.3 s).
-    fn time_us(mut f: impl FnMut()) -> f64 {
+    pub fn time_us(mut f: impl FnMut()) -> f64 {
         for _ in 0..3 {
             f();
         }

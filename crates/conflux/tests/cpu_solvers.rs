@@ -195,6 +195,10 @@ fn winograd_random_forward() { random_cases(WINOGRAD, &[Dir::Forward], 12, 4); }
 #[test]
 fn winograd4_random_forward() { random_cases(WINOGRAD4, &[Dir::Forward], 16, 5); }
 
+/// Backward-data as the forward convolution of dy with the flipped filter.
+#[test]
+fn winograd4_random_backward_data() { random_cases(WINOGRAD4, &[Dir::BackwardData], 16, 6); }
+
 /// F(4×4,3×3)'s f32 error against the f64 reference on a deep reduction (C = 512), printed
 /// (`--nocapture`) and held to the f32 tolerance.
 #[test]
@@ -248,7 +252,8 @@ fn winograd4_wide_and_deep() {
 }
 
 /// The F(4×4) driver with every GEMM micro-kernel this CPU has, with and without the AVX-512
-/// intrinsic transforms (on other CPUs the lane-array transforms run).
+/// intrinsic transforms (on other CPUs the lane-array transforms run), forward and
+/// backward-data (the filter read flipped in place).
 #[test]
 fn winograd4_every_kernel_and_transform_path() {
     use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, gemm, wino4};
@@ -268,9 +273,27 @@ fn winograd4_every_kernel_and_transform_path() {
                     let y = poisoned(&h, &yd);
                     let epi = CpuEpilogue::new(&[], &[], &yd, 1).unwrap();
                     let p = ConvPtrs { x: x.ptr().0, w: w.ptr().0, y: y.ptr().0, dt };
-                    wino4::forward_with(kern, intrinsics, &g, p, 1.0, 0.0, &epi);
+                    wino4::forward_with(kern, intrinsics, &g, wino4::FilterView::of(&g), p, 1.0, 0.0, &epi);
                     let got = logical(&yd, &download(&h, &y));
                     assert_close(&format!("{} intrinsics={intrinsics} {dt:?} {lay:?}", kern.name), &got, &logical(&yd, &want), tolerance(dt));
+                }
+            }
+            // Backward-data: dx = conv(dy, flipped w) with the filter read flipped in place.
+            let dy = random(&h, &yd, Fill::Normal, 13);
+            let mut want = vec![0.0; xd.element_space()];
+            r::conv_backward_data_alpha_beta(1.0, 0.0, &geo.conv, &yd, &dy.host, &wd, &w.host, &xd, &mut want).unwrap();
+            let bwd = problem(&geo, (&xd, &wd, &yd), Dir::BackwardData);
+            let fwd = bwd.conv_problem().unwrap().backward_data_as_forward(Layout::NCHW).unwrap();
+            let g = conflux::conv::Geom::of(&fwd);
+            let fv = wino4::FilterView::flipped(&wd, geo.conv.groups());
+            for kern in gemm::available() {
+                for intrinsics in [false, true] {
+                    let dx = poisoned(&h, &xd);
+                    let epi = CpuEpilogue::new(&[], &[], &xd, 1).unwrap();
+                    let p = ConvPtrs { x: dy.ptr().0, w: w.ptr().0, y: dx.ptr().0, dt };
+                    wino4::forward_with(kern, intrinsics, &g, fv, p, 1.0, 0.0, &epi);
+                    let got = logical(&xd, &download(&h, &dx));
+                    assert_close(&format!("bwd-data {} intrinsics={intrinsics} {dt:?} {lay:?}", kern.name), &got, &logical(&xd, &want), tolerance(dt));
                 }
             }
         }
@@ -366,13 +389,17 @@ fn refusals_name_the_cause() {
     let g5 = make_geo(&[2, 2], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 5, 5]).unwrap();
     assert!(why(&g5, Dir::Forward, WINOGRAD).contains("3×3"));
     assert!(why(&g5, Dir::Forward, WINOGRAD4).contains("3×3"));
-    assert!(why(&g5, Dir::BackwardData, WINOGRAD4).contains("forward only"));
+    assert!(why(&g5, Dir::BackwardData, WINOGRAD4).contains("3×3"));
+    assert!(why(&g5, Dir::BackwardWeights, WINOGRAD4).contains("forward only"));
     assert!(why(&g5, Dir::BackwardData, WINOGRAD).contains("forward only"));
     assert!(why(&g5, Dir::BackwardWeights, IMPLICIT_GEMM).contains("forward only"));
     assert!(why(&g5, Dir::Forward, DIRECT).contains("reduction"));
     let s2 = make_geo(&[1, 1], &[2, 2], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
     assert!(why(&s2, Dir::Forward, WINOGRAD).contains("stride"));
     assert!(why(&s2, Dir::Forward, WINOGRAD4).contains("stride"));
+    assert!(why(&s2, Dir::BackwardData, WINOGRAD4).contains("stride"));
+    let wide_pad = make_geo(&[3, 3], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
+    assert!(why(&wide_pad, Dir::BackwardData, WINOGRAD4).contains("padding 3 exceeds"));
     let deep = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 1024, 4, 4], vec![1024, 1024, 3, 3]).unwrap();
     assert!(why(&deep, Dir::Forward, WINOGRAD4).contains("tiles"));
     let few = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 2, 9, 9], vec![8, 2, 3, 3]).unwrap();

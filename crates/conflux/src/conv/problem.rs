@@ -7,7 +7,7 @@
 use super::ConvDesc;
 use crate::error::Result;
 use crate::tensor::TensorDesc;
-use crate::types::{ConvMode, DataType, Direction};
+use crate::types::{ConvMode, DataType, Direction, Layout};
 use crate::{bail, ensure};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -97,6 +97,42 @@ impl ConvProblem {
     /// Text key identifying the problem (used by caches and the find-db).
     pub fn key(&self) -> String {
         format!("{}|x {}|w {}|y {}|{}", self.direction.letter(), self.x.key(), self.w.key(), self.y.key(), self.conv.key())
+    }
+}
+
+impl ConvProblem {
+    /// A stride-1 backward-data problem as the forward convolution that computes it:
+    /// dx = conv(dy, w') where w' swaps each group's input and output channels and reverses
+    /// the taps (w'[g·CG + c][k][t] = w[g·KG + k][c][T − 1 − t]) and the padding becomes
+    /// dilation·(taps − 1) − pad. w' has lengths [C, K/G, taps…] in `w_layout`; the
+    /// descriptor keeps the caller's attributes. Err says why the problem has no such form.
+    pub fn backward_data_as_forward(&self, w_layout: Layout) -> std::result::Result<ConvProblem, String> {
+        if self.direction != Direction::BackwardData {
+            return Err(format!("backward-data only (this is {:?})", self.direction));
+        }
+        let d = &self.conv;
+        if d.strides().iter().any(|&s| s != 1) {
+            return Err(format!("stride {:?}: only stride 1 is a forward convolution of dy", d.strides()));
+        }
+        let taps = self.filter();
+        let mut pads = Vec::with_capacity(taps.len());
+        for ((&t, &p), &dil) in taps.iter().zip(d.pads()).zip(d.dilations()) {
+            let reach = dil * (t - 1);
+            if p > reach {
+                return Err(format!("padding {p} exceeds the filter's reach {reach}: dx would need negative padding"));
+            }
+            pads.push((reach - p) as i64);
+        }
+        let err = |e: crate::error::Error| e.reason;
+        let groups = self.groups();
+        let ones = vec![1i64; taps.len()];
+        let dils: Vec<i64> = d.dilations().iter().map(|&v| v as i64).collect();
+        let mut fwd = ConvDesc::new(ConvMode::Convolution, &pads, &ones, &dils).map_err(err)?;
+        fwd.set_groups(groups as i64).map_err(err)?;
+        fwd.copy_attributes(d);
+        let w_lens: Vec<usize> = [self.x.c(), self.k() / groups].into_iter().chain(taps.iter().copied()).collect();
+        let w2 = TensorDesc::with_layout(self.dtype(), w_layout, &w_lens).map_err(err)?;
+        ConvProblem::forward(&fwd, &self.y, &w2, &self.x).map_err(err)
     }
 }
 

@@ -1,15 +1,20 @@
-//! Winograd F(4×4, 3×3) forward convolution on the CPU (`backend/cpu/wino4.rs`): 2-D, 3×3,
-//! stride 1, dilation 1, any padding, groups, layout and type, with the fused epilogue.
-//! 4× fewer multiplies than direct per output (F(2×2): 2.25×). Backward-data is not
-//! implemented (the GEMM solver serves it).
+//! Winograd F(4×4, 3×3) convolution on the CPU (`backend/cpu/wino4.rs`): 2-D, 3×3, stride 1,
+//! dilation 1, any padding, groups, layout and type, with the fused epilogue. 4× fewer
+//! multiplies than direct per output (F(2×2): 2.25×). Backward-data runs as the forward
+//! convolution of dy with the flipped filter (`ConvProblem::backward_data_as_forward`), whose
+//! filter transform reads the caller's filter transposed and flipped in place
+//! (`wino4::FilterView::flipped`).
 
+use super::cpu_conv::run_parts;
 use super::cpu_winograd::{winograd_check, WinogradInvoker};
-use super::{Invoker, Solver};
-use crate::backend::cpu::wino4;
-use crate::error::Result;
+use super::{Invoker, RunArgs, Solver};
+use crate::backend::cpu::conv_naive::ConvPtrs;
+use crate::backend::cpu::wino4::{self, FilterView};
+use crate::conv::{ConvProblem, Geom};
+use crate::error::{Error, Result};
 use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
-use crate::types::ConvAlgorithm;
+use crate::types::{ConvAlgorithm, Direction, Layout};
 use std::sync::Arc;
 /// Most filters (C/G·K/G) per 4×4 output tile (all images): the filters are transformed on
 /// every call (no weight cache), and beyond this that costs more than the multiplies it saves
@@ -26,7 +31,10 @@ impl Solver for CpuWinograd4 {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, _handle: &Handle) -> std::result::Result<(), String> {
-        let g = winograd_check(problem)?;
+        let g = match backward_data_forward(problem)? {
+            Some(fwd) => winograd_check(&FusedProblem::conv(fwd))?,
+            None => winograd_check(problem)?,
+        };
         let tiles = g.n * g.output[1].div_ceil(4) * g.output[2].div_ceil(4);
         if g.cg() * g.kg() > MAX_FILTERS_PER_TILE * tiles {
             return Err(format!(
@@ -45,6 +53,36 @@ impl Solver for CpuWinograd4 {
     }
 
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
-        Ok(Arc::new(WinogradInvoker { problem: problem.clone(), name: self.name(), forward: wino4::forward }))
+        match backward_data_forward(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))? {
+            Some(forward) => Ok(Arc::new(BackwardDataInvoker { problem: problem.clone(), forward })),
+            None => Ok(Arc::new(WinogradInvoker { problem: problem.clone(), name: self.name(), forward: wino4::forward })),
+        }
+    }
+}
+
+/// The forward problem a backward-data problem runs as (its filter packed KCRS), None for a
+/// forward problem.
+fn backward_data_forward(problem: &FusedProblem) -> std::result::Result<Option<ConvProblem>, String> {
+    match problem.conv_problem() {
+        Some(c) if c.direction == Direction::BackwardData => c.backward_data_as_forward(Layout::NCHW).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// dx = α·conv(dy, flipped w) + β·dx through the forward kernel.
+struct BackwardDataInvoker {
+    problem: FusedProblem,
+    forward: ConvProblem,
+}
+
+impl Invoker for BackwardDataInvoker {
+    fn run(&self, _handle: &Handle, a: &RunArgs) -> Result<()> {
+        let (_, _, r) = run_parts(&self.problem, a, "CpuConvWinogradF4x3")?;
+        let conv = self.problem.conv_problem().ok_or_else(|| Error::internal("winograd backward-data: not a convolution"))?;
+        // Backward-data arguments: x = dx (written), y = dy; the forward reads dy, writes dx.
+        let ptrs = ConvPtrs { x: r.ptrs.y, w: r.ptrs.w, y: r.ptrs.x, dt: r.ptrs.dt };
+        let fv = FilterView::flipped(&conv.w, conv.groups());
+        wino4::forward_view(&Geom::of(&self.forward), fv, ptrs, r.alpha, r.beta, &r.epi);
+        Ok(())
     }
 }

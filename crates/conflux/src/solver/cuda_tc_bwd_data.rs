@@ -7,8 +7,8 @@
 //! adapter). α/β and the descriptor's attributes carry over unchanged: f32 runs on the TF32
 //! kernel, as split TF32 products when the descriptor asks for strict f32.
 //!
-//! Scratch is stream-ordered memory from the device's pool, taken per execution (safe for
-//! concurrent executions of one invoker); no workspace is reported.
+//! Scratch comes from the device's pool (or the caller's allocator), taken per execution
+//! (safe for concurrent executions of one invoker); no workspace is reported.
 
 use super::cuda_direct::cuda_of;
 use super::cuda_igemm_tc::tensor_core_precision;
@@ -16,13 +16,11 @@ use super::{adapter, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
 use crate::backend::cuda::{timed, CudaBackend};
-use crate::conv::{ConvDesc, ConvProblem};
 use crate::error::{Error, Result};
 use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
 use crate::memory::DevPtr;
-use crate::tensor::TensorDesc;
-use crate::types::{ConvAlgorithm, ConvMode, Direction, Layout};
+use crate::types::{ConvAlgorithm, Layout};
 use std::sync::Arc;
 
 /// Forward tensor-core solvers in registry order (NCHW dy goes through the layout adapter).
@@ -37,38 +35,13 @@ struct Rewrite {
 
 fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewrite, String> {
     let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
-    if conv.direction != Direction::BackwardData {
-        return Err(format!("backward-data only (this is {:?})", conv.direction));
-    }
     tensor_core_precision(conv)?;
-    let d = &conv.conv;
-    if d.strides().iter().any(|&s| s != 1) {
-        return Err(format!("stride {:?}: only stride 1 is a forward convolution of dy", d.strides()));
-    }
-    let taps = conv.filter();
-    let mut pads = Vec::with_capacity(taps.len());
-    for ((&t, &p), &dil) in taps.iter().zip(d.pads()).zip(d.dilations()) {
-        let reach = dil * (t - 1);
-        if p > reach {
-            return Err(format!("padding {p} exceeds the filter's reach {reach}: dx would need negative padding"));
-        }
-        pads.push((reach - p) as i64);
-    }
-    let groups = conv.groups();
-    let view = ChannelsFirst::flipped_filter(&conv.w, groups).ok_or("w's spatial dimensions do not collapse into rows")?;
+    let layout = if conv.filter().len() == 2 { Layout::NHWC } else { Layout::NDHWC };
+    let forward = FusedProblem::conv(conv.backward_data_as_forward(layout)?);
+    let view = ChannelsFirst::flipped_filter(&conv.w, conv.groups()).ok_or("w's spatial dimensions do not collapse into rows")?;
     if let Some(why) = view.refusal() {
         return Err(format!("w: {why}"));
     }
-    let err = |e: Error| e.reason;
-    let ones = vec![1i64; taps.len()];
-    let dils: Vec<i64> = d.dilations().iter().map(|&v| v as i64).collect();
-    let mut fwd = ConvDesc::new(ConvMode::Convolution, &pads, &ones, &dils).map_err(err)?;
-    fwd.set_groups(groups as i64).map_err(err)?;
-    fwd.copy_attributes(d);
-    let layout = if taps.len() == 2 { Layout::NHWC } else { Layout::NDHWC };
-    let w_lens: Vec<usize> = [conv.x.c(), conv.k() / groups].into_iter().chain(taps.iter().copied()).collect();
-    let w2 = TensorDesc::with_layout(conv.dtype(), layout, &w_lens).map_err(err)?;
-    let forward = FusedProblem::conv(ConvProblem::forward(&fwd, &conv.y, &w2, &conv.x).map_err(err)?);
     let solver = adapter::first_taker(&INNER, &forward, handle).map_err(|why| format!("no forward tensor-core kernel takes dx = conv(dy, flipped w) ({why})"))?;
     Ok(Rewrite { forward, solver, w: view })
 }

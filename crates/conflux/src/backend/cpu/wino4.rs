@@ -17,13 +17,42 @@ use super::epilogue::CpuEpilogue;
 use super::gemm::{best, Kernel, Slot};
 use super::wino4_math::{self as wm, Lanes, L};
 use crate::conv::Geom;
+use crate::tensor::TensorDesc;
 use crate::types::DataType;
 use rayon::prelude::*;
 
 /// Sizes shared by the phases (per group unless noted).
+/// Where the 3×3 taps of filter k, input channel c of a group are in w (element offsets): the
+/// forward problem's own filter, or, for a stride-1 backward-data problem run as a forward
+/// one, the caller's filter read transposed and flipped in place (no copy).
+#[derive(Clone, Copy, Debug)]
+pub struct FilterView {
+    pub group: usize,
+    pub k: usize,
+    pub c: usize,
+    pub taps: [usize; 9],
+}
+
+impl FilterView {
+    /// The forward problem's filter as its geometry describes it.
+    pub fn of(g: &Geom) -> FilterView {
+        let ws = g.w_strides;
+        FilterView { group: g.kg() * ws[0], k: ws[0], c: ws[1], taps: std::array::from_fn(|i| (i / 3) * ws[3] + (i % 3) * ws[4]) }
+    }
+
+    /// The forward filter w'[g·CG + c][k][t] = w[g·KG + k][c][8 − t] of backward-data on the 2-D
+    /// 3×3 filter `w` (K × C/G × 3 × 3) in `groups` groups
+    /// (`ConvProblem::backward_data_as_forward`).
+    pub fn flipped(w: &TensorDesc, groups: usize) -> FilterView {
+        let s = w.strides();
+        FilterView { group: w.lens()[0] / groups * s[0], k: s[1], c: s[0], taps: std::array::from_fn(|i| (2 - i / 3) * s[2] + (2 - i % 3) * s[3]) }
+    }
+}
+
 struct Ctx<'a> {
     g: &'a Geom,
     p: ConvPtrs,
+    fv: FilterView,
     kern: Kernel,
     /// AVX-512 intrinsic transforms (else the lane-array versions).
     fast: bool,
@@ -126,13 +155,19 @@ macro_rules! simd {
 
 /// y = epilogue(α·conv(x, w) + β·y) for a geometry `winograd::supports` accepts.
 pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    forward_with(best(), true, g, p, alpha, beta, epi)
+    forward_view(g, FilterView::of(g), p, alpha, beta, epi)
+}
+
+/// `forward` reading the filter through `fv` (backward-data: the caller's filter flipped).
+pub fn forward_view(g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
+    forward_with(best(), true, g, fv, p, alpha, beta, epi)
 }
 
 /// `forward` with a chosen GEMM micro-kernel, and the AVX-512 intrinsic transforms allowed
 /// or not (tests run every combination this CPU has).
 #[doc(hidden)]
-pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
+#[allow(clippy::too_many_arguments)]
+pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
     let (cg, kg) = (g.cg(), g.kg());
     let [_, oh, ow] = g.output;
     let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
@@ -140,6 +175,7 @@ pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, p: ConvPtrs, alpha
     let cx = Ctx {
         g,
         p,
+        fv,
         kern,
         fast: intrinsics && level() == 2,
         cg,
@@ -231,10 +267,9 @@ impl Blocks {
 /// dst + ξ·xi_stride + (c − c0)·nr + lane.
 fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
     #[cfg(target_arch = "x86_64")]
-    if cx.fast && cx.p.dt == DataType::Float && cx.kern.nr.is_multiple_of(16) && cx.g.w_strides[0] < (i32::MAX / 16) as usize {
-        let (nr, ws) = (cx.kern.nr, cx.g.w_strides);
-        let taps: [usize; 9] = std::array::from_fn(|i| (i / 3) * ws[3] + (i % 3) * ws[4]);
-        let idx: [i32; 16] = std::array::from_fn(|l| (l * ws[0]) as i32);
+    if cx.fast && cx.p.dt == DataType::Float && cx.kern.nr.is_multiple_of(16) && cx.fv.k < (i32::MAX / 16) as usize {
+        let (nr, fv) = (cx.kern.nr, cx.fv);
+        let idx: [i32; 16] = std::array::from_fn(|l| (l * fv.k) as i32);
         for c in c0..c1 {
             for l0 in (0..nr).step_by(16) {
                 let k = kp * nr + l0;
@@ -245,9 +280,9 @@ fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Sh
                 // SAFETY: AVX-512 was detected; lanes in the mask are filters of this group; the
                 // 16 destination values lie inside panel kp's row for channel c.
                 unsafe {
-                    let w = (cx.p.w as *const f32).add((group * cx.kg + k) * ws[0] + c * ws[1]);
+                    let w = (cx.p.w as *const f32).add(group * fv.group + k * fv.k + c * fv.c);
                     let idx = std::arch::x86_64::_mm512_loadu_si512(idx.as_ptr() as *const _);
-                    super::wino4_x86::filter16(w, idx, mask, &taps, dst.0.add((c - c0) * nr + l0), xi_stride);
+                    super::wino4_x86::filter16(w, idx, mask, &fv.taps, dst.0.add((c - c0) * nr + l0), xi_stride);
                 }
             }
         }
@@ -407,8 +442,8 @@ simd!(input_panel_lanes(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: u
 simd!(filter_panel_lanes(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
     // U' of filters kp·nr.. (lanes) and channels c0..c1; element (ξ, c, lane) goes to
     // dst + ξ·xi_stride + (c − c0)·nr + lane.
-    let (nr, ws, p) = (cx.kern.nr, cx.g.w_strides, cx.p);
-    let taps: [usize; 9] = std::array::from_fn(|i| (i / 3) * ws[3] + (i % 3) * ws[4]);
+    let (nr, fv, p) = (cx.kern.nr, cx.fv, cx.p);
+    let taps = fv.taps;
     for l0 in (0..nr).step_by(L) {
         let lanes = L.min(nr - l0).min(cx.kg.saturating_sub(kp * nr + l0));
         for cb in (c0..c1).step_by(FILTER_CHUNK) {
@@ -417,9 +452,9 @@ simd!(filter_panel_lanes(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize
             // f[c][tap][lane]; lanes past the last filter stay zero.
             let mut f = [[[0f32; L]; 9]; FILTER_CHUNK];
             for l in 0..lanes {
-                let base = (group * cx.kg + kp * nr + l0 + l) * ws[0];
+                let base = group * fv.group + (kp * nr + l0 + l) * fv.k;
                 for (ci, c) in (cb..ce).enumerate() {
-                    let o = base + c * ws[1];
+                    let o = base + c * fv.c;
                     for (t, &to) in taps.iter().enumerate() {
                         f[ci][t][l] = if p.dt == DataType::Float {
                             // SAFETY: a weight element.
