@@ -6,7 +6,8 @@
 //! Applies to 16-bit 2-D problems with channels-last x and dy, channels per group a multiple of
 //! 64, on a compute capability 9.0 GPU.
 
-use super::cuda_direct::{conv_run_params, cuda_of, CudaConvDirect};
+use super::cuda_direct::{conv_run_params, cuda_of};
+use super::cuda_wgrad_simt::CudaConvWgradSimt;
 use super::cuda_igemm_tc::tensor_core_defines;
 use super::cuda_igemm_tma::{hopper_check, plain_gemm};
 use super::{perf_db, Invoker, RunArgs, Solver};
@@ -231,7 +232,7 @@ struct WgradInvoker {
     splits: usize,
     geom: Geom,
     problem: FusedProblem,
-    /// The direct kernel, built on first need for pointers the copy engine cannot use.
+    /// The CUDA-core GEMM kernel, built on first need for pointers the copy engine cannot use.
     fallback: OnceLock<Result<Arc<dyn Invoker>>>,
 }
 
@@ -239,7 +240,7 @@ impl Invoker for WgradInvoker {
     fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
         // Backward-weights arguments: x = x, w = dw (written), y = dy.
         if a.x.0 % 16 != 0 || a.y.0 % 16 != 0 {
-            let inv = self.fallback.get_or_init(|| CudaConvDirect.build(&self.problem, handle)).as_ref().map_err(Clone::clone)?;
+            let inv = self.fallback.get_or_init(|| CudaConvWgradSimt.build(&self.problem, handle)).as_ref().map_err(Clone::clone)?;
             return inv.run(handle, a);
         }
         let g = &self.geom;

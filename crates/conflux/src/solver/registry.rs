@@ -17,6 +17,7 @@ use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
 use super::cuda_pointwise::CudaPointwise;
 use super::cuda_tc_bwd_data::CudaConvBwdDataTc;
 use super::cuda_tc_nchw::CudaConvTcNchw;
+use super::cuda_wgrad_simt::CudaConvWgradSimt;
 use super::cuda_wgrad_tma::CudaConvWgradTma;
 use super::Solver;
 use crate::fusion::FusedProblem;
@@ -38,6 +39,7 @@ static CUDA_IGEMM_TMA: CudaConvIgemmTma = CudaConvIgemmTma;
 static CUDA_TC_NCHW: CudaConvTcNchw = CudaConvTcNchw;
 static CUDA_TC_BWD_DATA: CudaConvBwdDataTc = CudaConvBwdDataTc;
 static CUDA_WGRAD_TMA: CudaConvWgradTma = CudaConvWgradTma;
+static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
 
 /// Every solver, best first; the reference-like naive solvers end each device's list.
 /// CPU: Direct only takes short reductions (depthwise / few channels); Winograd F(4×4,3×3)
@@ -49,11 +51,12 @@ static CUDA_WGRAD_TMA: CudaConvWgradTma = CudaConvWgradTma;
 /// channels-last scratch for those kernels), before wgmma with cp.async (sm_90) before
 /// mma.sync before CUDA cores. Backward-data with stride 1 runs as a forward convolution of dy
 /// with the flipped filter on those kernels (CudaConvBwdDataTensorCore) and backward-weights
-/// on its own TMA + wgmma kernel (CudaConvBwdWeightsTma) before the direct kernel.
+/// on its own TMA + wgmma kernel (CudaConvBwdWeightsTma, 16-bit), then the tiled CUDA-core
+/// kernel (CudaConvBwdWeightsSimt, every type and geometry) before the direct kernel.
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
         &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
-        &CUDA_POINTWISE, &CUDA_IGEMM_TMA, &CUDA_TC_NCHW, &CUDA_TC_BWD_DATA, &CUDA_WGRAD_TMA, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
+        &CUDA_POINTWISE, &CUDA_IGEMM_TMA, &CUDA_TC_NCHW, &CUDA_TC_BWD_DATA, &CUDA_WGRAD_TMA, &CUDA_WGRAD_SIMT, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST
 }
