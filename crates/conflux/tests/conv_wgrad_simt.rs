@@ -25,8 +25,8 @@ const CASES: [Spec; 8] = [
     (DataType::Half, &[2, 20, 9, 7], &[30, 20, 3, 2], 1, 1, 2, 1, Lay::Packed),
     (DataType::BFloat16, &[2, 8, 9, 10], &[70, 8, 3, 3], 1, 1, 1, 1, Lay::GappedChannelsLast),
     (DataType::Float, &[1, 6, 5, 6, 7], &[10, 6, 3, 3, 3], 1, 1, 1, 1, Lay::Packed),
-    // Long reduction: many splits of the 8·28·28 pixels.
-    (DataType::Float, &[8, 32, 28, 28], &[64, 32, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast),
+    // Long reduction (many splits of the 8·28·28 pixels), 128 × 128 block tiles.
+    (DataType::Float, &[8, 32, 28, 28], &[128, 32, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast),
 ];
 
 struct Case {

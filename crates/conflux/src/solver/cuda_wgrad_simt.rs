@@ -20,10 +20,15 @@ use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../backend/cuda/kernels/conv_wgrad_simt.cu");
-/// Output channels × filter columns per block, pixels per shared-memory slice.
-const BM: usize = 64;
-const BN: usize = 64;
+/// Pixels per shared-memory slice.
 const BK: usize = 16;
+
+/// Output channels × filter columns per block: 128 × 128 (8 × 8 per thread) where the GEMM is
+/// that large, else 64 on the short side (no mostly-empty tiles).
+fn block_tile(g: &Geom) -> (usize, usize) {
+    let side = |n: usize| if n >= 128 { 128 } else { 64 };
+    (side(g.kg()), side(g.cg() * g.filter_size()))
+}
 
 pub struct CudaConvWgradSimt;
 
@@ -56,20 +61,21 @@ impl Solver for CudaConvWgradSimt {
         let be = cuda_of(handle)?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("wgrad-simt: not a convolution"))?;
         let g = Geom::of(conv);
+        let (bm, bn) = block_tile(&g);
         let mut defs = preamble::conv_geometry_defines(&g);
         let dy_channels_last = conv.y.is_channels_last();
-        for (name, v) in [("BM", BM), ("BN", BN), ("BK", BK), ("CHANNEL_INNER", conv.x.is_channels_last() as usize), ("DY_CHANNEL_INNER", dy_channels_last as usize)] {
+        for (name, v) in [("BM", bm), ("BN", bn), ("BK", BK), ("CHANNEL_INNER", conv.x.is_channels_last() as usize), ("DY_CHANNEL_INNER", dy_channels_last as usize)] {
             defs.push((name.to_string(), v.to_string()));
         }
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let module = be.module("conv_wgrad_simt", &src)?;
         let (kernel, reduce) = (module.function("conv_wgrad_simt")?, module.function("conv_wgrad_simt_reduce")?);
-        let tiles = g.kg().div_ceil(BM) * (g.cg() * g.filter_size()).div_ceil(BN);
+        let tiles = g.kg().div_ceil(bm) * (g.cg() * g.filter_size()).div_ceil(bn);
         let slices = (g.n * g.output_size()).div_ceil(BK);
-        // Enough blocks for about four per SM (256 threads, 16 KiB of shared memory each).
+        // Enough blocks for about four per SM (256 threads, at most 32 KiB of shared memory).
         let splits = wgrad_splits(tiles * g.groups, slices, be.dev.sm_count() as usize * 4);
-        Ok(Arc::new(WgradSimtInvoker { be, kernel, reduce, geom: g, tiles, splits, problem: problem.clone() }))
+        Ok(Arc::new(WgradSimtInvoker { be, kernel, reduce, geom: g, tiles, tile: (bm, bn), splits, problem: problem.clone() }))
     }
 }
 
@@ -88,6 +94,8 @@ struct WgradSimtInvoker {
     reduce: Kernel,
     geom: Geom,
     tiles: usize,
+    /// (BM, BN) of `block_tile`.
+    tile: (usize, usize),
     splits: usize,
     problem: FusedProblem,
 }
@@ -95,7 +103,7 @@ struct WgradSimtInvoker {
 impl Invoker for WgradSimtInvoker {
     fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
         let g = &self.geom;
-        let slot_bytes = g.groups * self.tiles * self.splits * BM * BN * 4;
+        let slot_bytes = g.groups * self.tiles * self.splits * self.tile.0 * self.tile.1 * 4;
         timed(handle, &self.be, || {
             let scratch = Scratch::new(handle, &self.be.dev, slot_bytes)?;
             let args = WgradSimtArgs { p: conv_run_params(g, &self.problem, a)?, partial: scratch.ptr(), splits: self.splits as i32, pad: 0 };
