@@ -130,18 +130,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_fwd_igemm(const Param
     for (int k0 = 0; k0 < KRED; k0 += BK) {
         const bool more = k0 + BK < KRED;
         if (more) fetch(k0 + BK);            // global loads in flight during the math below
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float a[TM], b[TN];
-#pragma unroll
-            for (int i = 0; i < TM; i += 4) *(float4*)&a[i] = *(const float4*)&As[buf][kk][tx * TM + i];
-#pragma unroll
-            for (int j = 0; j < TN; j += 4) *(float4*)&b[j] = *(const float4*)&Bs[buf][kk][ty * TN + j];
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-        }
+        simt_slice(As[buf], Bs[buf], tx, ty, acc);
         if (more) {
             stash(buf ^ 1);
             __syncthreads();

@@ -152,18 +152,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_wgrad_simt(const Wgra
     for (int s = s0; s < s1; ++s) {
         const bool more = s + 1 < s1;
         if (more) fetch(s + 1);   // global loads in flight during the math below
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float a[TM], b[TN];
-#pragma unroll
-            for (int i = 0; i < TM; i += 4) *(float4*)&a[i] = *(const float4*)&As[buf][kk][tx * TM + i];
-#pragma unroll
-            for (int j = 0; j < TN; j += 4) *(float4*)&b[j] = *(const float4*)&Bs[buf][kk][ty * TN + j];
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-        }
+        simt_slice(As[buf], Bs[buf], tx, ty, acc);
         if (more) {
             stash(buf ^ 1);
             __syncthreads();
