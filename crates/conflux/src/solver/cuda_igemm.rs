@@ -13,7 +13,7 @@ use crate::handle::{DeviceKind, Handle};
 use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
-const TEMPLATE: &str = concat!(include_str!("../backend/cuda/kernels/simt_slice.cuh"), include_str!("../backend/cuda/kernels/conv_igemm.cu"));
+const TEMPLATE: &str = concat!(include_str!("../backend/cuda/kernels/simt_gemm.cuh"), include_str!("../backend/cuda/kernels/conv_igemm.cu"));
 const BM: usize = 128;
 const BK: usize = 8;
 

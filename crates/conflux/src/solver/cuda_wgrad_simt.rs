@@ -19,7 +19,7 @@ use crate::handle::{DeviceKind, Handle};
 use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
-const TEMPLATE: &str = concat!(include_str!("../backend/cuda/kernels/simt_slice.cuh"), include_str!("../backend/cuda/kernels/conv_wgrad_simt.cu"));
+const TEMPLATE: &str = concat!(include_str!("../backend/cuda/kernels/simt_gemm.cuh"), include_str!("../backend/cuda/kernels/conv_wgrad_simt.cu"));
 /// Pixels per shared-memory slice.
 const BK: usize = 16;
 

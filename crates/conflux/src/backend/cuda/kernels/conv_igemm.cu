@@ -17,21 +17,6 @@ typedef CONFLUX_T T;
 #define A_PER_THREAD (BM * BK / THREADS)
 #define B_PER_THREAD (BN * BK / THREADS)
 
-// Reduction index → (c, rd, rh, rw).
-__device__ __forceinline__ void split_k(int kk, int& c, int& rd, int& rh, int& rw) {
-#if CHANNEL_INNER
-    c = kk % CG;
-    int r = kk / CG;
-#else
-    int r = kk % FS;
-    c = kk / FS;
-#endif
-    rw = r % FW;
-    r /= FW;
-    rh = r % FH;
-    rd = r / FH;
-}
-
 // Where output pixel m reads x: base offset (batch and group) and the corner of its window.
 struct Window { i64 base; int d0, h0, w0; };
 __device__ __forceinline__ Window window_of(int g, int m, int M) {
@@ -54,7 +39,7 @@ __device__ __forceinline__ Window window_of(int g, int m, int M) {
 __device__ __forceinline__ float load_a(const Params& p, const Window& q, int kk) {
     if (kk >= KRED) return 0.f;
     int c, rd, rh, rw;
-    split_k(kk, c, rd, rh, rw);
+    split_tap_channel(kk, c, rd, rh, rw);
     const int id = q.d0 + rd * DD, ih = q.h0 + rh * DH, iw = q.w0 + rw * DW;
     if ((unsigned)id >= ID || (unsigned)ih >= IH || (unsigned)iw >= IW) return 0.f;
     return ld<T>(p.x, q.base + (i64)c * XS_C + (i64)id * XS_D + (i64)ih * XS_H + (i64)iw * XS_W);
@@ -64,7 +49,7 @@ __device__ __forceinline__ float load_a(const Params& p, const Window& q, int kk
 __device__ __forceinline__ float load_b(const Params& p, i64 w_base, int kk) {
     if (w_base < 0 || kk >= KRED) return 0.f;
     int c, rd, rh, rw;
-    split_k(kk, c, rd, rh, rw);
+    split_tap_channel(kk, c, rd, rh, rw);
     return ld<T>(p.w, w_base + (i64)c * WS_C + (i64)rd * WS_D + (i64)rh * WS_H + (i64)rw * WS_W);
 }
 

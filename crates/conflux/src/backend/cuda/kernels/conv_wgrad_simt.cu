@@ -25,21 +25,6 @@ struct WgradSimtArgs {
     int splits, pad;
 };
 
-// Column → (c, rd, rh, rw): channels fastest for channels-last x (CHANNEL_INNER), else taps.
-__device__ __forceinline__ void split_col(int col, int& c, int& rd, int& rh, int& rw) {
-#if CHANNEL_INNER
-    c = col % CG;
-    int r = col / CG;
-#else
-    int r = col % FS;
-    c = col / FS;
-#endif
-    rw = r % FW;
-    r /= FW;
-    rh = r % FH;
-    rd = r / FH;
-}
-
 // Output pixel r → (n, od, oh, ow).
 struct Px { int n, od, oh, ow; };
 __device__ __forceinline__ Px px_of(int r) {
@@ -96,7 +81,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) conv_wgrad_simt(const Wgra
         b_coord(i, kk, nn);
         const int col = n0 + nn;
         int c = 0, rd = 0, rh = 0, rw = 0;
-        if (col < COLS) split_col(col, c, rd, rh, rw);
+        if (col < COLS) split_tap_channel(col, c, rd, rh, rw);
         cols[i] = Col{(i64)(g * CG + c) * XS_C, rd, rh, rw, col < COLS};
     }
     float ra[A_PER_THREAD], rb[B_PER_THREAD];
@@ -179,7 +164,7 @@ extern "C" __global__ void __launch_bounds__(256) conv_wgrad_simt_reduce(const W
         float sum = 0.f;
         for (int s = 0; s < args.splits; ++s) sum += __ldcg(src + (size_t)s * (BM * BN));
         int c, rd, rh, rw;
-        split_col(col, c, rd, rh, rw);
+        split_tap_channel(col, c, rd, rh, rw);
         const i64 o = (i64)(g * KG + k) * WS_K + (i64)c * WS_C + (i64)rd * WS_D + (i64)rh * WS_H + (i64)rw * WS_W;
         float v = p.alpha * sum;
         if (p.beta != 0.f) v += p.beta * ld<T>(p.w, o);
