@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use support::*;
 
-/// Bump allocation out of one buffer the test owns; counts calls. `limit` 0: always refuses.
+/// Bump allocation out of one buffer the test owns, at addresses 4 bytes past a 256-byte
+/// boundary; counts calls. `limit` 0: always refuses.
 struct Arena {
     base: u64,
     limit: usize,
@@ -27,7 +28,8 @@ impl DeviceAllocator for Arena {
     fn allocate(&self, bytes: usize) -> Option<u64> {
         self.allocs.fetch_add(1, Ordering::SeqCst);
         let mut next = self.next.lock().unwrap();
-        let at = next.next_multiple_of(256);
+        // Deliberately only 4-byte aligned: conflux must align its blocks itself.
+        let at = next.next_multiple_of(256) + 4;
         if at + bytes > self.limit {
             return None;
         }

@@ -219,14 +219,21 @@ pub struct Scratch {
 
 enum Owner {
     Pool(sys::CUstream),
-    Caller(Arc<dyn DeviceAllocator>),
+    /// The caller's allocator and the address it returned (`ptr` is that, aligned up).
+    Caller(Arc<dyn DeviceAllocator>, u64),
 }
+
+/// Alignment of every scratch block: what the pool gives, and more than the copy engine's
+/// 16 bytes and the kernels' vector accesses need.
+const SCRATCH_ALIGN: u64 = 256;
 
 impl Scratch {
     pub fn new(handle: &Handle, dev: &CudaDevice, bytes: usize) -> Result<Scratch> {
         if let Some(a) = handle.allocator() {
-            let ptr = a.allocate(bytes.max(1)).filter(|&p| p != 0).ok_or_else(|| Error::alloc(format!("the caller's allocator (miopenSetAllocator) gave no memory for {bytes} bytes of scratch")))?;
-            return Ok(Scratch { ptr, owner: Owner::Caller(a) });
+            // A caller's allocator promises no alignment: ask for room to align the block up.
+            let want = bytes.max(1) + SCRATCH_ALIGN as usize - 1;
+            let raw = a.allocate(want).filter(|&p| p != 0).ok_or_else(|| Error::alloc(format!("the caller's allocator (miopenSetAllocator) gave no memory for {bytes} bytes of scratch")))?;
+            return Ok(Scratch { ptr: raw.next_multiple_of(SCRATCH_ALIGN), owner: Owner::Caller(a, raw) });
         }
         dev.bind()?;
         let stream = dev.stream();
@@ -248,7 +255,7 @@ impl Drop for Scratch {
             Owner::Pool(stream) => unsafe {
                 let _ = cu::free_async(self.ptr, *stream);
             },
-            Owner::Caller(a) => a.free(self.ptr),
+            Owner::Caller(a, raw) => a.free(*raw),
         }
     }
 }
