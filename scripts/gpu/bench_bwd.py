@@ -5,6 +5,7 @@
 # Usage: [BWD=weights] python3 bench_bwd.py LIST N [precisions...]   (fp16 bf16 fp16nchw fp32 fp32nhwc tf32 tf32nchw;
 # fp32* strict on both sides, tf32* with TF32 allowed on both sides)
 import math, subprocess, sys, os, torch
+from bench_spec import SPEC
 from triton.testing import do_bench
 
 lst, N = sys.argv[1], int(sys.argv[2])
@@ -15,18 +16,10 @@ cfgs = [l.strip() for l in open(lst) if l.strip() and not l.startswith("#")]
 here = os.path.dirname(os.path.abspath(__file__))
 torch.backends.cudnn.benchmark = True
 torch.backends.cudnn.allow_tf32 = False
-SPEC = {  # name: (torch dtype, channels_last, conflux dtype, conflux layout)
-    "fp32": (torch.float32, False, "f32", "nchw"),
-    "fp32nhwc": (torch.float32, True, "f32", "nhwc"),
-    "tf32": (torch.float32, True, "tf32", "nhwc"),
-    "tf32nchw": (torch.float32, False, "tf32", "nchw"),
-    "fp16": (torch.float16, True, "f16", "nhwc"),
-    "bf16": (torch.bfloat16, True, "bf16", "nhwc"),
-    "fp16nchw": (torch.float16, False, "f16", "nchw"),
-}
 rows = []
 for prec in precs:
-    dt, cl, cdt, clay = SPEC[prec]
+    dtn, cl, cdt, clay = SPEC[prec]
+    dt = getattr(torch, dtn)
     torch.backends.cudnn.allow_tf32 = cdt == "tf32"
     res = subprocess.run([os.path.join(here, "ex", "bench_bwd"), lst, str(N), cdt, clay, "30", DIR], capture_output=True, text=True)
     if res.returncode != 0:

@@ -5,6 +5,7 @@
 # fp32* are strict on both sides (TF32 off; conflux multiplies split TF32 parts, f32 accuracy); tf32* allow TF32 on both sides (conflux: the
 # descriptor's ALLOW_TF32 attribute; cuDNN: torch.backends.cudnn.allow_tf32).
 import math, subprocess, sys, os, torch
+from bench_spec import SPEC
 from triton.testing import do_bench
 
 lst, N = sys.argv[1], int(sys.argv[2])
@@ -14,18 +15,10 @@ here = os.path.dirname(os.path.abspath(__file__))
 torch.backends.cudnn.benchmark = True
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
-SPEC = {  # name: (torch dtype, channels_last, conflux dtype, conflux layout)
-    "fp32": (torch.float32, False, "f32", "nchw"),
-    "fp32nhwc": (torch.float32, True, "f32", "nhwc"),
-    "fp16": (torch.float16, True, "f16", "nhwc"),
-    "bf16": (torch.bfloat16, True, "bf16", "nhwc"),
-    "fp16nchw": (torch.float16, False, "f16", "nchw"),
-    "tf32": (torch.float32, True, "tf32", "nhwc"),
-    "tf32nchw": (torch.float32, False, "tf32", "nchw"),
-}
 rows = []
 for prec in precs:
-    dt, cl, cdt, clay = SPEC[prec]
+    dtn, cl, cdt, clay = SPEC[prec]
+    dt = getattr(torch, dtn)
     torch.backends.cudnn.allow_tf32 = cdt == "tf32"
     res = subprocess.run([os.path.join(here, "ex", "bench_cba"), lst, str(N), cdt, clay, "50"], capture_output=True, text=True)
     if res.returncode != 0:
