@@ -1,18 +1,23 @@
 //! Backward-weights on tensor cores (TMA + wgmma, the pixel reduction split across blocks and
-//! summed in a fixed order): 16-bit 2-D problems with padding, stride, dilation, groups, 1×1
-//! plain-GEMM loads, partial channel tiles and dw in any layout, against the f64 reference
-//! through the convolution API on every device; on CUDA the test also checks that the
-//! tensor-core solver (or, for NCHW x and dy, the layout adapter feeding it) is chosen where it
-//! applies and runs every configuration with α/β, twice (the results must be bit-identical).
+//! summed in a fixed order): 16-bit 2-D problems, and f32 ones with TF32 allowed (TF32
+//! products) or strict (split TF32 products, the f32 tolerance), with padding, stride,
+//! dilation, groups, 1×1 plain-GEMM loads (for f32 both operand roles: x or dy transposed),
+//! partial channel tiles and dw in any layout, against the f64 reference through the
+//! convolution API on every device; on CUDA the test also checks that the tensor-core solver
+//! (or, for NCHW x and dy, the layout adapter feeding it) is chosen where it applies and runs
+//! every configuration with α/β, twice (the results must be bit-identical).
 
 mod support;
 
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
 use conflux::fusion::FusedProblem;
-use conflux::reference::{self as r, compare::tolerance, fill::Fill};
+use conflux::reference::compare::{rel_l2_error, tolerance, TF32_TOLERANCE};
+use conflux::reference::{self as r, fill::Fill};
+use conflux::solver::cuda_wgrad_simt::CudaConvWgradSimt;
 use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
 use conflux::solver::cuda_wgrad_tma::CudaConvWgradTma;
 use conflux::solver::{RunArgs, Solver};
+use conflux::types::ConvAttrib;
 use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, TensorDesc};
 use support::*;
 
@@ -26,9 +31,11 @@ struct Case {
 /// (dtype, x lengths, w lengths, groups, pad, stride, dilation, layout of x/dy, layout of dw)
 type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, Lay, Lay);
 
-fn case(&(dt, lx, lw, groups, pad, stride, dil, lay, lay_w): &Spec) -> Case {
+/// The case of `spec`; `tf32` sets the descriptor's TF32 permission (f32 data only).
+fn case(&(dt, lx, lw, groups, pad, stride, dil, lay, lay_w): &Spec, tf32: bool) -> Case {
     let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad; 2], &[stride; 2], &[dil; 2]).unwrap();
     conv.set_groups(groups as i64).unwrap();
+    conv.set_attribute(ConvAttrib::AllowTf32, tf32 as i64).unwrap();
     let x = desc(dt, lx, lay);
     let dw = desc(dt, lw, lay_w);
     let dy = desc(dt, conv.output_desc(&x, &dw).unwrap().lens(), lay);
@@ -48,6 +55,32 @@ const CASES: [Spec; 9] = [
     (DataType::Half, &[2, 128, 9, 9], &[64, 128, 3, 3], 1, 1, 2, 1, Lay::Packed, Lay::ChannelsLast),
 ];
 
+/// f32: 32-channel k-step boxes; x transposed when a plain 1×1 GEMM has fewer input than output
+/// channels (cases 3, 7, 9), else dy.
+const F32_CASES: [Spec; 10] = [
+    (DataType::Float, &[2, 32, 9, 8], &[64, 32, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Float, &[2, 96, 7, 7], &[40, 96, 1, 1], 1, 0, 1, 1, Lay::ChannelsLast, Lay::Packed),
+    (DataType::Float, &[2, 32, 7, 7], &[100, 32, 1, 1], 1, 0, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Float, &[2, 64, 11, 9], &[72, 32, 3, 3], 2, 2, 2, 2, Lay::ChannelsLast, Lay::Packed),
+    (DataType::Float, &[3, 64, 6, 5], &[200, 64, 1, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::Gapped),
+    (DataType::Float, &[4, 32, 28, 28], &[64, 32, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Float, &[2, 64, 5, 5], &[128, 32, 1, 1], 2, 0, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Float, &[2, 64, 9, 9], &[128, 64, 1, 1], 1, 0, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Float, &[2, 32, 7, 7], &[64, 32, 1, 1], 1, 0, 1, 1, Lay::Packed, Lay::Packed),
+    (DataType::Float, &[2, 32, 6, 6], &[64, 32, 3, 3], 1, 1, 1, 1, Lay::Packed, Lay::ChannelsLast),
+];
+
+/// Exact cases (small integers, every sum exact) every other case for f16 and f32.
+fn exact(spec: &Spec, i: usize) -> bool { matches!(spec.0, DataType::Half | DataType::Float) && i % 2 == 0 }
+
+fn tol(spec: &Spec, tf32: bool, exact: bool) -> f64 {
+    match (exact, spec.0) {
+        (true, _) => 0.0,
+        (false, DataType::Float) if tf32 => TF32_TOLERANCE,
+        (false, dt) => tolerance(dt),
+    }
+}
+
 fn label(c: &Case, how: &str, h: &Handle) -> String {
     format!("bwd-weights x {} dw {} {} via {how} on {}", c.x.key(), c.dw.key(), c.conv.key(), h.device().name())
 }
@@ -65,10 +98,10 @@ fn reference(h: &Handle, c: &Case, exact: bool, seed: u64, (alpha, beta): (f64, 
     (dy, x, dw0, want)
 }
 
-device_tests!(backward_weights_through_the_api, |h: &Handle| {
-    for (i, spec) in CASES.iter().enumerate() {
-        let c = case(spec);
-        let exact = spec.0 == DataType::Half && i % 2 == 0;
+fn through_the_api(h: &Handle, specs: &[Spec], tf32: bool) {
+    for (i, spec) in specs.iter().enumerate() {
+        let c = case(spec, tf32);
+        let exact = exact(spec, i);
         let (dy, x, _, want) = reference(h, &c, exact, 10 + i as u64, (1.0, 0.0));
         if h.device_kind() == conflux::handle::DeviceKind::Cuda {
             let fp = problem(&c);
@@ -77,27 +110,28 @@ device_tests!(backward_weights_through_the_api, |h: &Handle| {
                 assert_eq!(chosen.name(), CudaConvWgradTma.name(), "{}", label(&c, "auto", h));
             } else if CudaConvTcNchw.check(&fp, h).is_ok() {
                 assert_eq!(chosen.name(), CudaConvTcNchw.name(), "{}", label(&c, "auto", h));
+            } else {
+                panic!("{}: no tensor-core solver takes it", label(&c, "auto", h));
             }
         }
         let dw = poisoned(h, &c.dw);
         api::backward_weights(h, &c.conv, &c.dy, dy.ptr(), &c.x, x.ptr(), &c.dw, dw.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default())
             .unwrap_or_else(|e| panic!("{}: {e}", label(&c, "auto", h)));
-        let tol = if exact { 0.0 } else { tolerance(spec.0) };
-        assert_close(&label(&c, "auto", h), &logical(&c.dw, &download(h, &dw)), &logical(&c.dw, &want), tol);
+        assert_close(&label(&c, "auto", h), &logical(&c.dw, &download(h, &dw)), &logical(&c.dw, &want), tol(spec, tf32, exact));
     }
-});
+}
 
-device_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
+fn every_configuration(h: &Handle, specs: &[Spec], tf32: bool) {
     if h.device_kind() != conflux::handle::DeviceKind::Cuda {
         return;
     }
-    for (i, spec) in CASES.iter().enumerate() {
-        let c = case(spec);
+    for (i, spec) in specs.iter().enumerate() {
+        let c = case(spec, tf32);
         let fp = problem(&c);
         // Channels-first x and dy go through the layout adapter.
         let solver: &dyn Solver = if spec.7 == Lay::Packed { &CudaConvTcNchw } else { &CudaConvWgradTma };
         solver.check(&fp, h).unwrap_or_else(|why| panic!("{}: {} refused: {why}", label(&c, "check", h), solver.name()));
-        let exact = spec.0 == DataType::Half && i % 2 == 0;
+        let exact = exact(spec, i);
         let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
         let (dy, x, dw0, want) = reference(h, &c, exact, 30 + i as u64, (alpha, beta));
         let mut built = vec![("default".to_string(), solver.build(&fp, h).unwrap())];
@@ -106,7 +140,6 @@ device_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
             (l, inv)
         }));
         for (cfg, inv) in built {
-            let tol = if exact { 0.0 } else { tolerance(spec.0) };
             // Twice with the same invoker: the fixed summation order gives the same bits.
             let mut first = None;
             for run in 0..2 {
@@ -115,13 +148,46 @@ device_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
                 let args = RunArgs { x: x.ptr(), w: dw.ptr(), y: dy.ptr(), alpha, beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
                 inv.run(h, &args).unwrap_or_else(|e| panic!("{}: {e}", label(&c, &how, h)));
                 let got = download(h, &dw);
-                assert_close(&label(&c, &how, h), &logical(&c.dw, &got), &logical(&c.dw, &want), tol);
+                assert_close(&label(&c, &how, h), &logical(&c.dw, &got), &logical(&c.dw, &want), tol(spec, tf32, exact));
                 match &first {
                     None => first = Some(got),
                     Some(f) => assert!(f.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "{}: results differ between runs", label(&c, &how, h)),
                 }
             }
         }
+    }
+}
+
+device_tests!(backward_weights_through_the_api, |h: &Handle| through_the_api(h, &CASES, false));
+device_tests!(every_configuration_with_alpha_beta, |h: &Handle| every_configuration(h, &CASES, false));
+device_tests!(f32_tf32_through_the_api, |h: &Handle| through_the_api(h, &F32_CASES, true));
+device_tests!(f32_strict_through_the_api, |h: &Handle| through_the_api(h, &F32_CASES, false));
+device_tests!(f32_tf32_every_configuration, |h: &Handle| every_configuration(h, &F32_CASES, true));
+device_tests!(f32_strict_every_configuration, |h: &Handle| every_configuration(h, &F32_CASES, false));
+
+// Strict f32 on split TF32 products keeps the accuracy of the CUDA-core kernel (110) over a long
+// reduction (12544 pixels per sum).
+device_tests!(f32_strict_as_accurate_as_cuda_cores, |h: &Handle| {
+    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
+        return;
+    }
+    for spec in [
+        (DataType::Float, &[16, 64, 28, 28][..], &[64, 64, 3, 3][..], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+        (DataType::Float, &[16, 64, 28, 28][..], &[128, 64, 1, 1][..], 1, 0, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    ] {
+        let c = case(&spec, false);
+        let fp = problem(&c);
+        let (dy, x, dw0, want) = reference(h, &c, false, 77, (1.0, 0.0));
+        let want = logical(&c.dw, &want);
+        let err = |s: &dyn Solver| {
+            let dw = upload(h, &c.dw, &dw0);
+            let args = RunArgs { x: x.ptr(), w: dw.ptr(), y: dy.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
+            s.build(&fp, h).and_then(|inv| inv.run(h, &args)).unwrap_or_else(|e| panic!("{}: {e}", label(&c, s.name(), h)));
+            rel_l2_error(&logical(&c.dw, &download(h, &dw)), &want)
+        };
+        let (split, simt) = (err(&CudaConvWgradTma), err(&CudaConvWgradSimt));
+        eprintln!("{}: split TF32 {split:.2e}, CUDA cores {simt:.2e}", label(&c, "both", h));
+        assert!(split <= 4.0 * simt.max(1e-7), "{}: split TF32 error {split:.2e} vs CUDA cores {simt:.2e}", label(&c, "both", h));
     }
 });
 

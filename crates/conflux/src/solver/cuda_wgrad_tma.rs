@@ -4,12 +4,15 @@
 //! reads both MN-major, and the long reduction is split across blocks whose f32 sums a second
 //! kernel adds in a fixed order (deterministic) into dw with α/β, in any dw layout.
 //! Applies to 16-bit 2-D problems with channels-last x and dy, channels per group a multiple of
-//! 64, on a compute capability 9.0 GPU.
+//! 64, on a compute capability 9.0 GPU. f32 problems (channels per group a multiple of 32) run
+//! on TF32 tensor cores through their own kernel (cuda_wgrad_tf32.rs): TF32 products when the
+//! descriptor allows TF32, split products with f32 accuracy when it does not.
 
 use super::cuda_direct::{conv_run_params, cuda_of};
 use super::cuda_wgrad_simt::CudaConvWgradSimt;
-use super::cuda_igemm_tc::tensor_core_defines;
+use super::cuda_igemm_tc::{tensor_core_defines, tensor_core_precision, TcPrecision};
 use super::cuda_igemm_tma::{hopper_check, plain_gemm};
+use super::cuda_wgrad_tf32::{self as tf32, TLayout};
 use super::{perf_db, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::module::Kernel;
@@ -28,7 +31,18 @@ const TEMPLATE: &str = concat!(
     include_str!("../backend/cuda/kernels/igemm_tile.cuh"),
     include_str!("../backend/cuda/kernels/tma.cuh"),
     include_str!("../backend/cuda/kernels/wgmma.cuh"),
+    include_str!("../backend/cuda/kernels/wgrad_slots.cuh"),
     include_str!("../backend/cuda/kernels/conv_wgrad_tma.cu"),
+);
+
+const TEMPLATE_TF32: &str = concat!(
+    include_str!("../backend/cuda/kernels/igemm_tile.cuh"),
+    include_str!("../backend/cuda/kernels/tma.cuh"),
+    include_str!("../backend/cuda/kernels/wgmma.cuh"),
+    include_str!("../backend/cuda/kernels/tf32_split.cuh"),
+    include_str!("../backend/cuda/kernels/wgmma_tf32x3.cuh"),
+    include_str!("../backend/cuda/kernels/wgrad_slots.cuh"),
+    include_str!("../backend/cuda/kernels/conv_wgrad_tf32.cu"),
 );
 
 /// One point of the kernel's space: BM output channels (one consumer warpgroup per 64) × BN
@@ -46,7 +60,11 @@ impl WgradTile {
     /// Pipeline buffers, two barriers per stage, 1 KiB to align the base for the swizzle.
     pub fn smem_bytes(&self) -> usize { self.stages * (self.bm + self.bn) * 128 + 16 * self.stages + 1024 }
     pub fn label(&self) -> String { format!("wgr{}x{}s{}", self.bm, self.bn, self.stages) }
-    pub fn parse(s: &str) -> Option<WgradTile> { WGRAD_CONFIGS.iter().copied().find(|c| c.label() == s) }
+    pub fn parse(s: &str) -> Option<WgradTile> { WGRAD_CONFIGS.iter().chain(tf32::TF32_CONFIGS).copied().find(|c| c.label() == s) }
+    /// The tuning space of a precision.
+    pub fn space(prec: TcPrecision) -> &'static [WgradTile] {
+        if prec == TcPrecision::Bits16 { WGRAD_CONFIGS } else { tf32::TF32_CONFIGS }
+    }
 }
 
 /// The tuning space; every entry fits the 227 KiB of shared memory a block may use.
@@ -77,27 +95,28 @@ pub fn wgrad_heuristic(g: &Geom) -> WgradTile {
 /// Splits of the pixel reduction: enough blocks to fill the GPU once, at least 4 k-steps each.
 pub fn wgrad_splits(tiles: usize, ksteps: usize, blocks: usize) -> usize { (blocks / tiles.max(1)).clamp(1, (ksteps / 4).max(1)) }
 
-fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
+/// The problem's geometry and how its products are made, or why the kernels refuse it.
+fn geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), String> {
     let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
     if conv.direction != Direction::BackwardWeights {
         return Err(format!("backward-weights only (this is {:?})", conv.direction));
     }
-    if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
-        return Err(format!("tensor cores need f16 or bf16 data ({:?} given)", conv.dtype()));
-    }
+    let prec = tensor_core_precision(conv)?;
     let g = Geom::of(conv);
     if g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 {
         return Err("2-D convolutions only".into());
     }
-    if g.cg() % 64 != 0 {
-        return Err(format!("channels per group ({}) not a multiple of 64", g.cg()));
+    // A k-step's box is one tap and one 128-byte row of channels.
+    let (box_channels, chunk) = if prec == TcPrecision::Bits16 { (64, 8) } else { (32, 4) };
+    if g.cg() % box_channels != 0 {
+        return Err(format!("channels per group ({}) not a multiple of {box_channels}", g.cg()));
     }
     let xs = g.x_strides;
-    if xs[1] != 1 || [xs[0], xs[3], xs[4]].iter().any(|v| v % 8 != 0) {
+    if xs[1] != 1 || [xs[0], xs[3], xs[4]].iter().any(|v| v % chunk != 0) {
         return Err("x must be channels-last with 16-byte aligned pixel rows".into());
     }
     let (ys, [_, oh, ow]) = (g.y_strides, g.output);
-    if ys[1] != 1 || ys[4] % 8 != 0 || ys[3] != ow * ys[4] || ys[0] != oh * ys[3] {
+    if ys[1] != 1 || ys[4] % chunk != 0 || ys[3] != ow * ys[4] || ys[0] != oh * ys[3] {
         return Err("dy must be channels-last with evenly spaced, 16-byte aligned pixel rows".into());
     }
     if g.stride[1] > 8 || g.stride[2] > 8 {
@@ -107,11 +126,11 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
     if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {
         return Err("tensor too large for 32-bit indexing".into());
     }
-    Ok(g)
+    Ok((g, prec))
 }
 
 /// The x map (im2col boxes of 64 pixels × 64 channels, or boxes of the pixel matrix) and the
-/// dy map (boxes of 64 pixels × 64 channels of the (N·OH·OW) × K matrix).
+/// dy map (boxes of 64 pixels × 64 channels of the (N·OH·OW) × K matrix) of a 16-bit problem.
 fn encode_maps(g: &Geom, dt: DataType, x: u64, dy: u64) -> Result<(TensorMap, TensorMap)> {
     let xs = g.x_strides.map(|v| v as u64 * 2);
     let xm = if plain_gemm(g) {
@@ -136,6 +155,11 @@ fn encode_maps(g: &Geom, dt: DataType, x: u64, dy: u64) -> Result<(TensorMap, Te
     Ok((xm, dym))
 }
 
+/// The heuristic's tile for a precision.
+fn heuristic(g: &Geom, prec: TcPrecision) -> WgradTile {
+    if prec == TcPrecision::Bits16 { wgrad_heuristic(g) } else { tf32::tf32_heuristic(g) }
+}
+
 pub struct CudaConvWgradTma;
 
 impl Solver for CudaConvWgradTma {
@@ -145,24 +169,38 @@ impl Solver for CudaConvWgradTma {
     fn device(&self) -> DeviceKind { DeviceKind::Cuda }
 
     fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String> {
-        let g = geometry(problem)?;
+        let (g, prec) = geometry(problem)?;
         hopper_check(handle)?;
-        let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
-        encode_maps(&g, dt, 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
+        let maps = match prec {
+            TcPrecision::Bits16 => encode_maps(&g, problem.conv_problem().map_or(DataType::Half, |c| c.dtype()), 1 << 20, 1 << 20),
+            _ => tf32::encode_maps(&g, &heuristic(&g, prec), &TLayout::of(&g, prec), 1 << 20, 1 << 20, 1 << 20),
+        };
+        maps.map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
-        // About 400 TFLOP/s, plus the reduction pass.
-        problem.conv_problem().map(|c| 2.0 * c.macs() / 400e12 * 1e3 + 0.008).unwrap_or(f64::MAX)
+        // About 400 TFLOP/s for 16-bit data, 200 for TF32 and 100 for split TF32 (three
+        // products each), plus the reduction pass.
+        let Some(c) = problem.conv_problem() else { return f64::MAX };
+        let rate = match tensor_core_precision(c) {
+            Ok(TcPrecision::Tf32) => 200e12,
+            Ok(TcPrecision::Tf32x3) => 100e12,
+            _ => 400e12,
+        };
+        2.0 * c.macs() / rate * 1e3 + 0.008
     }
 
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
-        let g = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
-        let cfg = perf_db::chosen_config(handle, self.name(), &problem.key(), "CONFLUX_WGRAD_TILE", WgradTile::parse, || wgrad_heuristic(&g))?;
+        let (g, prec) = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let parse = |s: &str| WgradTile::space(prec).iter().copied().find(|c| c.label() == s);
+        let cfg = perf_db::chosen_config(handle, self.name(), &problem.key(), "CONFLUX_WGRAD_TILE", parse, || heuristic(&g, prec))?;
         self.build_with(problem, handle, cfg)
     }
 
-    fn tuning_space(&self, _problem: &FusedProblem) -> Vec<String> { WGRAD_CONFIGS.iter().map(WgradTile::label).collect() }
+    fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {
+        let prec = problem.conv_problem().and_then(|c| tensor_core_precision(c).ok()).unwrap_or(TcPrecision::Bits16);
+        WgradTile::space(prec).iter().map(WgradTile::label).collect()
+    }
 
     fn build_config(&self, problem: &FusedProblem, handle: &Handle, config: &str) -> Result<Arc<dyn Invoker>> {
         let cfg = WgradTile::parse(config).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {config}", self.name())))?;
@@ -175,30 +213,47 @@ impl CudaConvWgradTma {
     pub fn build_with(&self, problem: &FusedProblem, handle: &Handle, cfg: WgradTile) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(handle)?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("wgrad-tma: not a convolution"))?;
-        let g = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
-        let ksteps = (g.n * g.output_size()).div_ceil(64);
+        let (g, prec) = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        if !WgradTile::space(prec).contains(&cfg) {
+            return Err(Error::bad_parm(format!("{}: configuration {} is not one for {:?} data", self.name(), cfg.label(), conv.dtype())));
+        }
+        // A k-step is one 128-byte row of channels per pixel: 64 pixels of 16-bit data, 32 of f32.
+        let step = if prec == TcPrecision::Bits16 { 64 } else { 32 };
+        let ksteps = (g.n * g.output_size()).div_ceil(step);
         let cfg = WgradTile { stages: cfg.stages.min(ksteps + 1).max(2), ..cfg };
-        let tile = [
-            ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
-            ("A_TILED", plain_gemm(&g) as usize), ("WGMMA_MN_MAJOR", 1),
-        ];
+        let (template, name, tile, smem, (tile_k, tile_cols)) = if prec == TcPrecision::Bits16 {
+            let tile = vec![
+                ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
+                ("A_TILED", plain_gemm(&g) as usize), ("WGMMA_MN_MAJOR", 1), ("TILE_K", cfg.bm), ("TILE_COLS", cfg.bn), ("SLOT_COL_MAJOR", 0),
+            ];
+            (TEMPLATE, "conv_wgrad_tma", tile, cfg.smem_bytes(), (cfg.bm, cfg.bn))
+        } else {
+            let tile = tf32::defines(&g, &cfg, prec);
+            let dims = if tf32::r_is_x(&g) { (cfg.bn, cfg.bm) } else { (cfg.bm, cfg.bn) };
+            (TEMPLATE_TF32, "conv_wgrad_tf32", tile, tf32::smem_bytes(&cfg, prec), dims)
+        };
         let (defs, _) = tensor_core_defines(&g, conv.dtype(), &tile);
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        let src = preamble::source(conv.dtype(), &[], &Extra { act: None, defines: &defs }, TEMPLATE)?;
-        let module = be.module_arch_specific("conv_wgrad_tma", &src)?;
-        let (kernel, reduce) = (module.function("conv_wgrad_tma")?, module.function("conv_wgrad_reduce")?);
-        let smem = cfg.smem_bytes() as u32;
-        kernel.reserve_dynamic_smem(&be.dev, smem)?;
-        let tiles = g.kg().div_ceil(cfg.bm) * (g.filter_size() * g.cg()).div_ceil(cfg.bn);
-        let blocks_per_sm = (228 * 1024 / (cfg.smem_bytes() + 1024)).clamp(1, 2);
+        let src = preamble::source(conv.dtype(), &[], &Extra { act: None, defines: &defs }, template)?;
+        let module = be.module_arch_specific(name, &src)?;
+        let (kernel, reduce) = (module.function(name)?, module.function("conv_wgrad_reduce")?);
+        let operands = match prec {
+            TcPrecision::Bits16 => Operands::Bits16,
+            _ => Operands::Tf32 { transpose: module.function("wgrad_transpose")?, layout: TLayout::of(&g, prec) },
+        };
+        kernel.reserve_dynamic_smem(&be.dev, smem as u32)?;
+        let tiles = g.kg().div_ceil(tile_k) * (g.filter_size() * g.cg()).div_ceil(tile_cols);
+        let blocks_per_sm = (228 * 1024 / (smem + 1024)).clamp(1, 2);
         let splits = wgrad_splits(tiles * g.groups, ksteps, be.dev.sm_count() as usize * blocks_per_sm);
         Ok(Arc::new(WgradInvoker {
             be,
             kernel,
             reduce,
+            operands,
             dtype: conv.dtype(),
             tile: cfg,
-            smem,
+            smem: smem as u32,
+            slot_elems: tile_k * tile_cols,
             tiles,
             splits,
             geom: g,
@@ -208,24 +263,35 @@ impl CudaConvWgradTma {
     }
 }
 
-/// The kernels' parameter block (mirrors `WgradArgs` in conv_wgrad_tma.cu).
+/// The kernels' parameter block (mirrors `WgradArgs` in wgrad_slots.cuh).
 #[repr(C, align(128))]
 struct WgradArgs {
-    x: TensorMap,
-    dy: TensorMap,
+    a: TensorMap,
+    b: TensorMap,
     p: Params,
     partial: u64,
     splits: i32,
     pad: [i32; 3],
 }
 
+/// How the operands reach the GEMM kernel.
+enum Operands {
+    /// 16-bit: x and dy as they are (a = x, b = dy).
+    Bits16,
+    /// f32: T transposed (and split) into scratch first (a = R, b = T; cuda_wgrad_tf32.rs).
+    Tf32 { transpose: Kernel, layout: TLayout },
+}
+
 struct WgradInvoker {
     be: Arc<CudaBackend>,
     kernel: Kernel,
     reduce: Kernel,
+    operands: Operands,
     dtype: DataType,
     tile: WgradTile,
     smem: u32,
+    /// f32 sums per slot (one tile).
+    slot_elems: usize,
     /// Output tiles per group.
     tiles: usize,
     /// Blocks sharing each tile's reduction.
@@ -247,18 +313,28 @@ impl Invoker for WgradInvoker {
         if g.groups > 65535 {
             return Err(Error::not_implemented("wgrad-tma: more than 65535 groups in one launch"));
         }
-        let (x, dy) = encode_maps(g, self.dtype, a.x.0, a.y.0)?;
-        let slot_bytes = g.groups * self.tiles * self.splits * self.tile.bm * self.tile.bn * 4;
+        let slot_bytes = g.groups * self.tiles * self.splits * self.slot_elems * 4;
         timed(handle, &self.be, || {
             let scratch = Scratch::new(handle, &self.be.dev, slot_bytes)?;
-            let args = WgradArgs { x, dy, p: conv_run_params(g, &self.problem, a)?, partial: scratch.ptr(), splits: self.splits as i32, pad: [0; 3] };
+            // f32: T, transposed (and split) into its own scratch, which lives (stream-ordered)
+            // until after the launches below.
+            let (maps, _t) = match &self.operands {
+                Operands::Bits16 => (encode_maps(g, self.dtype, a.x.0, a.y.0)?, None),
+                Operands::Tf32 { transpose, layout } => {
+                    let t = Scratch::new(handle, &self.be.dev, layout.bytes())?;
+                    let src = if tf32::r_is_x(g) { a.y.0 } else { a.x.0 };
+                    tf32::transpose(&self.be, transpose, layout, src, t.ptr())?;
+                    (tf32::encode_maps(g, &self.tile, layout, a.x.0, a.y.0, t.ptr())?, Some(t))
+                }
+            };
+            let args = WgradArgs { a: maps.0, b: maps.1, p: conv_run_params(g, &self.problem, a)?, partial: scratch.ptr(), splits: self.splits as i32, pad: [0; 3] };
             let grid = ((self.tiles * self.splits) as u32, 1, g.groups as u32);
             let outputs = (g.groups * g.kg() * g.filter_size() * g.cg()) as u64;
             // SAFETY: WgradArgs mirrors the kernels' parameter block (Params checked by the
             // preamble's static_assert, the maps are 128-byte opaque blocks); x and dy are the
-            // caller's tensors, validated against the problem and 16-byte aligned; dw is
-            // written by the reduction only, through its validated strides; the scratch holds
-            // every block's slot.
+            // caller's tensors, validated against the problem and 16-byte aligned (T's scratch
+            // holds layout.bytes()); dw is written by the reduction only, through its validated
+            // strides; the scratch holds every block's slot.
             unsafe {
                 self.kernel.launch(&self.be.dev, grid, (self.tile.threads() as u32, 1, 1), self.smem, &args)?;
                 self.reduce.launch(&self.be.dev, (grid_for(&self.be, outputs, 256), 1, 1), (256, 1, 1), 0, &args)

@@ -24,6 +24,7 @@ pub mod cuda_pointwise;
 pub mod cuda_tc_bwd_data;
 pub mod cuda_tc_nchw;
 pub mod cuda_wgrad_simt;
+pub mod cuda_wgrad_tf32;
 pub mod cuda_wgrad_tma;
 pub(crate) mod op_args;
 pub mod perf_db;

@@ -2,7 +2,7 @@
 // dy[pixel][k] · x[pixel's window shifted by tap][c], a GEMM with M = KG output channels,
 // N = FH·FW·CG filter columns and the reduction over the N·OH·OW output pixels. Prepended by
 // the solver: igemm_tile.cuh (geometry, pixel decomposition), tma.cuh, wgmma.cuh (built with
-// WGMMA_MN_MAJOR).
+// WGMMA_MN_MAJOR), wgrad_slots.cuh (the split reduction's slots and reduce kernel).
 //
 // Both operands arrive from the copy engine exactly as the forward TMA kernel reads x: a k-step
 // is 64 consecutive output pixels, dy as a box of 64 pixels × 64 output channels of the
@@ -13,31 +13,24 @@
 //
 // The reduction is long and the output small, so it is split: block (unit, group) computes
 // tile unit / SPLITS over k-steps [s·KS/SPLITS, (s+1)·KS/SPLITS), s = unit % SPLITS, and writes
-// its f32 sums to its own slot; conv_wgrad_reduce then adds the slots of each tile in split
-// order (the same sum on every run) and writes dw = α·sum + β·dw in dw's layout and type.
+// its f32 sums to its own slot, which conv_wgrad_reduce adds up in a fixed order.
 // Warp-specialised like the forward kernel: one producer thread, BM/64 consumer warpgroups.
 
 #define CONSUMERS (BM / 64)
 #define A_BYTES (BM * 128)
 #define B_BYTES (BN * 128)
 #define STAGE_BYTES (A_BYTES + B_BYTES)
-#define COLS (FH * FW * CG)   // GEMM N: filter columns (tap, channel), channels fastest
-#define M_TILES ((KG + BM - 1) / BM)
-#define COL_TILES ((COLS + BN - 1) / BN)
 
 static_assert(BK == 64, "128-byte rows");
 static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one per 64 rows");
 static_assert(CG % 64 == 0, "a 64-column block is one tap and 64 channels");
 static_assert(FD == 1 && OD == 1 && ID == 1, "2-D convolution");
 
-struct __align__(64) WgradArgs {
-    TensorMap x;    // im2col map of x: dims (C, W, H, N), 64 channels × 64 pixels per copy
-                    // (A_TILED: box map of x as dims (C, N·H·W), 64 × 64 per copy)
-    TensorMap dy;   // box map of dy: dims (K, N·OH·OW), 64 × 64 per copy
-    Params p;       // p.w is dw, p.y is dy
-    float* partial; // [group][tile][split][BM][BN] f32 sums
-    int splits, pad[3];
-};
+static_assert(TILE_K == BM && TILE_COLS == BN && !SLOT_COL_MAJOR, "slots are BM × BN, row-major");
+
+// WgradArgs (wgrad_slots.cuh): a is the im2col map of x, dims (C, W, H, N), 64 channels × 64
+// pixels per copy (A_TILED: box map of x as dims (C, N·H·W), 64 × 64 per copy); b is the box
+// map of dy, dims (K, N·OH·OW), 64 × 64 per copy.
 
 // One stage: BM/64 dy boxes (64 pixel rows × 64 output channels each), then BN/64 x boxes.
 // Consumer cw multiplies its dy box (M = 64) by all of B, four k16 steps of 16 pixel rows.
@@ -79,8 +72,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) conv_wgrad_tma(const __
 
     if (wg == 0) {
         if (tid != 0) return;
-        tma_prefetch_map(&args.x);
-        tma_prefetch_map(&args.dy);
+        tma_prefetch_map(&args.a);
+        tma_prefetch_map(&args.b);
         for (int kt = kb, it = 0; kt < ke; ++kt, ++it) {
             const int s = it % STAGES;
             mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
@@ -90,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) conv_wgrad_tma(const __
             // Boxes past this group's channels read the next group's (or zeros): their rows and
             // columns of the tile are never stored.
 #pragma unroll
-            for (int i = 0; i < CONSUMERS; ++i) tma_load_2d(dst + i * 8192, &args.dy, full(s), g * KG + m0 + 64 * i, p0);
+            for (int i = 0; i < CONSUMERS; ++i) tma_load_2d(dst + i * 8192, &args.b, full(s), g * KG + m0 + 64 * i, p0);
 #if !A_TILED
             const Pixel q = pixel_of(p0);
             const int w0 = q.ow * SW - PW, h0 = q.oh * SH - PH;
@@ -99,10 +92,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) conv_wgrad_tma(const __
             for (int i = 0; i < BN / 64; ++i) {
                 const int col = min(n0 + 64 * i, COLS - 64);
 #if A_TILED
-                tma_load_2d(dst + A_BYTES + i * 8192, &args.x, full(s), g * CG + col, p0);
+                tma_load_2d(dst + A_BYTES + i * 8192, &args.a, full(s), g * CG + col, p0);
 #else
                 const int tap = col / CG, c = col % CG;
-                tma_load_im2col_4d(dst + A_BYTES + i * 8192, &args.x, full(s), g * CG + c, w0, h0, q.n, (unsigned short)(tap % FW * DW),
+                tma_load_im2col_4d(dst + A_BYTES + i * 8192, &args.a, full(s), g * CG + c, w0, h0, q.n, (unsigned short)(tap % FW * DW),
                                    (unsigned short)(tap / FW * DH));
 #endif
             }
@@ -127,33 +120,5 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) conv_wgrad_tma(const __
     wgmma_wait<0>();
     wgmma_hold(acc);
 
-    // acc[4j + 2h + e]: row 16·warp + lane/4 + 8h of this warpgroup's 64, column 8j + 2·(lane%4) + e.
-    float* out = args.partial + ((size_t)(g * M_TILES * COL_TILES) * args.splits + blockIdx.x) * (BM * BN);
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = cw * 64 + warp * 16 + (lane >> 2) + h * 8, col = j * 8 + (lane & 3) * 2;
-            __stcg((float2*)(out + row * BN + col), make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
-        }
-    }
-}
-
-// dw = α·(sum of a tile's split slots, in split order) + β·dw, one element per thread step,
-// columns fastest (the order of a KRSC filter's memory).
-extern "C" __global__ void __launch_bounds__(256) conv_wgrad_reduce(const __grid_constant__ WgradArgs args) {
-    const Params& p = args.p;
-    const long long total = (long long)p.groups * KG * COLS;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-        const int col = (int)(i % COLS), k = (int)(i / COLS % KG), g = (int)(i / ((long long)COLS * KG));
-        const int tile = k / BM * COL_TILES + col / BN;
-        const float* src = args.partial + ((size_t)(g * M_TILES * COL_TILES + tile) * args.splits) * (BM * BN) + (k % BM) * BN + col % BN;
-        float sum = 0.f;
-        for (int s = 0; s < args.splits; ++s) sum += __ldcg(src + (size_t)s * (BM * BN));
-        const int tap = col / CG, c = col % CG;
-        const i64 o = (i64)(g * KG + k) * WS_K + (i64)c * WS_C + (i64)(tap / FW) * WS_H + (i64)(tap % FW) * WS_W;
-        float v = p.alpha * sum;
-        if (p.beta != 0.f) v += p.beta * ld<T>(p.w, o);
-        st<T>((void*)p.w, o, v);
-    }
+    slot_store(wgrad_slot(args, g, blockIdx.x), acc, cw, lane, warp);
 }
