@@ -24,11 +24,16 @@ pub const TF32_CONFIGS: &[WgradTile] = &[
     WgradTile::new(128, 128, 3),
 ];
 
-/// Heuristic: 64 R channels per block when R has at most 64 per group (no half-empty
-/// warpgroup), else 128 × 128.
+/// Heuristic: 64 R (and T) channels per block when a group has at most 64 (no half-empty
+/// warpgroup or wgmma), else 128.
 pub fn tf32_heuristic(g: &Geom) -> WgradTile {
-    let r = if r_is_x(g) { g.filter_size() * g.cg() } else { g.kg() };
-    if r <= 64 { WgradTile::new(64, 128, 5) } else { WgradTile::new(128, 128, 4) }
+    let (r, t) = if r_is_x(g) { (g.filter_size() * g.cg(), g.kg()) } else { (g.kg(), g.cg()) };
+    match (r <= 64, t <= 64) {
+        (true, true) => WgradTile::new(64, 64, 8),
+        (true, false) => WgradTile::new(64, 128, 5),
+        (false, true) => WgradTile::new(128, 64, 6),
+        (false, false) => WgradTile::new(128, 128, 4),
+    }
 }
 
 /// Shared memory of a tile: stages of [BM R rows | BN T rows (and BN lo rows)] of 128 bytes,
@@ -57,14 +62,14 @@ impl TLayout {
     pub fn bytes(&self) -> usize { self.parts * self.rows * self.ld * 4 }
 }
 
-/// The kernel's defines beyond the tensor-core ones: operand roles and the slot orientation.
+/// The kernel's defines beyond the tensor-core ones: tile, operand roles, slot shape.
 pub fn defines(g: &Geom, cfg: &WgradTile, prec: TcPrecision) -> Vec<(&'static str, usize)> {
     let rx = r_is_x(g);
     let (tile_k, tile_cols) = if rx { (cfg.bn, cfg.bm) } else { (cfg.bm, cfg.bn) };
     vec![
         ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 32), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
         ("A_TILED", plain_gemm(g) as usize), ("R_IS_X", rx as usize), ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize),
-        ("TILE_K", tile_k), ("TILE_COLS", tile_cols), ("SLOT_COL_MAJOR", rx as usize),
+        ("TILE_K", tile_k), ("TILE_COLS", tile_cols),
     ]
 }
 

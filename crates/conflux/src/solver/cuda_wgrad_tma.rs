@@ -92,8 +92,16 @@ pub fn wgrad_heuristic(g: &Geom) -> WgradTile {
     }
 }
 
-/// Splits of the pixel reduction: enough blocks to fill the GPU once, at least 4 k-steps each.
-pub fn wgrad_splits(tiles: usize, ksteps: usize, blocks: usize) -> usize { (blocks / tiles.max(1)).clamp(1, (ksteps / 4).max(1)) }
+/// Splits of the pixel reduction, at least 4 k-steps each: enough blocks to fill the GPU's
+/// `blocks` resident slots once, then more if that leaves a last wave mostly idle (144 tiles
+/// on 132 slots take two full waves' time unsplit; split 4 ways they fill 87% of five).
+pub fn wgrad_splits(tiles: usize, ksteps: usize, blocks: usize) -> usize {
+    let (tiles, blocks, most) = (tiles.max(1), blocks.max(1), (ksteps / 4).max(1));
+    let fill = |s: usize| (tiles * s) as f64 / ((tiles * s).div_ceil(blocks) * blocks) as f64;
+    let first = (blocks / tiles).clamp(1, most);
+    let candidates = first..=most.min(first * 4);
+    candidates.clone().find(|&s| fill(s) >= 0.85).unwrap_or_else(|| candidates.max_by(|&a, &b| fill(a).total_cmp(&fill(b)).then(b.cmp(&a))).unwrap_or(first))
+}
 
 /// The problem's geometry and how its products are made, or why the kernels refuse it.
 fn geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), String> {
@@ -224,7 +232,7 @@ impl CudaConvWgradTma {
         let (template, name, tile, smem, (tile_k, tile_cols)) = if prec == TcPrecision::Bits16 {
             let tile = vec![
                 ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
-                ("A_TILED", plain_gemm(&g) as usize), ("WGMMA_MN_MAJOR", 1), ("TILE_K", cfg.bm), ("TILE_COLS", cfg.bn), ("SLOT_COL_MAJOR", 0),
+                ("A_TILED", plain_gemm(&g) as usize), ("WGMMA_MN_MAJOR", 1), ("TILE_K", cfg.bm), ("TILE_COLS", cfg.bn),
             ];
             (TEMPLATE, "conv_wgrad_tma", tile, cfg.smem_bytes(), (cfg.bm, cfg.bn))
         } else {
@@ -271,7 +279,8 @@ struct WgradArgs {
     p: Params,
     partial: u64,
     splits: i32,
-    pad: [i32; 3],
+    reduce_runs: i32,
+    pad: [i32; 2],
 }
 
 /// How the operands reach the GEMM kernel.
@@ -327,9 +336,15 @@ impl Invoker for WgradInvoker {
                     (tf32::encode_maps(g, &self.tile, layout, a.x.0, a.y.0, t.ptr())?, Some(t))
                 }
             };
-            let args = WgradArgs { a: maps.0, b: maps.1, p: conv_run_params(g, &self.problem, a)?, partial: scratch.ptr(), splits: self.splits as i32, pad: [0; 3] };
+            // The reduction: chunks of 4 runs of 128 elements when there are enough of them to
+            // fill the GPU twice, else single runs; split lanes share the splits (≤ 16 runs' worth
+            // of lanes per block, the reduce kernel's shared buffer).
+            let elems = g.groups * self.tiles * self.slot_elems;
+            let reduce_runs = if elems / 512 >= 2 * self.be.dev.sm_count() as usize { 4 } else { 1 };
+            let lanes = self.splits.min(16 / reduce_runs) as u32;
+            let chunks = (elems / (128 * reduce_runs)) as u64;
+            let args = WgradArgs { a: maps.0, b: maps.1, p: conv_run_params(g, &self.problem, a)?, partial: scratch.ptr(), splits: self.splits as i32, reduce_runs: reduce_runs as i32, pad: [0; 2] };
             let grid = ((self.tiles * self.splits) as u32, 1, g.groups as u32);
-            let outputs = (g.groups * g.kg() * g.filter_size() * g.cg()) as u64;
             // SAFETY: WgradArgs mirrors the kernels' parameter block (Params checked by the
             // preamble's static_assert, the maps are 128-byte opaque blocks); x and dy are the
             // caller's tensors, validated against the problem and 16-byte aligned (T's scratch
@@ -337,8 +352,24 @@ impl Invoker for WgradInvoker {
             // strides; the scratch holds every block's slot.
             unsafe {
                 self.kernel.launch(&self.be.dev, grid, (self.tile.threads() as u32, 1, 1), self.smem, &args)?;
-                self.reduce.launch(&self.be.dev, (grid_for(&self.be, outputs, 256), 1, 1), (256, 1, 1), 0, &args)
+                self.reduce.launch(&self.be.dev, (grid_for(&self.be, chunks, 1), 1, 1), (32, lanes, 1), 0, &args)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wgrad_splits;
+
+    #[test]
+    fn splits_fill_the_last_wave() {
+        // 144 tiles on 132 slots: unsplit, the second wave is 9% full.
+        assert_eq!(wgrad_splits(144, 98, 132), 4);
+        // Few tiles: one full wave of splits.
+        assert_eq!(wgrad_splits(4, 1568, 132), 33);
+        // Short reductions keep at least 4 k-steps per split.
+        assert_eq!(wgrad_splits(4, 20, 132), 5);
+        assert_eq!(wgrad_splits(1000, 3, 132), 1);
     }
 }

@@ -17,7 +17,7 @@
 // holds BM/32 R boxes (32 pixel rows × 32 channels, 128-byte swizzle) and BN T rows (and BN
 // lo rows). Warp-specialised like the 16-bit kernel: one producer thread, BM/64 consumer
 // warpgroups; the split reduction and its slots are the 16-bit kernel's (wgrad_slots.cuh),
-// each slot row-major over (R channel, T channel).
+// stored transposed when R is x.
 
 #define CONSUMERS (BM / 64)
 #define R_BOX 4096   // 32 pixels × 32 channels × 4 bytes
@@ -32,7 +32,7 @@ static_assert(BN == 64 || BN == 128, "register-A TF32 wgmma is at most 128 wide 
 static_assert(CG % 32 == 0, "an R box is one tap and 32 channels");
 static_assert(FD == 1 && OD == 1 && ID == 1, "2-D convolution");
 static_assert(R_IS_X || (FH == 1 && FW == 1 && A_TILED), "T = x only for a plain 1×1 GEMM");
-static_assert(TILE_K == (R_IS_X ? BN : BM) && TILE_COLS == (R_IS_X ? BM : BN) && SLOT_COL_MAJOR == R_IS_X, "slot = R × T");
+static_assert(TILE_K == (R_IS_X ? BN : BM) && TILE_COLS == (R_IS_X ? BM : BN), "a slot is (dy channel, x column) of the R × T tile");
 
 // WgradArgs (wgrad_slots.cuh): a is R's map — im2col of x, dims (C, W, H, N), 32 channels × 32
 // pixels per copy; A_TILED: box map of the (N·H·W) × C matrix; R = dy: box map of the
@@ -134,7 +134,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) conv_wgrad_tf32(const _
         if (lane == 0) mbar_arrive(empty(it % STAGES));
 #endif
     }
+#if R_IS_X
+    slot_store_transposed<BM>(wgrad_slot(args, g, blockIdx.x), acc, cw, lane, warp);
+#else
     slot_store(wgrad_slot(args, g, blockIdx.x), acc, cw, lane, warp);
+#endif
 }
 
 struct TransposeArgs {
@@ -144,9 +148,6 @@ struct TransposeArgs {
     int rows, pixels;   // groups · T_ROWS channels; N·OH·OW
 };
 
-// T operand: dst[channel][pixel] = src's element, as TF32 hi (and lo) parts when split, else
-// the f32 bits. 32 × 32 tiles through shared memory, so both sides are read and written along
-// their contiguous axis (channels-last source: along channels; else along pixels).
 #if R_IS_X
 #define TS_N YS_N
 #define TS_C YS_C
@@ -158,34 +159,73 @@ struct TransposeArgs {
 #define TS_H XS_H
 #define TS_W XS_W
 #endif
+// Channels-last source with 16-byte aligned pixel rows: read 4 channels per load.
+#define TS_VEC (TS_C == 1 && TS_W % 4 == 0 && TS_H % 4 == 0 && TS_N % 4 == 0)
+#define TP 128   // pixels per transpose tile
+
+__device__ __forceinline__ i64 t_offset(int pix) {
+    const Pixel q = pixel_of(pix);
+    return (i64)q.n * TS_N + (i64)q.oh * TS_H + (i64)q.ow * TS_W;
+}
+
+// T operand: dst[channel][pixel] = src's element, as TF32 hi (and lo) parts when split, else
+// the f32 bits. Tiles of 32 channels × 128 pixels go through shared memory so both sides move
+// along their contiguous axis: 16-byte loads along a channels-last source's channels (else
+// lanes along pixels) and 16-byte stores along T's pixel rows.
 extern "C" __global__ void __launch_bounds__(256) wgrad_transpose(const TransposeArgs a) {
-    __shared__ float tile[32][33];
-    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-    const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
-    const auto offset = [](int pix, int ch) {
-        const Pixel q = pixel_of(pix);
-        return (i64)q.n * TS_N + (i64)ch * TS_C + (i64)q.oh * TS_H + (i64)q.ow * TS_W;
-    };
+    __shared__ float tile[32][TP + 1];   // [channel][pixel]
+    const int t = threadIdx.x, p0 = blockIdx.x * TP, c0 = blockIdx.y * 32;
+#if TS_VEC
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        // TS_C == 1: lanes along channels; else along pixels.
-        const int pix = p0 + (TS_C == 1 ? ty + 8 * i : tx), ch = c0 + (TS_C == 1 ? tx : ty + 8 * i);
-        if (pix < a.pixels && ch < a.rows) tile[TS_C == 1 ? ty + 8 * i : tx][TS_C == 1 ? tx : ty + 8 * i] = a.src[offset(pix, ch)];
+    for (int i = 0; i < TP / 32; ++i) {
+        // Thread t: channels 4·(t % 8).. of pixel t / 8 (+ 32 per pass).
+        const int pl = t / 8 + 32 * i, cl = (t % 8) * 4, pix = p0 + pl, c = c0 + cl;
+        if (pix >= a.pixels) continue;
+        const float* s = a.src + t_offset(pix) + c;
+        float v[4];
+        if (c + 3 < a.rows) {
+            const float4 q = __ldg((const float4*)s);
+            v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) v[j] = c + j < a.rows ? s[j] : 0.f;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) tile[cl + j][pl] = v[j];
     }
+#else
+#pragma unroll 4
+    for (int i = 0; i < 16; ++i) {
+        const int pl = t % TP, cl = t / TP + 2 * i, pix = p0 + pl, c = c0 + cl;
+        if (pix < a.pixels && c < a.rows) tile[cl][pl] = a.src[t_offset(pix) + (i64)c * TS_C];
+    }
+#endif
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const int pix = p0 + tx, ch = c0 + ty + 8 * i;
-        if (pix >= a.pixels || ch >= a.rows) continue;
-        const float v = tile[tx][ty + 8 * i];
-        unsigned* d = a.dst + ch * a.ld + pix;
+        // Thread t: pixels 4·(t % 32).. of channel t / 32 (+ 8 per pass).
+        const int cl = t / 32 + 8 * i, pl = (t % 32) * 4, c = c0 + cl, pix = p0 + pl;
+        if (c >= a.rows || pix >= a.pixels) continue;
+        unsigned hi[4], lo[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float v = tile[cl][pl + j];
 #if F32_SPLIT
-        unsigned hi, lo;
-        tf32_split(v, hi, lo);
-        d[0] = hi;
-        d[(long long)a.rows * a.ld] = lo;
+            tf32_split(v, hi[j], lo[j]);
 #else
-        d[0] = __float_as_uint(v);
+            hi[j] = __float_as_uint(v), lo[j] = 0;
 #endif
+        }
+        unsigned* d = a.dst + c * a.ld + pix;
+        const long long lo_at = (long long)a.rows * a.ld;
+        if (pix + 3 < a.pixels) {
+            *(uint4*)d = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            if (F32_SPLIT) *(uint4*)(d + lo_at) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        } else {
+            for (int j = 0; j < 4 && pix + j < a.pixels; ++j) {
+                d[j] = hi[j];
+                if (F32_SPLIT) d[lo_at + j] = lo[j];
+            }
+        }
     }
 }

@@ -26,7 +26,7 @@ static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one
 static_assert(CG % 64 == 0, "a 64-column block is one tap and 64 channels");
 static_assert(FD == 1 && OD == 1 && ID == 1, "2-D convolution");
 
-static_assert(TILE_K == BM && TILE_COLS == BN && !SLOT_COL_MAJOR, "slots are BM × BN, row-major");
+static_assert(TILE_K == BM && TILE_COLS == BN, "slots are BM × BN");
 
 // WgradArgs (wgrad_slots.cuh): a is the im2col map of x, dims (C, W, H, N), 64 channels × 64
 // pixels per copy (A_TILED: box map of x as dims (C, N·H·W), 64 × 64 per copy); b is the box

@@ -2,10 +2,8 @@
 // conv_wgrad_tf32.cu: f32 on TF32 tensor cores). dw is cut into tiles of TILE_K output channels
 // × TILE_COLS filter columns (tap, channel); the pixel reduction of a tile is split across
 // `splits` blocks, block (tile·splits + s, group) writing its f32 sums to its own slot, and
-// conv_wgrad_reduce adds a tile's slots in split order, so every run gives the same bits.
-// A slot is row-major over (k, column), or over (column, k) when SLOT_COL_MAJOR: each kernel
-// writes it in the order of its accumulators. The solver defines TILE_K, TILE_COLS and
-// SLOT_COL_MAJOR.
+// conv_wgrad_reduce adds a tile's slots in a fixed order, so every run gives the same bits.
+// A slot is row-major over (k, column). The solver defines TILE_K and TILE_COLS.
 
 #define COLS (FH * FW * CG)   // filter columns (tap, channel), channels fastest
 #define K_TILES ((KG + TILE_K - 1) / TILE_K)
@@ -17,7 +15,9 @@ struct __align__(64) WgradArgs {
     TensorMap b;    // the second operand's map
     Params p;       // p.x is x, p.w is dw, p.y is dy
     float* partial; // [group][tile][split] slots of SLOT_ELEMS f32 sums
-    int splits, pad[3];
+    int splits;
+    int reduce_runs; // 128-element runs per reduction chunk (1 or 4)
+    int pad[2];
 };
 
 // The slot of block `block` (= tile · splits + split) of group g.
@@ -40,22 +40,68 @@ template <int R> __device__ __forceinline__ void slot_store(float* out, const fl
     }
 }
 
-// dw = α·(sum of a tile's slots, in split order) + β·dw, columns fastest (the order of a KRSC
-// filter's memory), any dw layout and type.
-extern "C" __global__ void __launch_bounds__(256) conv_wgrad_reduce(const __grid_constant__ WgradArgs args) {
+// The same accumulators into a slot whose rows are the wgmma's columns (M = 64·warpgroups
+// wide): row r, column c of the tile goes to out[c·M + r]. Each store's 32 lanes cover four
+// runs of 8 consecutive floats, whole 32-byte sectors.
+template <int M, int R> __device__ __forceinline__ void slot_store_transposed(float* out, const float (&acc)[R], int cw, int lane, int warp) {
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int row = cw * 64 + warp * 16 + (lane >> 2) + h * 8, col = j * 8 + (lane & 3) * 2 + e;
+                __stcg(out + col * M + row, acc[4 * j + 2 * h + e]);
+            }
+}
+
+// dw = α·(sum of a tile's slots) + β·dw, any dw layout and type. A block takes chunks of
+// 128·runs consecutive slot elements (runs = 1 or 4, args.reduce_runs); thread (x, y) reads
+// 16 bytes of each run at 4x, y being a split lane that sums its contiguous share of the splits
+// in order; the lanes' sums are then added in lane order, and the chunk's elements written by
+// all threads, along slot rows. The order is fixed by the plan (splits, lanes), so every run
+// gives the same bits; many 16-byte loads in flight per thread keep it near bandwidth.
+extern "C" __global__ void __launch_bounds__(512) conv_wgrad_reduce(const __grid_constant__ WgradArgs args) {
+    __shared__ float4 lane_sums[16 * 32];   // [lane][chunk element], lanes · 128 · runs ≤ 2048 floats
     const Params& p = args.p;
-    const long long total = (long long)p.groups * KG * COLS;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-        const int col = (int)(i % COLS), k = (int)(i / COLS % KG), g = (int)(i / ((long long)COLS * KG));
-        const int tile = k / TILE_K * COL_TILES + col / TILE_COLS;
-        const int at = SLOT_COL_MAJOR ? col % TILE_COLS * TILE_K + k % TILE_K : k % TILE_K * TILE_COLS + col % TILE_COLS;
-        const float* src = wgrad_slot(args, g, tile * args.splits) + at;
-        float sum = 0.f;
-        for (int s = 0; s < args.splits; ++s) sum += __ldcg(src + (size_t)s * SLOT_ELEMS);
-        const int tap = col / CG, c = col % CG;
-        const i64 o = (i64)(g * KG + k) * WS_K + (i64)c * WS_C + (i64)(tap / FW) * WS_H + (i64)(tap % FW) * WS_W;
-        float v = p.alpha * sum;
-        if (p.beta != 0.f) v += p.beta * ld<T>(p.w, o);
-        st<T>((void*)p.w, o, v);
+    const int x = threadIdx.x, y = threadIdx.y, lanes = blockDim.y, runs = args.reduce_runs, threads = 32 * lanes;
+    const int chunk = 128 * runs, per_slot = SLOT_ELEMS / chunk;
+    constexpr int TILES = K_TILES * COL_TILES;
+    static_assert(SLOT_ELEMS % 512 == 0, "whole chunks per slot");
+    const long long chunks = (long long)p.groups * TILES * per_slot;
+    const int s0 = y * args.splits / lanes, s1 = (y + 1) * args.splits / lanes;
+    float* sums = (float*)lane_sums;
+    for (long long ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
+        const int e0 = (int)(ch % per_slot) * chunk;
+        const int tile = (int)(ch / per_slot % TILES), g = (int)(ch / ((long long)per_slot * TILES));
+        const float* src = wgrad_slot(args, g, tile * args.splits) + e0 + 4 * x;
+        float4 acc[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) acc[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 2
+        for (int s = s0; s < s1; ++s)
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+                if (u < runs) {
+                    const float4 v = __ldcg((const float4*)(src + (size_t)s * SLOT_ELEMS + 128 * u));
+                    acc[u].x += v.x, acc[u].y += v.y, acc[u].z += v.z, acc[u].w += v.w;
+                }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (u < runs) lane_sums[y * 32 * runs + u * 32 + x] = acc[u];
+        __syncthreads();
+        for (int i = y * 32 + x; i < chunk; i += threads) {
+            float sum = sums[i];
+            for (int l = 1; l < lanes; ++l) sum += sums[l * chunk + i];
+            const int e = e0 + i;
+            const int k = tile / COL_TILES * TILE_K + e / TILE_COLS, col = tile % COL_TILES * TILE_COLS + e % TILE_COLS;
+            if (k >= KG || col >= COLS) continue;
+            const int tap = col / CG, c = col % CG;
+            const i64 o = (i64)(g * KG + k) * WS_K + (i64)c * WS_C + (i64)(tap / FW) * WS_H + (i64)(tap % FW) * WS_W;
+            float v = p.alpha * sum;
+            if (p.beta != 0.f) v += p.beta * ld<T>(p.w, o);
+            st<T>((void*)p.w, o, v);
+        }
+        __syncthreads();
     }
 }
