@@ -8,7 +8,8 @@
 //! backward-weights reduction any dw strides.
 //!
 //! f32 problems go the same way to the TF32 kernel (three split products each when the
-//! descriptor asks for strict f32).
+//! descriptor asks for strict f32); its backward-weights kernel transposes dy itself from any
+//! layout, so only x is copied there.
 //!
 //! Scratch is stream-ordered memory from the device's pool, taken per execution, so one
 //! compiled invoker may run concurrently on several streams; no workspace is reported.
@@ -83,8 +84,15 @@ fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewri
             (ConvProblem { x: xd, w: wd, ..conv.clone() }, w, &INNER)
         }
         Direction::BackwardWeights => {
-            let (dy, yd) = operand(&conv.y, "dy")?;
-            (ConvProblem { x: xd, y: yd, ..conv.clone() }, dy, &INNER_WGRAD)
+            // The f32 kernel reads dy in any layout when it transposes it: copy x only then.
+            let x_only = ConvProblem { x: xd.clone(), ..conv.clone() };
+            let x_only_fused = FusedProblem { kind: FusedKind::Conv { conv: x_only.clone(), epilogue: epilogue.clone() } };
+            if x.is_some() && adapter::first_taker(&INNER_WGRAD, &x_only_fused, handle).is_ok() {
+                (x_only, None, &INNER_WGRAD)
+            } else {
+                let (dy, yd) = operand(&conv.y, "dy")?;
+                (ConvProblem { x: xd, y: yd, ..conv.clone() }, dy, &INNER_WGRAD)
+            }
         }
         d => return Err(format!("forward and backward-weights only (this is {d:?})")),
     };

@@ -41,8 +41,16 @@ pub fn tf32_heuristic(g: &Geom) -> WgradTile {
 pub fn smem_bytes(t: &WgradTile, prec: TcPrecision) -> usize { t.stages * (t.bm + prec.b_tiles() * t.bn) * 128 + 16 * t.stages + 1024 }
 
 /// Whether R is x (the transposed operand dy): always but for a plain 1×1 GEMM whose x has
-/// fewer channels than dy, where x is the smaller tensor to transpose.
-pub fn r_is_x(g: &Geom) -> bool { !(plain_gemm(g) && g.c < g.k) }
+/// fewer channels than dy, where x is the smaller tensor to transpose — if dy can be loaded as
+/// boxes (channels-last, evenly spaced 16-byte aligned pixel rows); else dy is transposed from
+/// its own layout, which saves the layout adapter a copy of it.
+pub fn r_is_x(g: &Geom) -> bool { !(plain_gemm(g) && g.c < g.k && dy_as_boxes(g, 4)) }
+
+/// dy is a matrix of pixel rows the copy engine can load as boxes (elements of a 16-byte chunk).
+pub fn dy_as_boxes(g: &Geom, chunk: usize) -> bool {
+    let (ys, [_, oh, ow]) = (g.y_strides, g.output);
+    ys[1] == 1 && ys[4] % chunk == 0 && ys[3] == ow * ys[4] && ys[0] == oh * ys[3]
+}
 
 /// The transposed operand: channel rows (all groups) × pixel columns, rows `ld` elements
 /// apart (16-byte aligned), lo rows below the hi rows when split.

@@ -123,14 +123,15 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), 
     if xs[1] != 1 || [xs[0], xs[3], xs[4]].iter().any(|v| v % chunk != 0) {
         return Err("x must be channels-last with 16-byte aligned pixel rows".into());
     }
-    let (ys, [_, oh, ow]) = (g.y_strides, g.output);
-    if ys[1] != 1 || ys[4] % chunk != 0 || ys[3] != ow * ys[4] || ys[0] != oh * ys[3] {
+    // f32 reads dy through the transpose kernel when it is T (any strides), else as boxes.
+    let dy_transposed = prec != TcPrecision::Bits16 && tf32::r_is_x(&g);
+    if !dy_transposed && !tf32::dy_as_boxes(&g, chunk) {
         return Err("dy must be channels-last with evenly spaced, 16-byte aligned pixel rows".into());
     }
     if g.stride[1] > 8 || g.stride[2] > 8 {
         return Err("stride above 8 (the copy engine's traversal stride limit)".into());
     }
-    let biggest = [g.n * xs[0], g.n * ys[0], g.n * g.output_size(), g.k * g.w_strides[0]];
+    let biggest = [g.n * xs[0], g.n * g.y_strides[0], g.n * g.output_size(), g.k * g.w_strides[0]];
     if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {
         return Err("tensor too large for 32-bit indexing".into());
     }
