@@ -10,7 +10,7 @@ mod support;
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
 use conflux::fusion::FusedProblem;
 use conflux::reference::{self as r, compare::tolerance, fill::Fill};
-use conflux::solver::cuda_tc_bwd_data::CudaConvBwdDataTc;
+use conflux::solver::cuda_tc_bwd_data::{reads_filter_in_place, CudaConvBwdDataTc};
 use conflux::solver::{RunArgs, Solver};
 use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, TensorDesc};
 use support::*;
@@ -146,4 +146,32 @@ device_tests!(refusals_name_the_cause, |h: &Handle| {
         let why = CudaConvBwdDataTc.check(&fp, h).unwrap_err();
         assert!(why.contains(want), "{why}");
     }
+});
+
+device_tests!(filter_read_in_place_and_misaligned, |h: &Handle| {
+    // 16-bit channels-last cases read the caller's w flipped in place (no copy); a w two bytes
+    // past a 16-byte boundary goes through the copy path and must still be right.
+    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
+        return;
+    }
+    for i in [0, 1, 2] {
+        let c = case(&CASES[i]);
+        let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
+        assert!(reads_filter_in_place(&fp, h), "{}: expected the in-place filter read", label(&c, "check", h));
+        let (dy, w, _, want) = reference(h, &c, false, 70 + i as u64, (1.0, 0.0));
+        let inv = CudaConvBwdDataTc.build(&fp, h).unwrap();
+        let shifted_desc = TensorDesc::new(c.w.dtype(), &[c.w.element_space() + 8]).unwrap();
+        let shifted: Vec<f64> = std::iter::once(0.0).chain(w.host.iter().copied()).chain([0.0; 7]).collect();
+        let ws = upload(h, &shifted_desc, &shifted);
+        for (how, wp) in [("in place", w.ptr()), ("misaligned w", ws.ptr().add(2))] {
+            let dx = poisoned(h, &c.dx);
+            let args = RunArgs { x: dx.ptr(), w: wp, y: dy.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
+            inv.run(h, &args).unwrap_or_else(|e| panic!("{}: {e}", label(&c, how, h)));
+            assert_close(&label(&c, how, h), &logical(&c.dx, &download(h, &dx)), &logical(&c.dx, &want), tolerance(c.w.dtype()));
+        }
+    }
+    // KCRS filters with taps (case 3) take the copy.
+    let c = case(&CASES[3]);
+    let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
+    assert!(!reads_filter_in_place(&fp, h), "{}", label(&c, "check", h));
 });

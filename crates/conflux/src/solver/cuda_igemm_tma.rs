@@ -45,18 +45,25 @@ pub struct TmaTile {
     pub bn: usize,
     pub stages: usize,
     pub staged: bool,
+    /// Two consumer warpgroups on alternate 64-row tiles, each with its own ring of `stages`
+    /// buffers (bm = 64): one's epilogue runs under the other's multiplies.
+    pub pingpong: bool,
 }
 
 impl TmaTile {
-    pub const fn new(bm: usize, bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm, bn, stages, staged } }
+    pub const fn new(bm: usize, bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm, bn, stages, staged, pingpong: false } }
+    /// Ping-pong tiles of 64 × bn, `stages` buffers per consumer warpgroup.
+    pub const fn pingpong(bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm: 64, bn, stages, staged, pingpong: true } }
+    fn consumers(&self) -> usize { if self.pingpong { 2 } else { self.bm / 64 } }
+    fn rings(&self) -> usize { if self.pingpong { 2 } else { 1 } }
     /// Consumers plus the producer warpgroup.
-    pub fn threads(&self) -> usize { (self.bm / 64 + 1) * 128 }
+    pub fn threads(&self) -> usize { (self.consumers() + 1) * 128 }
     /// Pipeline buffers (an x tile and one or two w tiles per stage), the staging buffer
     /// (results of the precision's element size), two barriers per stage, 1 KiB to align the
     /// base.
     pub fn smem_bytes(&self, prec: TcPrecision) -> usize {
-        let stage = (self.bm + self.bn * prec.b_tiles()) * 128;
-        self.stages * stage + if self.staged { self.bm * self.bn * prec.elem() } else { 0 } + 16 * self.stages + 1024
+        let (stage, buffers) = ((self.bm + self.bn * prec.b_tiles()) * 128, self.rings() * self.stages);
+        buffers * stage + if self.staged { self.consumers() * 64 * self.bn * prec.elem() } else { 0 } + 16 * buffers + 1024
     }
     /// Blocks per SM that shared memory and registers (accumulators plus about 48; Tf32x3
     /// also holds a per-stage partial and split A fragments) allow: with short reductions the
@@ -77,7 +84,9 @@ impl TmaTile {
         }
         t
     }
-    pub fn label(&self) -> String { format!("tma{}x{}s{}{}", self.bm, self.bn, self.stages, if self.staged { "" } else { "d" }) }
+    pub fn label(&self) -> String {
+        format!("tma{}{}x{}s{}{}", if self.pingpong { "pp" } else { "" }, self.bm, self.bn, self.stages, if self.staged { "" } else { "d" })
+    }
     pub fn parse(s: &str) -> Option<TmaTile> { TMA_CONFIGS.iter().copied().find(|c| c.label() == s) }
 }
 
@@ -98,6 +107,9 @@ pub const TMA_CONFIGS: &[TmaTile] = &[
     TmaTile::new(256, 64, 4, true),
     TmaTile::new(64, 128, 3, true),
     TmaTile::new(64, 128, 4, false),
+    TmaTile::pingpong(128, 3, true),
+    TmaTile::pingpong(128, 4, true),
+    TmaTile::pingpong(64, 4, true),
 ];
 
 /// Heuristic choice, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16;
@@ -190,10 +202,21 @@ pub(crate) fn plain_gemm(g: &Geom) -> bool {
     g.filter_size() == 1 && g.pad == [0; 3] && g.stride == [1; 3] && xs[3] == g.input[2] * xs[4] && xs[0] == g.input[1] * xs[3]
 }
 
+/// Where the kernel's w comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterSource {
+    /// The problem's own filter (for Tf32x3 its split copy).
+    Own,
+    /// The caller's filter of a 16-bit backward-data problem whose forward rewrite this is,
+    /// read in place with its taps reversed (cuda_tc_bwd_data.rs): `rows` output channels (the
+    /// rewrite's input channels), `row_elems` elements apart, each holding the taps × channels
+    /// (the rewrite's output channels) of one filter, channels fastest.
+    Flipped { rows: usize, row_elems: usize },
+}
+
 /// The x and w maps (over stand-in addresses in `check`: the driver validates the geometry —
 /// corner ranges, strides, extents — without touching memory).
-fn encode_maps(g: &Geom, dt: DataType, prec: TcPrecision, (bm, bn): (usize, usize), x: u64, w: u64) -> Result<(TensorMap, TensorMap)> {
-    let (dims, row) = w_matrix(g, prec);
+fn encode_maps(g: &Geom, dt: DataType, prec: TcPrecision, (bm, bn): (usize, usize), filter: FilterSource, x: u64, w: u64) -> Result<(TensorMap, TensorMap)> {
     let bk = step_channels(dt) as u32;
     let xm = if plain_gemm(g) {
         let pixels = (g.n * g.input_size()) as u64;
@@ -201,7 +224,18 @@ fn encode_maps(g: &Geom, dt: DataType, prec: TcPrecision, (bm, bn): (usize, usiz
     } else {
         tensor_map::im2col(&im2col_of(g, dt, bm), dt, x)?
     };
-    Ok((xm, tensor_map::tiled_2d(dims, row, [bk, bn as u32], dt, w)?))
+    let wm = match filter {
+        FilterSource::Own => {
+            let (dims, row) = w_matrix(g, prec);
+            tensor_map::tiled_2d(dims, row, [bk, bn as u32], dt, w)?
+        }
+        FilterSource::Flipped { rows, row_elems } => {
+            // Boxes of BK rows × 64 channels of one tap (MN-major B tiles).
+            let cols = (g.filter_size() * g.kg()) as u64;
+            tensor_map::tiled_2d([cols, rows as u64], (row_elems * dt.size()) as u64, [64, bk], dt, w)?
+        }
+    };
+    Ok((xm, wm))
 }
 
 /// wgmma and TMA exist on compute capability 9.0 (the sm_90a target) only.
@@ -226,7 +260,7 @@ impl Solver for CudaConvIgemmTma {
         let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
         tma_check(&g, dt)?;
         hopper_check(handle)?;
-        encode_maps(&g, dt, prec, (128, 128), 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
+        encode_maps(&g, dt, prec, (128, 128), FilterSource::Own, 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
@@ -260,6 +294,21 @@ impl CudaConvIgemmTma {
     /// Build with a given tile, launching at most `max_blocks` blocks per group when given
     /// (tests make blocks walk many tiles); `check` must have passed.
     pub fn build_with(&self, problem: &FusedProblem, handle: &Handle, cfg: TmaTile, max_blocks: Option<usize>) -> Result<Arc<dyn Invoker>> {
+        self.build_from(problem, handle, cfg, max_blocks, FilterSource::Own)
+    }
+
+    /// Build for a filter read in place (`FilterSource::Flipped`, 16-bit data), with the tile
+    /// `config` names or else the perf-db's or the heuristic's; `check` must have passed.
+    pub fn build_flipped(&self, problem: &FusedProblem, handle: &Handle, config: Option<&str>, filter: FilterSource) -> Result<Arc<dyn Invoker>> {
+        let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let cfg = match config {
+            Some(l) => TmaTile::parse(l).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {l}", self.name())))?,
+            None => perf_db::chosen_config(handle, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g, prec))?,
+        };
+        self.build_from(problem, handle, cfg, None, filter)
+    }
+
+    fn build_from(&self, problem: &FusedProblem, handle: &Handle, cfg: TmaTile, max_blocks: Option<usize>, filter: FilterSource) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(handle)?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
         let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("igemm-tma: {why}")))?;
@@ -290,8 +339,12 @@ impl CudaConvIgemmTma {
         let mut tile = vec![
             ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
             ("MIN_BLOCKS", cfg.min_blocks(prec)), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
-            ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize),
+            ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize), ("PINGPONG", cfg.pingpong as usize),
+            ("WGMMA_B_MN_MAJOR", (filter != FilterSource::Own) as usize),
         ];
+        if filter != FilterSource::Own && prec != TcPrecision::Bits16 {
+            return Err(Error::internal("igemm-tma: in-place filter reads need 16-bit data"));
+        }
         tile.extend(staging.defines());
         let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
         let y_align = staging.y_align(pair_store, dt.size());
@@ -314,6 +367,7 @@ impl CudaConvIgemmTma {
             max_blocks,
             y_align,
             tma_store,
+            filter,
             geom: g,
             problem: problem.clone(),
             fallback: OnceLock::new(),
@@ -345,6 +399,7 @@ struct TmaInvoker {
     y_align: u64,
     /// y goes out through bulk tensor stores (needs its own map).
     tma_store: bool,
+    filter: FilterSource,
     geom: Geom,
     problem: FusedProblem,
     /// The CUDA-core kernel, built on first need for pointers the copy engine cannot use.
@@ -376,7 +431,7 @@ impl Invoker for TmaInvoker {
                 _ => None,
             };
             let w_in = split.as_ref().map_or(a.w.0, Scratch::ptr);
-            let (x, w) = encode_maps(g, self.dtype, self.prec, (self.bm, self.bn), a.x.0, w_in)?;
+            let (x, w) = encode_maps(g, self.dtype, self.prec, (self.bm, self.bn), self.filter, a.x.0, w_in)?;
             let y = if self.tma_store {
                 let pixels = (g.n * g.output_size()) as u64;
                 tensor_map::tiled_2d([g.k as u64, pixels], (g.y_strides[4] * self.dtype.size()) as u64, [step_channels(self.dtype) as u32, 64], self.dtype, a.y.0)?

@@ -7,21 +7,28 @@
 //! adapter). α/β and the descriptor's attributes carry over unchanged: f32 runs on the TF32
 //! kernel, as split TF32 products when the descriptor asks for strict f32.
 //!
+//! 16-bit channels-last problems whose filter keeps each output channel's taps and channels
+//! contiguous skip the copy: the TMA kernel reads w' straight out of the caller's w (each
+//! k-step's B tile is a block of w's rows, MN-major; `FilterSource::Flipped`). The copy path
+//! stays for the rest, and for pointers the copy engine cannot use.
+//!
 //! Scratch comes from the device's pool (or the caller's allocator), taken per execution
 //! (safe for concurrent executions of one invoker); no workspace is reported.
 
 use super::cuda_direct::cuda_of;
-use super::cuda_igemm_tc::tensor_core_precision;
+use super::cuda_igemm_tc::{tensor_core_precision, TcPrecision};
+use super::cuda_igemm_tma::{CudaConvIgemmTma, FilterSource};
 use super::{adapter, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
 use crate::backend::cuda::{timed, CudaBackend};
+use crate::conv::{ConvProblem, Geom};
 use crate::error::{Error, Result};
 use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
 use crate::memory::DevPtr;
 use crate::types::{ConvAlgorithm, Layout};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Forward tensor-core solvers in registry order (NCHW dy goes through the layout adapter).
 const INNER: [&dyn Solver; 4] = adapter::FORWARD_TC;
@@ -31,6 +38,22 @@ struct Rewrite {
     forward: FusedProblem,
     solver: &'static dyn Solver,
     w: ChannelsFirst,
+    /// The caller's w as the TMA kernel reads it in place, where it can.
+    in_place: Option<FilterSource>,
+}
+
+/// w as the forward TMA kernel can read it flipped in place: 16-bit, 2-D, channels contiguous
+/// after the taps of each output channel, rows and each tap's channel block 16-byte aligned.
+fn in_place_filter(conv: &ConvProblem, solver: &dyn Solver) -> Option<FilterSource> {
+    if solver.name() != CudaConvIgemmTma.name() || tensor_core_precision(conv) != Ok(TcPrecision::Bits16) {
+        return None;
+    }
+    let g = Geom::of(conv);
+    let ws = g.w_strides;
+    // (A tap dimension of extent 1 never moves an offset: its stride does not matter.)
+    let [fd, fh, fw] = g.filter;
+    let dense = fd == 1 && ws[1] == 1 && (fw == 1 || ws[4] == g.cg()) && (fh == 1 || ws[3] == fw * g.cg());
+    (dense && g.cg() % 8 == 0 && ws[0] % 8 == 0).then_some(FilterSource::Flipped { rows: g.k, row_elems: ws[0] })
 }
 
 fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewrite, String> {
@@ -43,7 +66,7 @@ fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewri
         return Err(format!("w: {why}"));
     }
     let solver = adapter::first_taker(&INNER, &forward, handle).map_err(|why| format!("no forward tensor-core kernel takes dx = conv(dy, flipped w) ({why})"))?;
-    Ok(Rewrite { forward, solver, w: view })
+    Ok(Rewrite { in_place: in_place_filter(conv, solver), forward, solver, w: view })
 }
 
 pub struct CudaConvBwdDataTc;
@@ -63,32 +86,58 @@ impl Solver for CudaConvBwdDataTc {
     }
 
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
-        adapter::build_tuned(self, problem, handle, || self.build_inner(problem, handle, |s, p| s.build(p, handle)))
+        adapter::build_tuned(self, problem, handle, || self.build_inner(problem, handle, None))
     }
 
     fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> { adapter::tensor_core_space(problem) }
 
     fn build_config(&self, problem: &FusedProblem, handle: &Handle, config: &str) -> Result<Arc<dyn Invoker>> {
-        self.build_inner(problem, handle, |s, p| s.build_config(p, handle, config))
+        self.build_inner(problem, handle, Some(config))
     }
 }
 
 impl CudaConvBwdDataTc {
-    fn build_inner(
-        &self,
-        problem: &FusedProblem,
-        handle: &Handle,
-        build: impl FnOnce(&dyn Solver, &FusedProblem) -> Result<Arc<dyn Invoker>>,
-    ) -> Result<Arc<dyn Invoker>> {
+    /// The kernel with tile `config` (else the inner solver's choice): reading w in place
+    /// where it can, the copy path built on first need.
+    fn build_inner(&self, problem: &FusedProblem, handle: &Handle, config: Option<&str>) -> Result<Arc<dyn Invoker>> {
         let r = rewrite(problem, handle).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
-        let inner = build(r.solver, &r.forward)?;
-        Ok(Arc::new(BwdDataInvoker { be: cuda_of(handle)?.clone(), inner, w: r.w }))
+        tracing::debug!(solver = self.name(), in_place = r.in_place.is_some(), "backward-data filter read");
+        let in_place = match r.in_place {
+            Some(src) => Some(CudaConvIgemmTma.build_flipped(&r.forward, handle, config, src)?),
+            None => None,
+        };
+        let copy = OnceLock::new();
+        if in_place.is_none() {
+            let _ = copy.set(build_copy_path(r.solver, &r.forward, handle, config));
+        }
+        Ok(Arc::new(BwdDataInvoker {
+            be: cuda_of(handle)?.clone(),
+            in_place,
+            copy,
+            solver: r.solver,
+            forward: r.forward,
+            config: config.map(str::to_string),
+            w: r.w,
+        }))
+    }
+}
+
+fn build_copy_path(solver: &dyn Solver, forward: &FusedProblem, handle: &Handle, config: Option<&str>) -> Result<Arc<dyn Invoker>> {
+    match config {
+        Some(c) => solver.build_config(forward, handle, c),
+        None => solver.build(forward, handle),
     }
 }
 
 struct BwdDataInvoker {
     be: Arc<CudaBackend>,
-    inner: Arc<dyn Invoker>,
+    /// The forward kernel reading the caller's w flipped in place.
+    in_place: Option<Arc<dyn Invoker>>,
+    /// The forward kernel reading the flipped copy of w.
+    copy: OnceLock<Result<Arc<dyn Invoker>>>,
+    solver: &'static dyn Solver,
+    forward: FusedProblem,
+    config: Option<String>,
     w: ChannelsFirst,
 }
 
@@ -96,10 +145,21 @@ impl Invoker for BwdDataInvoker {
     fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
         // Backward-data arguments: x = dx (written), y = dy. The forward problem reads dy as
         // its input and writes dx as its output.
+        if let Some(inv) = &self.in_place {
+            // The copy engine needs 16-byte aligned tensors; the copy path's kernel has its own
+            // fallback for the others.
+            if a.x.0 % 16 == 0 && a.y.0 % 16 == 0 && a.w.0 % 16 == 0 {
+                return inv.run(handle, &RunArgs { x: a.y, y: a.x, ..*a });
+            }
+        }
+        let copy = self.copy.get_or_init(|| build_copy_path(self.solver, &self.forward, handle, self.config.as_deref())).as_ref().map_err(Clone::clone)?;
         timed(handle, &self.be, || {
             let scratch = Scratch::new(handle, &self.be.dev, self.w.packed_bytes())?;
             to_channels_last(&self.be, &self.w, a.w.0, scratch.ptr())?;
-            self.inner.run(handle, &RunArgs { x: a.y, w: DevPtr(scratch.ptr()), y: a.x, ..*a })
+            copy.run(handle, &RunArgs { x: a.y, w: DevPtr(scratch.ptr()), y: a.x, ..*a })
         })
     }
 }
+
+/// Whether this problem's filter is read in place (no flipped copy) by the kernel chosen for it.
+pub fn reads_filter_in_place(problem: &FusedProblem, handle: &Handle) -> bool { rewrite(problem, handle).is_ok_and(|r| r.in_place.is_some()) }

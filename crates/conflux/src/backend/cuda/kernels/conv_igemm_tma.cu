@@ -29,21 +29,44 @@
 // F32_SPLIT (strict f32, wgmma_tf32x3.cuh): w arrives split into TF32 hi and lo parts as one
 // K × 2·(FH·FW·CG) matrix (hi columns, then lo columns), so a stage holds two w tiles; x is
 // split in registers; every k slice is three TF32 products.
+//
+// WGMMA_B_MN_MAJOR (16-bit backward-data as a forward convolution, cuda_tc_bwd_data.rs): w is
+// the caller's filter of the backward problem, read in place: for a k-step (tap, channel
+// slice) its rows are the slice's channels and the reversed tap's 64-channel column blocks,
+// an MN-major B tile, so the flipped filter needs no copy.
+//
+// PINGPONG: the two consumer warpgroups take alternate tiles of 64 × BN instead of sharing a
+// 128 × BN one, each with its own ring of STAGES buffers (a ring is consumed in order by one
+// warpgroup, which the mbarrier parities rely on). The producer fills the rings in tile order,
+// so one warpgroup's multiplies run while the other's epilogue stores its last tile: for short
+// reductions (1×1 layers with few channels) the epilogue no longer leaves the tensor cores idle.
 
+#if PINGPONG
+static_assert(BM == 64, "ping-pong tiles are 64 rows, one per consumer warpgroup");
+#define CONSUMERS 2
+#define RINGS 2
+#else
 #define CONSUMERS (BM / 64)
+#define RINGS 1
+#endif
 #define A_BYTES (BM * 128)
 #define B_BYTES (BN * 128)
 #define B_TILES (1 + F32_SPLIT)
 #define STAGE_BYTES (A_BYTES + B_TILES * B_BYTES)
 #define C_SLICES (CG / BK)
 #define KSTEPS (FH * FW * C_SLICES)
-#define OUT_BYTES (STAGE_STORE ? BM * BN * (int)sizeof(T) : 0)
+#define OUT_BYTES (STAGE_STORE ? CONSUMERS * 64 * BN * (int)sizeof(T) : 0)
+#define EMPTY_ARRIVALS (PINGPONG ? 4 : CONSUMERS * 4)   // one per consumer warp of the ring
 
 static_assert(BK * sizeof(T) == 128, "128-byte rows");
 static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one per 64 rows");
 static_assert(CG % BK == 0, "a k-step is one tap and BK channels");
 static_assert(FD == 1 && OD == 1 && ID == 1, "2-D convolution");
 static_assert(BN == 64 || BN == 128 || BN == 256, "BN");
+#ifndef WGMMA_B_MN_MAJOR
+#define WGMMA_B_MN_MAJOR 0
+#endif
+static_assert(!WGMMA_B_MN_MAJOR || (sizeof(T) == 2 && KG % 8 == 0), "in-place filter reads: 16-bit, 16-byte aligned boxes");
 
 struct __align__(64) TmaArgs {
     TensorMap x;   // im2col map of x: dims (C, W, H, N), BK channels × BM pixels per copy
@@ -89,15 +112,17 @@ __device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm_tma(const __grid_constant__ TmaArgs args) {
     const Params& p = args.p;
-    // Buffers: STAGES × [A | B], then the consumers' output staging, then the barriers. The
+    // Buffers: RINGS × STAGES × [A | B], then the consumers' output staging, then the barriers. The
     // 128-byte swizzle is anchored to 1024-byte aligned tiles: the launch reserves 1 KiB extra.
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const unsigned raw = smem_addr(smem_raw);
     unsigned char* base = smem_raw + (((raw + 1023) & ~1023u) - raw);
     const unsigned sbase = smem_addr(base);
-    const unsigned bars = sbase + STAGES * STAGE_BYTES + OUT_BYTES;
-    auto full = [&](int s) { return bars + 8 * s; };
-    auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
+    const unsigned bars = sbase + RINGS * STAGES * STAGE_BYTES + OUT_BYTES;
+    // Stage s of ring r: buffer, `full` and `empty` barriers.
+    auto buffer = [&](int r, int s) { return sbase + (r * STAGES + s) * STAGE_BYTES; };
+    auto full = [&](int r, int s) { return bars + 8 * (r * STAGES + s); };
+    auto empty = [&](int r, int s) { return bars + 8 * (RINGS * STAGES + r * STAGES + s); };
 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int g = blockIdx.z;
@@ -106,10 +131,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
     const int my_tiles = tiles > (int)blockIdx.x ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
 
     if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full(s), 1);
-            mbar_init(empty(s), CONSUMERS * 4);
-        }
+        for (int r = 0; r < RINGS; ++r)
+            for (int s = 0; s < STAGES; ++s) {
+                mbar_init(full(r, s), 1);
+                mbar_init(empty(r, s), EMPTY_ARRIVALS);
+            }
         mbar_init_fence();
     }
     __syncthreads();
@@ -118,27 +144,37 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         if (tid != 0) return;
         tma_prefetch_map(&args.x);
         tma_prefetch_map(&args.w);
-        int it = 0;   // pipeline step: (tile, k-step) in order
+        int steps[RINGS] = {};   // pipeline steps of each ring: (tile, k-step) in order
         for (int i = 0; i < my_tiles; ++i) {
             const int t = blockIdx.x + i * gridDim.x;
             const int m0 = t / N_TILES * BM, n0 = t % N_TILES * BN;
             const Pixel q = pixel_of(m0);
             const int w0 = q.ow * SW - PW, h0 = q.oh * SH - PH;
-            for (int kt = 0; kt < KSTEPS; ++kt, ++it) {
-                const int s = it % STAGES;
-                mbar_wait(empty(s), ((it / STAGES) & 1) ^ 1);
-                mbar_arrive_expect_tx(full(s), STAGE_BYTES);
+            const int r = PINGPONG ? i & 1 : 0;
+            for (int kt = 0; kt < KSTEPS; ++kt) {
+                const int it = steps[r]++, s = it % STAGES;
+                mbar_wait(empty(r, s), ((it / STAGES) & 1) ^ 1);
+                mbar_arrive_expect_tx(full(r, s), STAGE_BYTES);
                 const int tap = kt / C_SLICES;
-                const unsigned dst = sbase + s * STAGE_BYTES;
+                const unsigned dst = buffer(r, s);
 #if A_TILED
-                tma_load_2d(dst, &args.x, full(s), g * CG + kt * BK, m0);
+                tma_load_2d(dst, &args.x, full(r, s), g * CG + kt * BK, m0);
 #else
-                tma_load_im2col_4d(dst, &args.x, full(s), g * CG + kt % C_SLICES * BK, w0, h0, q.n, (unsigned short)(tap % FW * DW),
+                tma_load_im2col_4d(dst, &args.x, full(r, s), g * CG + kt % C_SLICES * BK, w0, h0, q.n, (unsigned short)(tap % FW * DW),
                                    (unsigned short)(tap / FW * DH));
 #endif
-                tma_load_2d(dst + A_BYTES, &args.w, full(s), kt * BK, g * KG + n0);
+#if WGMMA_B_MN_MAJOR
+                // w is the caller's backward-data filter, rows = its output channels (this
+                // convolution's input channels), columns = (tap, channel): tap reversed, BK
+                // rows of the k-step's channel slice, 64 channels per box.
+#pragma unroll
+                for (int j = 0; j < BN / 64; ++j)
+                    tma_load_2d(dst + A_BYTES + j * 8192, &args.w, full(r, s), (FH * FW - 1 - tap) * KG + n0 + 64 * j, g * CG + kt % C_SLICES * BK);
+#else
+                tma_load_2d(dst + A_BYTES, &args.w, full(r, s), kt * BK, g * KG + n0);
+#endif
 #if F32_SPLIT
-                tma_load_2d(dst + A_BYTES + B_BYTES, &args.w, full(s), FH * FW * CG + kt * BK, g * KG + n0);
+                tma_load_2d(dst + A_BYTES + B_BYTES, &args.w, full(r, s), FH * FW * CG + kt * BK, g * KG + n0);
 #endif
             }
         }
@@ -146,10 +182,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
     }
 
     const int cw = wg - 1, lane = tid & 31, warp = (tid >> 5) & 3;
-    T* stage = (T*)(base + STAGES * STAGE_BYTES) + cw * 64 * BN;
+    T* stage = (T*)(base + RINGS * STAGES * STAGE_BYTES) + cw * 64 * BN;
+    // Ping-pong: this warpgroup's ring, the whole A tile of each stage; else ring 0 and rows
+    // 64·cw.. of every stage's A tile.
+    const int r = PINGPONG ? cw : 0, a_part = PINGPONG ? 0 : cw, row0 = PINGPONG ? 0 : cw * 64;
     float acc[BN / 2];
     int it = 0;
     for (int i = 0; i < my_tiles; ++i) {
+        if (PINGPONG && (i & 1) != cw) continue;
         const int t = blockIdx.x + i * gridDim.x;
         const int m0 = t / N_TILES * BM, n0 = t % N_TILES * BN;
 #pragma unroll
@@ -160,31 +200,31 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         // tensor cores busy meanwhile).
         for (int kt = 0; kt < KSTEPS; ++kt, ++it) {
             float part[BN / 2];
-            mbar_wait(full(it % STAGES), (it / STAGES) & 1);
-            mma_tile_split(part, sbase + (it % STAGES) * STAGE_BYTES, cw, lane, warp);
-            if (lane == 0) mbar_arrive(empty(it % STAGES));
+            mbar_wait(full(r, it % STAGES), (it / STAGES) & 1);
+            mma_tile_split(part, buffer(r, it % STAGES), a_part, lane, warp);
+            if (lane == 0) mbar_arrive(empty(r, it % STAGES));
 #pragma unroll
             for (int j = 0; j < BN / 2; ++j) acc[j] += part[j];
         }
 #else
         for (int kt = 0; kt < KSTEPS; ++kt, ++it) {
-            mbar_wait(full(it % STAGES), (it / STAGES) & 1);
-            mma_tile(acc, sbase + (it % STAGES) * STAGE_BYTES, cw);
+            mbar_wait(full(r, it % STAGES), (it / STAGES) & 1);
+            mma_tile(acc, buffer(r, it % STAGES), a_part);
             if (kt > 0) {
                 // The previous step's multiplies have retired: its buffer may be refilled.
                 wgmma_wait<1>();
                 wgmma_hold(acc);
-                if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
+                if (lane == 0) mbar_arrive(empty(r, (it - 1) % STAGES));
             }
         }
         wgmma_wait<0>();
         wgmma_hold(acc);
-        if (lane == 0) mbar_arrive(empty((it - 1) % STAGES));
+        if (lane == 0) mbar_arrive(empty(r, (it - 1) % STAGES));
 #endif
 #if TMA_STORE
-        tma_epilogue(args, acc, (unsigned char*)stage, (tid & 127) == 0, 1 + cw, lane, warp, m0 + cw * 64, n0, g, M);
+        tma_epilogue(args, acc, (unsigned char*)stage, (tid & 127) == 0, 1 + cw, lane, warp, m0 + row0, n0, g, M);
 #else
-        wg_epilogue<64, 128>(p, acc, stage, 0, lane, warp, tid & 127, m0 + cw * 64, n0, g, M, [cw] { named_barrier(1 + cw, 128); });
+        wg_epilogue<64, 128>(p, acc, stage, 0, lane, warp, tid & 127, m0 + row0, n0, g, M, [cw] { named_barrier(1 + cw, 128); });
 #endif
     }
 #if TMA_STORE

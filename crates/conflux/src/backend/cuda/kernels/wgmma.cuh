@@ -23,12 +23,16 @@ __device__ __forceinline__ unsigned long long wgmma_desc_mn(unsigned smem_byte_a
 // TF32 (MMA_AB "tf32", f32 data): k8 per instruction — still 32 bytes of a 128-byte row, so
 // descriptors and the k-step walk are the 16-bit ones — and K-major only, which the
 // instruction states by having no transpose operands.
+// WGMMA_B_MN_MAJOR: K-major A, MN-major B (backward-data reading the caller's filter).
 #if defined(MMA_TF32) && MMA_TF32
 #define WGMMA_K "k8"
 #define WGMMA_TAIL ""
 #elif defined(WGMMA_MN_MAJOR) && WGMMA_MN_MAJOR
 #define WGMMA_K "k16"
 #define WGMMA_TAIL ", 1, 1"
+#elif defined(WGMMA_B_MN_MAJOR) && WGMMA_B_MN_MAJOR
+#define WGMMA_K "k16"
+#define WGMMA_TAIL ", 0, 1"
 #else
 #define WGMMA_K "k16"
 #define WGMMA_TAIL ", 0, 0"
@@ -96,6 +100,8 @@ __device__ __forceinline__ void wgmma_n256(float (&d)[128], unsigned long long d
 
 // The four 32-byte k slices (k16, or k8 for TF32) of one stage laid out as [BM pixel rows |
 // BN channel rows] of 128 bytes (BK elements): A rows of warpgroup cw, all BN rows of B.
+// WGMMA_B_MN_MAJOR: B is BN/64 blocks of BK k-rows × 64 channels instead (8 KiB apart), a
+// k16 slice being 16 of those rows.
 __device__ __forceinline__ void mma_tile(float (&acc)[BN / 2], unsigned stage_addr, int cw) {
     static_assert(BK * sizeof(T) == 128, "one 128-byte row per pixel or channel");
     const unsigned sa = stage_addr + cw * (64 * 128);
@@ -103,7 +109,13 @@ __device__ __forceinline__ void mma_tile(float (&acc)[BN / 2], unsigned stage_ad
     wgmma_hold(acc);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+    for (int ks = 0; ks < 4; ++ks) {
+#if defined(WGMMA_B_MN_MAJOR) && WGMMA_B_MN_MAJOR
+        WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc_mn(sb + ks * 2048, 8192));
+#else
+        WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+#endif
+    }
     wgmma_commit();
     wgmma_hold(acc);
 }
