@@ -106,9 +106,11 @@ impl CudaConvBwdDataTc {
             Some(src) => Some(CudaConvIgemmTma.build_flipped(&r.forward, handle, config, src)?),
             None => None,
         };
+        // Without the in-place kernel the copy path is the plan: built now, so that a
+        // configuration its kernel does not know is refused here.
         let copy = OnceLock::new();
         if in_place.is_none() {
-            let _ = copy.set(build_copy_path(r.solver, &r.forward, handle, config));
+            let _ = copy.set(Ok(build_copy_path(r.solver, &r.forward, handle, config)?));
         }
         Ok(Arc::new(BwdDataInvoker {
             be: cuda_of(handle)?.clone(),
