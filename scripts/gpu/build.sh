@@ -16,6 +16,9 @@ for line in sys.stdin:
 # c_programs compiles C against the cargo target dir: it runs here and in CI, not there
 # (capi_smoke.py covers the C ABI on the GPU).
 rm -f .gpu/bin/c_programs
+# CPU-only suites (the CPU solvers and the f64 reference; no device variants) stay here: CI
+# runs them, and the staged folder must stay under the 64 MiB a device call carries.
+rm -f .gpu/bin/cpu_* .gpu/bin/reference_*
 if cargo build --release --examples -q 2>/dev/null; then
   for e in target/release/examples/*; do [ -x "$e" ] && [ -f "$e" ] && case "$e" in *-*) ;; *) mkdir -p .gpu/ex && cp "$e" .gpu/ex/;; esac; done
 fi

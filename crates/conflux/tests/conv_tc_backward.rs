@@ -154,8 +154,10 @@ device_tests!(filter_read_in_place_and_misaligned, |h: &Handle| {
     if h.device_kind() != conflux::handle::DeviceKind::Cuda {
         return;
     }
-    for i in [0, 1, 2] {
-        let c = case(&CASES[i]);
+    // NCHW dy and dx with a 1×1 KCRS filter: through the layout adapter, w still in place.
+    const NCHW_1X1: Spec = (DataType::Half, &[2, 64, 7, 7], &[128, 64, 1, 1], 1, 0, 1, Lay::Packed, Lay::Packed);
+    for (i, spec) in [&CASES[0], &CASES[1], &CASES[2], &NCHW_1X1].into_iter().enumerate() {
+        let c = case(spec);
         let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
         assert!(reads_filter_in_place(&fp, h), "{}: expected the in-place filter read", label(&c, "check", h));
         let (dy, w, _, want) = reference(h, &c, false, 70 + i as u64, (1.0, 0.0));

@@ -409,6 +409,11 @@ struct TmaInvoker {
 impl Invoker for TmaInvoker {
     fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
         if a.x.0 % 16 != 0 || a.w.0 % 16 != 0 || a.y.0 % self.y_align != 0 {
+            // The CUDA-core kernel reads the problem's own filter layout, not a flipped one in
+            // place (the backward-data solver checks alignment before choosing this plan).
+            if self.filter != FilterSource::Own {
+                return Err(Error::internal("igemm-tma: in-place filter read with pointers the copy engine cannot use"));
+            }
             let inv = self.fallback.get_or_init(|| CudaConvIgemm.build(&self.problem, handle)).as_ref().map_err(Clone::clone)?;
             return inv.run(handle, a);
         }

@@ -7,8 +7,8 @@
 //! adapter). α/β and the descriptor's attributes carry over unchanged: f32 runs on the TF32
 //! kernel, as split TF32 products when the descriptor asks for strict f32.
 //!
-//! 16-bit channels-last problems whose filter keeps each output channel's taps and channels
-//! contiguous skip the copy: the TMA kernel reads w' straight out of the caller's w (each
+//! 16-bit problems whose filter keeps each output channel's taps and channels contiguous (KRSC,
+//! or any 1×1) skip the copy, channels-last dy directly and NCHW dy through the layout adapter: the TMA kernel reads w' straight out of the caller's w (each
 //! k-step's B tile is a block of w's rows, MN-major; `FilterSource::Flipped`). The copy path
 //! stays for the rest, and for pointers the copy engine cannot use.
 //!
@@ -18,6 +18,7 @@
 use super::cuda_direct::cuda_of;
 use super::cuda_igemm_tc::{tensor_core_precision, TcPrecision};
 use super::cuda_igemm_tma::{CudaConvIgemmTma, FilterSource};
+use super::cuda_tc_nchw::CudaConvTcNchw;
 use super::{adapter, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
@@ -44,8 +45,10 @@ struct Rewrite {
 
 /// w as the forward TMA kernel can read it flipped in place: 16-bit, 2-D, channels contiguous
 /// after the taps of each output channel, rows and each tap's channel block 16-byte aligned.
-fn in_place_filter(conv: &ConvProblem, solver: &dyn Solver) -> Option<FilterSource> {
-    if solver.name() != CudaConvIgemmTma.name() || tensor_core_precision(conv) != Ok(TcPrecision::Bits16) {
+fn in_place_filter(conv: &ConvProblem, forward: &FusedProblem, solver: &dyn Solver, handle: &Handle) -> Option<FilterSource> {
+    // The TMA kernel itself, or through the NCHW adapter when it copies dy only.
+    let kernel_takes = solver.name() == CudaConvIgemmTma.name() || (solver.name() == CudaConvTcNchw.name() && CudaConvTcNchw.takes_flipped(forward, handle));
+    if !kernel_takes || tensor_core_precision(conv) != Ok(TcPrecision::Bits16) {
         return None;
     }
     let g = Geom::of(conv);
@@ -66,7 +69,7 @@ fn rewrite(problem: &FusedProblem, handle: &Handle) -> std::result::Result<Rewri
         return Err(format!("w: {why}"));
     }
     let solver = adapter::first_taker(&INNER, &forward, handle).map_err(|why| format!("no forward tensor-core kernel takes dx = conv(dy, flipped w) ({why})"))?;
-    Ok(Rewrite { in_place: in_place_filter(conv, solver), forward, solver, w: view })
+    Ok(Rewrite { in_place: in_place_filter(conv, &forward, solver, handle), forward, solver, w: view })
 }
 
 pub struct CudaConvBwdDataTc;
@@ -103,6 +106,7 @@ impl CudaConvBwdDataTc {
         let r = rewrite(problem, handle).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         tracing::debug!(solver = self.name(), in_place = r.in_place.is_some(), "backward-data filter read");
         let in_place = match r.in_place {
+            Some(src) if r.solver.name() == CudaConvTcNchw.name() => Some(CudaConvTcNchw.build_flipped(&r.forward, handle, config, src)?),
             Some(src) => Some(CudaConvIgemmTma.build_flipped(&r.forward, handle, config, src)?),
             None => None,
         };

@@ -17,6 +17,7 @@
 use super::cuda_direct::cuda_of;
 use super::cuda_igemm_tc::tensor_core_precision;
 use super::{adapter, Invoker, RunArgs, Solver};
+use super::cuda_igemm_tma::{CudaConvIgemmTma, FilterSource};
 use super::cuda_wgrad_tma::CudaConvWgradTma;
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
@@ -138,6 +139,23 @@ impl Solver for CudaConvTcNchw {
 }
 
 impl CudaConvTcNchw {
+    /// Forward only: the channels-last kernel reading a backward-data filter in place
+    /// (`FilterSource::Flipped`, cuda_tc_bwd_data.rs) when the rewrite's kernel is the TMA one
+    /// and w needs no copy; `config` as in `build_config`, else the inner solver's choice.
+    pub fn build_flipped(&self, problem: &FusedProblem, handle: &Handle, config: Option<&str>, filter: FilterSource) -> Result<Arc<dyn Invoker>> {
+        let r = rewrite(problem, handle).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        if r.solver.name() != CudaConvIgemmTma.name() || r.other.is_some() || r.direction != Direction::Forward {
+            return Err(Error::not_implemented(format!("{}: the filter cannot be read in place here", self.name())));
+        }
+        let inner = CudaConvIgemmTma.build_flipped(&r.inner, handle, config, filter)?;
+        Ok(Arc::new(NchwInvoker { be: cuda_of(handle)?.clone(), inner, x: r.x, other: None, direction: r.direction }))
+    }
+
+    /// Whether `build_flipped` can take this problem.
+    pub fn takes_flipped(&self, problem: &FusedProblem, handle: &Handle) -> bool {
+        rewrite(problem, handle).is_ok_and(|r| r.solver.name() == CudaConvIgemmTma.name() && r.other.is_none() && r.direction == Direction::Forward)
+    }
+
     fn build_inner(
         &self,
         problem: &FusedProblem,
