@@ -107,7 +107,6 @@ pub const TMA_CONFIGS: &[TmaTile] = &[
     TmaTile::new(256, 64, 4, true),
     TmaTile::new(64, 128, 3, true),
     TmaTile::new(64, 128, 4, false),
-    TmaTile::pingpong(128, 3, true),
     TmaTile::pingpong(128, 4, true),
     TmaTile::pingpong(64, 4, true),
 ];
