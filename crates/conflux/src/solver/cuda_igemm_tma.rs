@@ -169,7 +169,11 @@ fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
     Ok(())
 }
 
-fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col {
+fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col { im2col_boxes(g, dt, step_channels(dt), bm) }
+
+/// The im2col map of x for boxes of `channels` × `pixels` output pixels (the backward-weights
+/// kernels load x the same way).
+pub(crate) fn im2col_boxes(g: &Geom, dt: DataType, channels: usize, pixels: usize) -> Im2col {
     let xs = g.x_strides.map(|v| (v * dt.size()) as u64);
     let [_, ph, pw] = g.pad.map(|v| v as i32);
     let [_, fh, fw] = g.filter.map(|v| v as i32);
@@ -180,8 +184,8 @@ fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col {
         lower: [-pw, -ph],
         upper: [pw - dw * (fw - 1), ph - dh * (fh - 1)],
         stride: [g.stride[2] as u32, g.stride[1] as u32],
-        channels: step_channels(dt) as u32,
-        pixels: bm as u32,
+        channels: channels as u32,
+        pixels: pixels as u32,
     }
 }
 

@@ -6,10 +6,10 @@
 //! the other ("R") is loaded as it is and read through registers.
 
 use super::cuda_igemm_tc::TcPrecision;
-use super::cuda_igemm_tma::plain_gemm;
+use super::cuda_igemm_tma::{im2col_boxes, plain_gemm};
 use super::cuda_wgrad_tma::WgradTile;
 use crate::backend::cuda::module::Kernel;
-use crate::backend::cuda::tensor_map::{self, Im2col, TensorMap};
+use crate::backend::cuda::tensor_map::{self, TensorMap};
 use crate::backend::cuda::CudaBackend;
 use crate::conv::Geom;
 use crate::error::{Error, Result};
@@ -91,20 +91,7 @@ pub fn encode_maps(g: &Geom, cfg: &WgradTile, t_layout: &TLayout, x: u64, dy: u6
     } else if plain_gemm(g) {
         tensor_map::tiled_2d([g.c as u64, (g.n * g.input_size()) as u64], g.x_strides[4] as u64 * 4, [32, 32], dt, x)?
     } else {
-        let xs = g.x_strides.map(|v| v as u64 * 4);
-        let [_, ph, pw] = g.pad.map(|v| v as i32);
-        let [_, fh, fw] = g.filter.map(|v| v as i32);
-        let [_, dh, dw] = g.dilation.map(|v| v as i32);
-        let m = Im2col {
-            dims: [g.c as u64, g.input[2] as u64, g.input[1] as u64, g.n as u64],
-            strides: [xs[4], xs[3], xs[0]],
-            lower: [-pw, -ph],
-            upper: [pw - dw * (fw - 1), ph - dh * (fh - 1)],
-            stride: [g.stride[2] as u32, g.stride[1] as u32],
-            channels: 32,
-            pixels: 32,
-        };
-        tensor_map::im2col(&m, dt, x)?
+        tensor_map::im2col(&im2col_boxes(g, dt, 32, 32), dt, x)?
     };
     let rows = (t_layout.parts * t_layout.rows) as u64;
     let tm = tensor_map::tiled_2d([pixels, rows], t_layout.ld as u64 * 4, [32, cfg.bn as u32], dt, t)?;

@@ -11,14 +11,14 @@
 use super::cuda_direct::{conv_run_params, cuda_of};
 use super::cuda_wgrad_simt::CudaConvWgradSimt;
 use super::cuda_igemm_tc::{tensor_core_defines, tensor_core_precision, TcPrecision};
-use super::cuda_igemm_tma::{hopper_check, plain_gemm};
+use super::cuda_igemm_tma::{hopper_check, im2col_boxes, plain_gemm};
 use super::cuda_wgrad_tf32::{self as tf32, TLayout};
 use super::{perf_db, Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::params::Params;
 use crate::backend::cuda::preamble::{self, Extra};
-use crate::backend::cuda::tensor_map::{self, Im2col, TensorMap};
+use crate::backend::cuda::tensor_map::{self, TensorMap};
 use crate::backend::cuda::{grid_for, timed, CudaBackend};
 use crate::conv::Geom;
 use crate::error::{Error, Result};
@@ -141,23 +141,10 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), 
 /// The x map (im2col boxes of 64 pixels × 64 channels, or boxes of the pixel matrix) and the
 /// dy map (boxes of 64 pixels × 64 channels of the (N·OH·OW) × K matrix) of a 16-bit problem.
 fn encode_maps(g: &Geom, dt: DataType, x: u64, dy: u64) -> Result<(TensorMap, TensorMap)> {
-    let xs = g.x_strides.map(|v| v as u64 * 2);
     let xm = if plain_gemm(g) {
-        tensor_map::tiled_2d([g.c as u64, (g.n * g.input_size()) as u64], xs[4], [64, 64], dt, x)?
+        tensor_map::tiled_2d([g.c as u64, (g.n * g.input_size()) as u64], g.x_strides[4] as u64 * 2, [64, 64], dt, x)?
     } else {
-        let [_, ph, pw] = g.pad.map(|v| v as i32);
-        let [_, fh, fw] = g.filter.map(|v| v as i32);
-        let [_, dh, dw] = g.dilation.map(|v| v as i32);
-        let m = Im2col {
-            dims: [g.c as u64, g.input[2] as u64, g.input[1] as u64, g.n as u64],
-            strides: [xs[4], xs[3], xs[0]],
-            lower: [-pw, -ph],
-            upper: [pw - dw * (fw - 1), ph - dh * (fh - 1)],
-            stride: [g.stride[2] as u32, g.stride[1] as u32],
-            channels: 64,
-            pixels: 64,
-        };
-        tensor_map::im2col(&m, dt, x)?
+        tensor_map::im2col(&im2col_boxes(g, dt, 64, 64), dt, x)?
     };
     let pixels = (g.n * g.output_size()) as u64;
     let dym = tensor_map::tiled_2d([g.k as u64, pixels], g.y_strides[4] as u64 * 2, [64, 64], dt, dy)?;

@@ -51,30 +51,19 @@ __device__ __forceinline__ unsigned r_frag(unsigned sa, int ks, int v, int lane,
 extern "C" __global__ void __launch_bounds__(THREADS, 1) conv_wgrad_tf32(const __grid_constant__ WgradArgs args) {
     const Params& p = args.p;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    const unsigned raw = smem_addr(smem_raw);
-    unsigned char* base = smem_raw + (((raw + 1023) & ~1023u) - raw);
-    const unsigned sbase = smem_addr(base);
-    const unsigned bars = sbase + STAGES * STAGE_BYTES;
-    auto full = [&](int s) { return bars + 8 * s; };
-    auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
+    const TmaRing ring = tma_ring(smem_raw, STAGES * STAGE_BYTES, STAGES);
+    const unsigned sbase = ring.sbase;
+    auto full = [&](int s) { return ring.full(s); };
+    auto empty = [&](int s) { return ring.empty(s); };
 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int g = blockIdx.z;
-    const int ksteps = (p.n * OSP + 31) / 32;
-    const int tile = blockIdx.x / args.splits, split = blockIdx.x % args.splits;
-    const int kb = (int)((long long)ksteps * split / args.splits), ke = (int)((long long)ksteps * (split + 1) / args.splits);
+    const SplitShare share = split_share(args, (p.n * OSP + 31) / 32);
+    const int kb = share.kb, ke = share.ke;
     // Tiles are numbered (k tile, column tile) as the reduce kernel reads them.
-    const int k_tile = tile / COL_TILES, col_tile = tile % COL_TILES;
+    const int k_tile = share.tile / COL_TILES, col_tile = share.tile % COL_TILES;
     const int m0 = R_IS_X ? col_tile * BM : k_tile * BM, n0 = R_IS_X ? k_tile * BN : col_tile * BN;
-
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full(s), 1);
-            mbar_init(empty(s), CONSUMERS * 4);
-        }
-        mbar_init_fence();
-    }
-    __syncthreads();
+    tma_ring_init(ring, CONSUMERS * 4);
 
     if (wg == 0) {
         if (tid != 0) return;

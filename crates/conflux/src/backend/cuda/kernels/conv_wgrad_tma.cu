@@ -47,28 +47,17 @@ __device__ __forceinline__ void mma_stage_mn(float (&acc)[BN / 2], unsigned stag
 extern "C" __global__ void __launch_bounds__(THREADS, 1) conv_wgrad_tma(const __grid_constant__ WgradArgs args) {
     const Params& p = args.p;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    const unsigned raw = smem_addr(smem_raw);
-    unsigned char* base = smem_raw + (((raw + 1023) & ~1023u) - raw);
-    const unsigned sbase = smem_addr(base);
-    const unsigned bars = sbase + STAGES * STAGE_BYTES;
-    auto full = [&](int s) { return bars + 8 * s; };
-    auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
+    const TmaRing ring = tma_ring(smem_raw, STAGES * STAGE_BYTES, STAGES);
+    const unsigned sbase = ring.sbase;
+    auto full = [&](int s) { return ring.full(s); };
+    auto empty = [&](int s) { return ring.empty(s); };
 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int g = blockIdx.z;
-    const int ksteps = (p.n * OSP + 63) / 64;
-    const int tile = blockIdx.x / args.splits, split = blockIdx.x % args.splits;
-    const int kb = (int)((long long)ksteps * split / args.splits), ke = (int)((long long)ksteps * (split + 1) / args.splits);
-    const int m0 = tile / COL_TILES * BM, n0 = tile % COL_TILES * BN;
-
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full(s), 1);
-            mbar_init(empty(s), CONSUMERS * 4);
-        }
-        mbar_init_fence();
-    }
-    __syncthreads();
+    const SplitShare share = split_share(args, (p.n * OSP + 63) / 64);
+    const int kb = share.kb, ke = share.ke;
+    const int m0 = share.tile / COL_TILES * BM, n0 = share.tile % COL_TILES * BN;
+    tma_ring_init(ring, CONSUMERS * 4);
 
     if (wg == 0) {
         if (tid != 0) return;

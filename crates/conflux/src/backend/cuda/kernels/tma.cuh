@@ -73,3 +73,33 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 template <int N> __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
 // Until at most N committed store groups are incomplete.
 template <int N> __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// The shared memory of a TMA pipeline of `stages` buffers: buffers from a 1024-byte aligned
+// base (the 128-byte swizzle is anchored to 1024-byte aligned tiles; launches reserve 1 KiB
+// extra), then `stages` full and `stages` empty mbarriers after `buffer_bytes`.
+struct TmaRing {
+    unsigned char* base;
+    unsigned sbase, bars, stages;
+    __device__ __forceinline__ unsigned full(int s) const { return bars + 8 * s; }
+    __device__ __forceinline__ unsigned empty(int s) const { return bars + 8 * (stages + s); }
+};
+
+__device__ __forceinline__ TmaRing tma_ring(unsigned char* smem_raw, unsigned buffer_bytes, unsigned stages) {
+    const unsigned raw = smem_addr(smem_raw);
+    unsigned char* base = smem_raw + (((raw + 1023) & ~1023u) - raw);
+    const unsigned sbase = smem_addr(base);
+    return TmaRing{base, sbase, sbase + buffer_bytes, stages};
+}
+
+// Thread 0 initialises the barriers (full: the producer's arrival plus the copied bytes;
+// empty: `releases` consumer arrivals), then the block synchronises.
+__device__ __forceinline__ void tma_ring_init(const TmaRing& r, unsigned releases) {
+    if (threadIdx.x == 0) {
+        for (unsigned s = 0; s < r.stages; ++s) {
+            mbar_init(r.full(s), 1);
+            mbar_init(r.empty(s), releases);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+}

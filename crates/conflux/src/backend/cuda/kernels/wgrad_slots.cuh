@@ -20,6 +20,13 @@ struct __align__(64) WgradArgs {
     int pad[2];
 };
 
+// This block's share of the split reduction: its tile and k-steps [kb, ke) of `ksteps`.
+struct SplitShare { int tile, kb, ke; };
+__device__ __forceinline__ SplitShare split_share(const WgradArgs& a, int ksteps) {
+    const int split = blockIdx.x % a.splits;
+    return SplitShare{(int)blockIdx.x / a.splits, (int)((long long)ksteps * split / a.splits), (int)((long long)ksteps * (split + 1) / a.splits)};
+}
+
 // The slot of block `block` (= tile · splits + split) of group g.
 __device__ __forceinline__ float* wgrad_slot(const WgradArgs& a, int g, int block) {
     return a.partial + ((size_t)g * K_TILES * COL_TILES * a.splits + block) * SLOT_ELEMS;
