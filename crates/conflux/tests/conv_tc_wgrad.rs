@@ -208,3 +208,38 @@ device_tests!(refusals_name_the_cause, |h: &Handle| {
         assert!(why.contains(want), "{why}");
     }
 });
+
+#[test]
+fn f32_plan_choices() {
+    // Host-side choices of the f32 backward-weights kernel (CI checks them without a GPU).
+    use conflux::conv::Geom;
+    use conflux::solver::cuda_igemm_tc::TcPrecision;
+    use conflux::solver::cuda_wgrad_tf32::{r_is_x, smem_bytes, tf32_heuristic, TLayout, TF32_CONFIGS};
+    let geom = |spec: &Spec| {
+        let c = case(spec, false);
+        Geom::of(&ConvProblem::backward_weights(&c.conv, &c.dy, &c.x, &c.dw).unwrap())
+    };
+    // Which operand is transposed: dy, except a plain 1×1 GEMM with fewer input channels whose
+    // dy loads as boxes (then x, the smaller one).
+    assert!(r_is_x(&geom(&F32_CASES[0])), "3×3: x through im2col, dy transposed");
+    assert!(r_is_x(&geom(&F32_CASES[1])), "1×1, C > K: dy transposed");
+    assert!(!r_is_x(&geom(&F32_CASES[2])), "1×1, C < K, NHWC: x transposed");
+    assert!(r_is_x(&geom(&F32_CASES[7])), "1×1 with stride 2 is not a plain GEMM");
+    let nchw = (DataType::Float, &[2, 32, 7, 7][..], &[64, 32, 1, 1][..], 1, 0, 1, 1, Lay::ChannelsLast, Lay::Packed);
+    let mut c = case(&nchw, false);
+    c.dy = desc(DataType::Float, c.dy.lens(), Lay::Packed);
+    let g = Geom::of(&ConvProblem::backward_weights(&c.conv, &c.dy, &c.x, &c.dw).unwrap());
+    assert!(r_is_x(&g), "NCHW dy cannot be loaded as boxes: it is the transposed one");
+    // The transposed matrix: T's channels × pixels, rows 16-byte aligned, hi and lo parts when strict.
+    let g = geom(&F32_CASES[2]);
+    let (strict, tf32) = (TLayout::of(&g, TcPrecision::Tf32x3), TLayout::of(&g, TcPrecision::Tf32));
+    assert_eq!((strict.rows, strict.pixels, strict.ld % 4, strict.parts, tf32.parts), (32, 98, 0, 2, 1));
+    assert_eq!(strict.bytes(), 2 * 32 * 100 * 4);
+    // Every tile fits a block's shared memory with split stages; the heuristic picks from the space.
+    for t in TF32_CONFIGS {
+        assert!(smem_bytes(t, TcPrecision::Tf32x3) <= 227 * 1024, "{}", t.label());
+    }
+    for spec in &F32_CASES {
+        assert!(TF32_CONFIGS.contains(&tf32_heuristic(&geom(spec))));
+    }
+}
