@@ -6,11 +6,12 @@
 //
 // Why a transposed operand: both operands are pixel-major in channels-last memory, and TF32
 // wgmma reads B from shared memory only K-major (here: pixel-contiguous). So one operand,
-// "T", is first copied by wgrad_transpose into a scratch matrix of channel rows × pixel
-// columns (with its TF32 lo parts below when split), and the other, "R", is loaded as it is
-// and read into registers (A may come from registers in any orientation). R is x, through the
-// forward kernel's im2col loads, and T is dy; for a 1×1, unpadded, stride-1 filter whose x has
-// fewer channels than dy (R_IS_X = 0) the roles swap, so the smaller tensor is the one copied.
+// "T", is first copied by wgrad_transpose (from any layout) into a scratch matrix of channel
+// rows × pixel columns (with its TF32 lo parts below when split), and the other, "R", is
+// loaded as it is and read into registers (A may come from registers in any orientation). R
+// is x, through the forward kernel's im2col loads, and T is dy; for a 1×1, unpadded, stride-1
+// filter whose x has fewer channels than dy, and whose dy loads as boxes (channels-last), the
+// roles swap (R_IS_X = 0), so the smaller tensor is the one copied.
 //
 // GEMM per group: M = R's channels (filter columns when R is x), N = T's channels, reduction
 // over the N·OH·OW output pixels in k-steps of 32 (one 128-byte row of T per channel). A stage
