@@ -10,23 +10,16 @@
 mod support;
 
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
-use conflux::fusion::FusedProblem;
 use conflux::reference::compare::{rel_l2_error, tolerance, TF32_TOLERANCE};
-use conflux::reference::{self as r, fill::Fill};
 use conflux::solver::cuda_wgrad_simt::CudaConvWgradSimt;
 use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
 use conflux::solver::cuda_wgrad_tma::CudaConvWgradTma;
 use conflux::solver::{RunArgs, Solver};
 use conflux::types::ConvAttrib;
-use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, TensorDesc};
+use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle};
+use support::wgrad::{label, problem, reference, Case};
 use support::*;
 
-struct Case {
-    conv: ConvDesc,
-    x: TensorDesc,
-    dw: TensorDesc,
-    dy: TensorDesc,
-}
 
 /// (dtype, x lengths, w lengths, groups, pad, stride, dilation, layout of x/dy, layout of dw)
 type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, Lay, Lay);
@@ -81,22 +74,7 @@ fn tol(spec: &Spec, tf32: bool, exact: bool) -> f64 {
     }
 }
 
-fn label(c: &Case, how: &str, h: &Handle) -> String {
-    format!("bwd-weights x {} dw {} {} via {how} on {}", c.x.key(), c.dw.key(), c.conv.key(), h.device().name())
-}
 
-fn problem(c: &Case) -> FusedProblem { FusedProblem::conv(ConvProblem::backward_weights(&c.conv, &c.dy, &c.x, &c.dw).unwrap()) }
-
-/// Inputs and the reference dw = α·bwd_weights(x, dy) + β·dw0.
-fn reference(h: &Handle, c: &Case, exact: bool, seed: u64, (alpha, beta): (f64, f64)) -> (Dev, Dev, Vec<f64>, Vec<f64>) {
-    let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
-    let dy = random(h, &c.dy, fill, seed);
-    let x = random(h, &c.x, fill, seed + 1);
-    let dw0 = conflux::reference::fill::fill_for(&c.dw, Fill::SmallInt(-3, 3), seed + 2);
-    let mut want = dw0.clone();
-    r::conv_backward_weights_alpha_beta(alpha, beta, &c.conv, &c.dy, &dy.host, &c.x, &x.host, &c.dw, &mut want).unwrap();
-    (dy, x, dw0, want)
-}
 
 fn through_the_api(h: &Handle, specs: &[Spec], tf32: bool) {
     for (i, spec) in specs.iter().enumerate() {

@@ -9,10 +9,11 @@ mod support;
 
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
 use conflux::fusion::FusedProblem;
-use conflux::reference::{self as r, compare::tolerance, fill::Fill};
+use conflux::reference::compare::tolerance;
 use conflux::solver::cuda_wgrad_simt::CudaConvWgradSimt;
 use conflux::solver::Solver;
-use conflux::{ConvDesc, ConvMode, DataType, Handle, TensorDesc};
+use conflux::{ConvDesc, ConvMode, DataType, Handle};
+use support::wgrad::{label, reference, Case};
 use support::*;
 
 /// (dtype, x lengths, w lengths, groups, pad, stride, dilation, layout)
@@ -30,12 +31,6 @@ const CASES: [Spec; 8] = [
     (DataType::Float, &[8, 32, 28, 28], &[128, 32, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast),
 ];
 
-struct Case {
-    conv: ConvDesc,
-    x: TensorDesc,
-    dw: TensorDesc,
-    dy: TensorDesc,
-}
 
 fn case(&(dt, lx, lw, groups, pad, stride, dil, lay): &Spec) -> Case {
     let nd = lx.len() - 2;
@@ -47,17 +42,9 @@ fn case(&(dt, lx, lw, groups, pad, stride, dil, lay): &Spec) -> Case {
     Case { conv, x, dw, dy }
 }
 
-fn label(c: &Case, how: &str, h: &Handle) -> String {
-    format!("bwd-weights x {} dw {} {} via {how} on {}", c.x.key(), c.dw.key(), c.conv.key(), h.device().name())
-}
 
 fn run(h: &Handle, c: &Case, exact: bool, seed: u64, (alpha, beta): (f64, f64), choice: Choice) -> Result<(Vec<f64>, Vec<f64>), conflux::Error> {
-    let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
-    let dy = random(h, &c.dy, fill, seed);
-    let x = random(h, &c.x, fill, seed + 1);
-    let dw0 = conflux::reference::fill::fill_for(&c.dw, Fill::SmallInt(-3, 3), seed + 2);
-    let mut want = dw0.clone();
-    r::conv_backward_weights_alpha_beta(alpha, beta, &c.conv, &c.dy, &dy.host, &c.x, &x.host, &c.dw, &mut want).unwrap();
+    let (dy, x, dw0, want) = reference(h, c, exact, seed, (alpha, beta));
     let dw = if beta == 0.0 { poisoned(h, &c.dw) } else { upload(h, &c.dw, &dw0) };
     api::backward_weights(h, &c.conv, &c.dy, dy.ptr(), &c.x, x.ptr(), &c.dw, dw.ptr(), alpha, beta, choice, Workspace::default())?;
     Ok((download(h, &dw), want))

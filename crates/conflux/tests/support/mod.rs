@@ -8,6 +8,7 @@ use conflux::reference::fill::{fill_for, Fill};
 use conflux::{Buffer, DevPtr, Handle, TensorDesc};
 
 pub mod cba;
+pub mod wgrad;
 
 /// Point the cache (compiled kernels, find-db) at a per-process temporary directory unless
 /// the runner chose one with `CONFLUX_CACHE_DIR`, so tests never touch the user's home.
