@@ -8,9 +8,10 @@
 //! kernel, as split TF32 products when the descriptor asks for strict f32.
 //!
 //! 16-bit problems whose filter keeps each output channel's taps and channels contiguous (KRSC,
-//! or any 1×1) skip the copy, channels-last dy directly and NCHW dy through the layout adapter: the TMA kernel reads w' straight out of the caller's w (each
-//! k-step's B tile is a block of w's rows, MN-major; `FilterSource::Flipped`). The copy path
-//! stays for the rest, and for pointers the copy engine cannot use.
+//! or any 1×1) skip the copy — channels-last dy directly, NCHW dy through the layout adapter:
+//! the TMA kernel reads w' straight out of the caller's w (each k-step's B tile is a block of
+//! w's rows, MN-major; `FilterSource::Flipped`). The copy path stays for the rest, and for
+//! pointers the copy engine cannot use.
 //!
 //! Scratch comes from the device's pool (or the caller's allocator), taken per execution
 //! (safe for concurrent executions of one invoker); no workspace is reported.
