@@ -1,6 +1,8 @@
 # Run on the GPU machine: fused BN-inference + ReLU (NA), conflux vs PyTorch eager
 # (relu_(batch_norm(x, training=False))), same GPU, same run, medians of per-launch event
-# times with a cold L2 on both sides. Floor = read x + write y at the measured copy rate.
+# times with a cold L2 on both sides. Floor = read x + write y at the measured copy rate
+# (of a 2 GiB buffer); "copy" = a device copy of x's bytes timed the same way: what this
+# size allows (launch and ramp weigh on the small tensors).
 # Usage: python3 bench_na.py LIST
 import math, subprocess, sys, os, torch
 import torch.nn.functional as F
@@ -33,13 +35,15 @@ for prec, dt, cdt in [("fp32", torch.float32, "f32"), ("fp16", torch.float16, "f
                 m, v, g, b = [torch.rand(1, C, H, W, device="cuda", dtype=dt) + 0.5 for _ in range(4)]
                 fn = lambda: F.relu_((x - m) * (g / torch.sqrt(v + 1e-5)) + b)
             t = do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+            y = torch.empty_like(x)
+            copy = do_bench(lambda: y.copy_(x), warmup=25, rep=100, return_mode="median") * 1e3
             floor = 2 * x.numel() * x.element_size() / bw * 1e6
             us = ours[cfg]
-            rows.append((prec, mode, cfg, t, us, floor))
-            print(f"NA {prec} {mode:7s} {cfg:16s} torch {t:8.1f}us conflux {us:8.1f}us speedup {t/us:5.2f} floor {floor:7.1f}us conflux BW {floor/us*100:5.1f}% of copy", flush=True)
-            del x
+            rows.append((prec, mode, cfg, t, us, floor, copy))
+            print(f"NA {prec} {mode:7s} {cfg:16s} torch {t:8.1f}us conflux {us:8.1f}us speedup {t/us:5.2f} floor {floor:7.1f}us conflux BW {floor/us*100:5.1f}% of copy; same-size copy {copy:7.1f}us ({copy/us*100:5.1f}%)", flush=True)
+            del x, y
 print()
-print("| precision | BN mode | N-C-H-W | PyTorch eager (us) | conflux fused (us) | speedup | floor (us) | conflux % of copy BW |")
-print("|---|---|---|---:|---:|---:|---:|---:|")
+print("| precision | BN mode | N-C-H-W | PyTorch eager (us) | conflux fused (us) | speedup | floor (us) | conflux % of copy BW | same-size copy (us) | conflux % of same-size copy |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
-    print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.1f} | {r[3]/r[4]:.2f} | {r[5]:.1f} | {r[5]/r[4]*100:.0f}% |")
+    print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.1f} | {r[3]/r[4]:.2f} | {r[5]:.1f} | {r[5]/r[4]*100:.0f}% | {r[6]:.1f} | {r[6]/r[4]*100:.0f}% |")

@@ -559,3 +559,31 @@ device_tests!(na_batch_chunk_boundaries, |h: &Handle| {
         }
     }
 });
+
+device_tests!(na_vectors_across_planes, |h: &Handle| {
+    // Planes that are not a whole number of 16-byte vectors while images are (14×14 and odd
+    // planes of 16-bit data, 15-element planes of f32): on the GPU a vector then holds the end
+    // of one channel's plane and the start of the next. Per-channel, per-element and
+    // per-pixel (residual add, gapped) operands must each see the right channel; a batch
+    // that ends inside a chunk of images.
+    use ActivationMode::*;
+    let f = DataType::Float;
+    let mut seed = 7100;
+    for (dt, lens) in [
+        (DataType::Half, vec![3, 8, 3, 6]),
+        (DataType::BFloat16, vec![5, 8, 14, 14]),
+        (DataType::Float, vec![2, 4, 3, 5]),
+        (DataType::Half, vec![17, 16, 7, 7]),
+    ] {
+        let xd = desc(dt, &lens, Lay::Packed);
+        for chain in [
+            vec![Pw::Bn(BnMode::Spatial, f), Pw::Act(Relu)],
+            vec![Pw::Bn(BnMode::PerActivation, f), Pw::Act(Elu)],
+            vec![Pw::Bias(dt), Pw::Add(Lay::Gapped), Pw::Act(LeakyRelu)],
+            vec![Pw::Add(Lay::Packed), Pw::Bn(BnMode::Spatial, dt)],
+        ] {
+            run_chain(h, &xd, &chain, seed);
+            seed += 1;
+        }
+    }
+});

@@ -25,7 +25,8 @@ pub struct CudaPointwise;
 /// Which pointwise-chain kernel a tensor pair can use, with its vector width in bytes.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Path {
-    Nchw(usize),
+    /// Vector bytes; `flat`: vectors tile each image, not each plane (see pointwise.cu).
+    Nchw { vec: usize, flat: bool },
     Nhwc,
     Generic,
 }
@@ -40,9 +41,17 @@ fn chain_path(x: &TensorDesc, y: &TensorDesc) -> Path {
     }
     let nchw = TensorDesc::new(x.dtype(), x.lens()).map(|d| &d == x).unwrap_or(false);
     if nchw {
-        // The widest vector (16, 8, 4 or 2 bytes) that tiles every plane exactly.
-        if let Some(v) = [16, 8, 4, 2].into_iter().find(|&v| v >= es && (sp_size * es) % v == 0) {
-            return Path::Nchw(v);
+        // 16-byte vectors over each plane, else over each image when planes hold at least a
+        // vector (14×14 and 7×7 planes of 16-bit data), else the widest vector (8, 4 or 2
+        // bytes) that tiles every plane exactly.
+        if (sp_size * es) % 16 == 0 {
+            return Path::Nchw { vec: 16, flat: false };
+        }
+        if (nc[1] * sp_size * es) % 16 == 0 && sp_size * es >= 16 {
+            return Path::Nchw { vec: 16, flat: true };
+        }
+        if let Some(vec) = [8, 4, 2].into_iter().find(|&v| v >= es && (sp_size * es) % v == 0) {
+            return Path::Nchw { vec, flat: false };
         }
     } else if x.is_channels_last() && nc[1] % (16 / es) == 0 {
         return Path::Nhwc;
@@ -50,11 +59,19 @@ fn chain_path(x: &TensorDesc, y: &TensorDesc) -> Path {
     Path::Generic
 }
 
-/// Images per thread in the NCHW chain kernel: per-element BN parameters (as many as one
-/// image's elements) are worth sharing over more images than per-channel ones.
+/// Whether a chain reads per-element parameters (as many as one image's elements).
+fn per_element(ops: &[EpiOp]) -> bool {
+    ops.iter().any(|op| matches!(op, EpiOp::BnInference { mode: BnMode::PerActivation, .. }))
+}
+
+/// Images per thread in the NCHW chain kernel: per-element parameters are worth sharing over
+/// more images than per-channel ones (H200 sweep of 2, 4, 8, 16, 32 on na.txt: 16 and 4 best
+/// or within 3%). `CONFLUX_PW_NCHUNK` (1–32) overrides it, for measuring.
 fn nchunk(ops: &[EpiOp]) -> usize {
-    let per_element = ops.iter().any(|op| matches!(op, EpiOp::BnInference { mode: BnMode::PerActivation, .. }));
-    if per_element { 16 } else { 4 }
+    if let Some(n) = std::env::var("CONFLUX_PW_NCHUNK").ok().and_then(|v| v.parse::<usize>().ok()).filter(|n| (1..=32).contains(n)) {
+        return n;
+    }
+    if per_element(ops) { 16 } else { 4 }
 }
 
 struct PwInvoker {
@@ -62,6 +79,10 @@ struct PwInvoker {
     module: Arc<Module>,
     problem: FusedProblem,
     path: Path,
+    /// Images per thread of the NCHW chain kernel, as compiled, and whether its chunks are
+    /// the fastest grid dimension.
+    nchunk: usize,
+    chunk_fast: bool,
 }
 
 impl Solver for CudaPointwise {
@@ -82,14 +103,21 @@ impl Solver for CudaPointwise {
     fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(handle)?.clone();
         let dt = problem.dtype();
+        let (mut chunk, mut chunk_fast) = (1, false);
         let (src, path) = match &problem.kind {
             FusedKind::Pointwise { x, y, ops } => {
                 let path = chain_path(x, y);
-                let vec = match path {
-                    Path::Nchw(v) => v,
-                    _ => 16,
+                let (vec, flat) = match path {
+                    Path::Nchw { vec, flat } => (vec, flat),
+                    _ => (16, false),
                 };
-                let defs = [("CONFLUX_VEC_BYTES", vec.to_string()), ("CONFLUX_NCHUNK", nchunk(ops).to_string())];
+                (chunk, chunk_fast) = (nchunk(ops), per_element(ops));
+                let defs = [
+                    ("CONFLUX_VEC_BYTES", vec.to_string()),
+                    ("CONFLUX_NCHUNK", chunk.to_string()),
+                    ("CONFLUX_NCHW_FLAT", (flat as u8).to_string()),
+                    ("CONFLUX_CHUNK_FAST", (per_element(ops) as u8).to_string()),
+                ];
                 (preamble::source(dt, ops, &Extra { act: None, defines: &defs }, POINTWISE)?, path)
             }
             FusedKind::ActivationBackward { mode, .. } => {
@@ -107,7 +135,7 @@ impl Solver for CudaPointwise {
         };
         let name = if matches!(problem.kind, FusedKind::BnTrain { .. } | FusedKind::BnBackward { .. }) { "bn" } else { "pointwise" };
         let module = be.module(name, &src)?;
-        Ok(Arc::new(PwInvoker { be, module, problem: problem.clone(), path }))
+        Ok(Arc::new(PwInvoker { be, module, problem: problem.clone(), path, nchunk: chunk, chunk_fast }))
     }
 }
 
@@ -122,16 +150,17 @@ fn act_f32(a: &crate::ActivationDesc) -> [f32; 3] {
 }
 
 impl PwInvoker {
+    /// Blocks of 256 threads: one block per item (`per_block`) or enough for `total` threads
+    /// (capped; the kernels stride over the rest).
     fn launch(&self, name: &str, total: u64, per_block: bool, p: &Params) -> Result<()> {
-        self.launch_y(name, total, per_block, 1, p)
+        let grid = if per_block { total.clamp(1, 1 << 20) as u32 } else { grid_for(&self.be, total, 256) };
+        self.launch_grid(name, (grid, 1, 1), p)
     }
 
-    /// As `launch`, with `grid_y` rows of blocks (the NCHW chain splits the batch over them).
-    fn launch_y(&self, name: &str, total: u64, per_block: bool, grid_y: u32, p: &Params) -> Result<()> {
+    fn launch_grid(&self, name: &str, grid: (u32, u32, u32), p: &Params) -> Result<()> {
         let k = self.module.function(name)?;
-        let grid = if per_block { total.clamp(1, 1 << 20) as u32 } else { grid_for(&self.be, total, 256) };
         // SAFETY: Params mirrors the kernel struct; pointers were validated by the caller.
-        unsafe { k.launch(&self.be.dev, (grid, grid_y, 1), (256, 1, 1), 0, p) }
+        unsafe { k.launch(&self.be.dev, grid, (256, 1, 1), 0, p) }
     }
 }
 
@@ -144,17 +173,23 @@ impl Invoker for PwInvoker {
                 p.y = a.y.0;
                 p.epi = preamble::epilogue_args(ops, a.ops, 0)?;
                 let count = x.element_count() as u64;
-                let (name, total) = match self.path {
-                    // One thread per (c, vector); the batch is walked inside the kernel.
-                    Path::Nchw(v) if a.x.0 % v as u64 == 0 && a.y.0 % v as u64 == 0 && x.n().div_ceil(nchunk(ops)) <= 65535 => {
-                        ("pw_chain_nchw", count / x.n() as u64 / (v / x.dtype().size()) as u64)
+                let (name, grid) = match self.path {
+                    // One thread per (c, vector) and chunk of the batch; the chunk's images are
+                    // walked inside the kernel. Chunks along x or y (see pointwise.cu), at most
+                    // 65535 along y.
+                    Path::Nchw { vec, .. } if a.x.0 % vec as u64 == 0 && a.y.0 % vec as u64 == 0 && (self.chunk_fast || x.n().div_ceil(self.nchunk) <= 65535) => {
+                        let items = count / x.n() as u64 / (vec / x.dtype().size()) as u64;
+                        let chunks = x.n().div_ceil(self.nchunk) as u32;
+                        let grid = if self.chunk_fast { (chunks, items.div_ceil(256).clamp(1, 65535) as u32, 1) } else { (grid_for(&self.be, items, 256), chunks, 1) };
+                        ("pw_chain_nchw", grid)
                     }
                     // Each thread takes NHWC_UNROLL (4) vectors per pass.
-                    Path::Nhwc if a.x.0 % 16 == 0 && a.y.0 % 16 == 0 => ("pw_chain_nhwc", (count / (16 / x.dtype().size()) as u64).div_ceil(4)),
-                    _ => ("pw_chain_generic", count),
+                    Path::Nhwc if a.x.0 % 16 == 0 && a.y.0 % 16 == 0 => {
+                        ("pw_chain_nhwc", (grid_for(&self.be, (count / (16 / x.dtype().size()) as u64).div_ceil(4), 256), 1, 1))
+                    }
+                    _ => ("pw_chain_generic", (grid_for(&self.be, count, 256), 1, 1)),
                 };
-                let grid_y = if name == "pw_chain_nchw" { x.n().div_ceil(nchunk(ops)) as u32 } else { 1 };
-                timed(handle, &self.be, || self.launch_y(name, total, false, grid_y, &p))
+                timed(handle, &self.be, || self.launch_grid(name, grid, &p))
             }
             FusedKind::ActivationBackward { dy, dx, mode } => {
                 let r = op_args::activation_backward(*mode, a.ops)?;
@@ -207,5 +242,29 @@ impl Invoker for PwInvoker {
             }
             FusedKind::Conv { .. } => Err(Error::internal("CudaPointwise: convolution problem")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::DataType;
+
+    fn path(dt: DataType, lens: &[usize]) -> Path {
+        let x = TensorDesc::new(dt, lens).unwrap();
+        chain_path(&x, &x)
+    }
+
+    #[test]
+    fn nchw_vectors_per_plane_per_image_or_narrower() {
+        // 56×56 f16 planes: 16-byte vectors per plane.
+        assert_eq!(path(DataType::Half, &[2, 8, 56, 56]), Path::Nchw { vec: 16, flat: false });
+        // 14×14 f16 planes (392 bytes): per image (C·392 bytes is a multiple of 16).
+        assert_eq!(path(DataType::Half, &[2, 8, 14, 14]), Path::Nchw { vec: 16, flat: true });
+        // 15-element f32 planes, 4 channels: per image; 3 channels (180 bytes): 4-byte vectors.
+        assert_eq!(path(DataType::Float, &[2, 4, 3, 5]), Path::Nchw { vec: 16, flat: true });
+        assert_eq!(path(DataType::Float, &[2, 3, 3, 5]), Path::Nchw { vec: 4, flat: false });
+        // Planes shorter than a vector are never crossed by one: 3-element f16 planes take 2 bytes.
+        assert_eq!(path(DataType::Half, &[2, 16, 1, 3]), Path::Nchw { vec: 2, flat: false });
     }
 }

@@ -27,25 +27,48 @@ extern "C" __global__ void pw_chain_generic(const Params p) {
 }
 
 // Packed NCHW-family: each plane (n, c) holds sp_size contiguous elements and sp_size is a
-// multiple of VEC (the preamble picks the widest vector, up to 16 bytes, that divides the
-// plane). A thread owns one (c, vector) position and walks NCHUNK images of the batch
-// (blockIdx.y picks the chunk), so parameter loads (hoisted, see `ldp`) are shared by NCHUNK
+// multiple of VEC (the solver picks the widest vector, up to 16 bytes, that divides the
+// plane) or, with CONFLUX_NCHW_FLAT, C·sp_size is a multiple of VEC and sp_size >= VEC (a
+// 16-byte vector may then hold the end of one plane and the start of the next).
+// A thread owns one (c, vector) position and walks NCHUNK images of the batch (one grid
+// dimension picks the chunk), so parameter loads (hoisted, see `ldp`) are shared by NCHUNK
 // images while enough threads stay in flight. The solver sets NCHUNK (16 when per-element
-// parameters are read, else 4).
+// parameters are read, else 4) and CHUNK_FAST: with per-element parameters the chunk is the
+// fastest grid dimension, so that the blocks reading the same parameters run together and
+// the parameters come from L2 after the first chunk (with chunks slowest, 112×112 f16
+// per-element BN read them from DRAM once per chunk: 25% more traffic than x and y; 68 →
+// 62 us on the H200). Per-channel chains keep neighbouring blocks on neighbouring memory
+// (chunk-fastest order cost them 4–5%).
 #ifndef CONFLUX_NCHUNK
 #define CONFLUX_NCHUNK 4
 #endif
 extern "C" __global__ void pw_chain_nchw(const Params p) {
     const int H = p.in[1], W = p.in[2];
     const unsigned sp_size = p.in[0] * H * W;
+#if CONFLUX_NCHW_FLAT
+    // Planes are not a whole number of vectors, but images are: vectors tile each image's
+    // C·D·H·W elements, and an element's channel is found from its offset in the image.
+    const unsigned items = (unsigned)p.c * sp_size / VEC;
+#else
     const unsigned vec_per_plane = sp_size / VEC;
     const unsigned items = (unsigned)p.c * vec_per_plane;
+#endif
     const Vec16* x = (const Vec16*)p.x;
     Vec16* y = (Vec16*)p.y;
-    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
+#if CONFLUX_CHUNK_FAST
+    const unsigned chunk = blockIdx.x, item_block = blockIdx.y, item_blocks = gridDim.y;
+#else
+    const unsigned chunk = blockIdx.y, item_block = blockIdx.x, item_blocks = gridDim.x;
+#endif
+    for (unsigned i = item_block * blockDim.x + threadIdx.x; i < items; i += item_blocks * blockDim.x) {
+#if CONFLUX_NCHW_FLAT
+        const int c = i * VEC / sp_size;
+        const int sp0 = i * VEC - c * sp_size;
+#else
         const int c = i / vec_per_plane;
         const int sp0 = (i - c * vec_per_plane) * VEC;
-        const int n0 = blockIdx.y * CONFLUX_NCHUNK;
+#endif
+        const int n0 = chunk * CONFLUX_NCHUNK;
         const int count = min(CONFLUX_NCHUNK, p.n - n0);
         // Every image's load first, so NCHUNK independent 16-byte loads per thread are in
         // flight (small tensors give each SM few threads; one load at a time leaves bandwidth
@@ -62,9 +85,14 @@ extern "C" __global__ void pw_chain_nchw(const Params p) {
             Vec16 b;
 #pragma unroll
             for (int j = 0; j < VEC; ++j) {
-                const int sp = sp0 + j;
+#if CONFLUX_NCHW_FLAT
+                // The vector may run into the next plane (at most one boundary: sp_size >= VEC).
+                const int cj = c + (sp0 + j >= (int)sp_size), sp = sp0 + j - (cj - c) * (int)sp_size;
+#else
+                const int cj = c, sp = sp0 + j;
+#endif
                 const int w = sp % W, h = (sp / W) % H, d = sp / (W * H);
-                b.v[j] = from_f<T>(conflux_epilogue(to_f(a[k].v[j]), p.epi, n, c, d, h, w, sp, sp_size));
+                b.v[j] = from_f<T>(conflux_epilogue(to_f(a[k].v[j]), p.epi, n, cj, d, h, w, sp, sp_size));
             }
             y[(size_t)n * items + i] = b;
         }
