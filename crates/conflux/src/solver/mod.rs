@@ -16,6 +16,7 @@ pub mod cpu_pointwise;
 pub mod cpu_winograd;
 pub mod cpu_winograd4;
 pub mod cuda_direct;
+pub mod cuda_gemm_lt;
 pub mod cuda_igemm;
 pub mod cuda_igemm_tc;
 pub mod cuda_igemm_tma;

@@ -10,6 +10,7 @@ use super::cpu_pointwise::CpuPointwise;
 use super::cpu_winograd::CpuWinograd;
 use super::cpu_winograd4::CpuWinograd4;
 use super::cuda_direct::CudaConvDirect;
+use super::cuda_gemm_lt::CudaConvGemmLt;
 use super::cuda_igemm::CudaConvIgemm;
 use super::cuda_igemm_tc::CudaConvIgemmTc;
 use super::cuda_igemm_tma::CudaConvIgemmTma;
@@ -32,6 +33,7 @@ static CPU_GEMM: CpuGemm = CpuGemm;
 static CPU_NAIVE: CpuNaive = CpuNaive;
 static CUDA_POINTWISE: CudaPointwise = CudaPointwise;
 static CUDA_DIRECT: CudaConvDirect = CudaConvDirect;
+static CUDA_GEMM_LT: CudaConvGemmLt = CudaConvGemmLt;
 static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
 static CUDA_IGEMM_TC: CudaConvIgemmTc = CudaConvIgemmTc;
 static CUDA_IGEMM_WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
@@ -46,7 +48,9 @@ static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
 /// beats the GEMM solvers on the ResNet 3×3 layers it accepts (it refuses few tiles with many
 /// filters, where the GEMM solvers win; bench/results/2026-11-21-cpu-winograd.md); implicit
 /// GEMM needs no workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured
-/// 2–3× slower than the GEMM solvers (2026-11-21), so it stays after them. CUDA: TMA + wgmma
+/// 2–3× slower than the GEMM solvers (2026-11-21), so it stays after them. CUDA: 1×1
+/// channels-last convolutions whose epilogue cuBLASLt has (bias, ReLU) as one cuBLASLt GEMM
+/// (at cuDNN's speed on the ResNet 1×1 layers, ahead of conflux's kernels); then TMA + wgmma
 /// (sm_90, 2-D, 64-channel groups), then the channels-first adapter (copies NCHW x / KCRS w to
 /// channels-last scratch for those kernels), before wgmma with cp.async (sm_90) before
 /// mma.sync before CUDA cores. Backward-data with stride 1 runs as a forward convolution of dy
@@ -56,7 +60,7 @@ static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
         &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
-        &CUDA_POINTWISE, &CUDA_IGEMM_TMA, &CUDA_TC_NCHW, &CUDA_TC_BWD_DATA, &CUDA_WGRAD_TMA, &CUDA_WGRAD_SIMT, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
+        &CUDA_POINTWISE, &CUDA_GEMM_LT, &CUDA_IGEMM_TMA, &CUDA_TC_NCHW, &CUDA_TC_BWD_DATA, &CUDA_WGRAD_TMA, &CUDA_WGRAD_SIMT, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST
 }

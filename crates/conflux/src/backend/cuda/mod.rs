@@ -2,6 +2,7 @@
 //! `.cu` templates plus a generated preamble, module cache in memory and on disk.
 
 pub mod bias;
+pub mod blas_lt;
 pub mod compile;
 pub mod driver;
 pub mod layout;
