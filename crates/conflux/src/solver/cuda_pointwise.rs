@@ -59,6 +59,14 @@ fn chain_path(x: &TensorDesc, y: &TensorDesc) -> Path {
     Path::Generic
 }
 
+/// `CONFLUX_PW_VEC_BYTES` (8 or 4) narrows the NCHW vectors of whole planes, for measuring.
+fn narrower_for_measuring(path: Path) -> Path {
+    match (path, std::env::var("CONFLUX_PW_VEC_BYTES").ok().and_then(|v| v.parse::<usize>().ok())) {
+        (Path::Nchw { vec: 16, flat: false }, Some(v @ (4 | 8))) => Path::Nchw { vec: v, flat: false },
+        (p, _) => p,
+    }
+}
+
 /// Whether a chain reads per-element parameters (as many as one image's elements).
 fn per_element(ops: &[EpiOp]) -> bool {
     ops.iter().any(|op| matches!(op, EpiOp::BnInference { mode: BnMode::PerActivation, .. }))
@@ -106,7 +114,7 @@ impl Solver for CudaPointwise {
         let (mut chunk, mut chunk_fast) = (1, false);
         let (src, path) = match &problem.kind {
             FusedKind::Pointwise { x, y, ops } => {
-                let path = chain_path(x, y);
+                let path = narrower_for_measuring(chain_path(x, y));
                 let (vec, flat) = match path {
                     Path::Nchw { vec, flat } => (vec, flat),
                     _ => (16, false),
