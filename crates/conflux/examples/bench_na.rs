@@ -3,7 +3,9 @@
 //! Prints CSV rows: config,dtype,layout,mode,us_median,GB/s (bytes = read x + write y).
 //! GPU timing: CUDA events per launch, L2 flushed before each, median of `reps`.
 //!
-//! cargo run --release --example bench_na -- LIST f32|f16|bf16 nchw|nhwc spatial|peract [reps]
+//! cargo run --release --example bench_na -- LIST f32|f16|bf16 nchw|nhwc|gapped spatial|peract [reps]
+//! (`gapped`: NCHW with 8 unused elements after every image row, so the plan takes the
+//! generic strided kernel; bytes still count only the elements.)
 
 use conflux::batchnorm::derive_bn_desc;
 use conflux::element::encode;
@@ -13,7 +15,7 @@ use conflux::{ActivationMode, BnMode, DataType, FusionDirection, FusionPlan, Han
 fn main() -> conflux::Result<()> {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 5 {
-        eprintln!("usage: bench_na LIST f32|f16|bf16 nchw|nhwc spatial|peract [reps]");
+        eprintln!("usage: bench_na LIST f32|f16|bf16 nchw|nhwc|gapped spatial|peract [reps]");
         std::process::exit(2);
     }
     let list = std::fs::read_to_string(&a[1]).expect("problem list");
@@ -29,7 +31,12 @@ fn main() -> conflux::Result<()> {
     let flush = h.alloc(256 << 20)?;
     for line in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let v: Vec<usize> = line.split('-').map(|t| t.parse().unwrap()).collect();
-        let x_desc = TensorDesc::with_layout(dt, layout, &v)?;
+        let x_desc = if a[3] == "gapped" {
+            let row = v[3] + 8;
+            TensorDesc::with_strides(dt, &v, &[v[1] * v[2] * row, v[2] * row, row, 1])?
+        } else {
+            TensorDesc::with_layout(dt, layout, &v)?
+        };
         let p_desc = derive_bn_desc(&x_desc, mode)?;
         let mut plan = FusionPlan::new(FusionDirection::Vertical, x_desc.clone());
         plan.add_bn_inference(mode, &p_desc)?;
@@ -64,7 +71,7 @@ fn main() -> conflux::Result<()> {
         h.enable_profiling(false);
         times.sort_by(f64::total_cmp);
         let med = times[reps / 2];
-        let bytes = 2.0 * x_desc.num_bytes() as f64;
+        let bytes = 2.0 * (x_desc.element_count() * dt.size()) as f64;
         println!("{line},{},{},{},{med:.1},{:.0}", a[2], a[3], a[4], bytes / med / 1e3);
     }
     Ok(())

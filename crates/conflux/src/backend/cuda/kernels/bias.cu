@@ -2,22 +2,22 @@
 // (backward); y = y (forward, updated in place) or db (backward, 1×C×1×1).
 typedef CONFLUX_T T;
 
-// y = α·(y + b) + β·y, one thread per element (grid-stride).
-extern "C" __global__ void bias_fwd(const Params p) {
+// y = α·(y + b) + β·y, one thread per element (grid-stride, 32-bit index arithmetic below
+// 4G elements).
+template <class I> __device__ __forceinline__ void bias_fwd_loop(const Params& p) {
     const int D = p.in[0], H = p.in[1], W = p.in[2];
-    const i64 total = (i64)p.n * p.c * D * H * W;
-    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
-        i64 t = i;
-        const int w = t % W; t /= W;
-        const int h = t % H; t /= H;
-        const int d = t % D; t /= D;
-        const int c = t % p.c;
-        const int n = (int)(t / p.c);
-        const i64 yo = off5(p.ys, n, c, d, h, w);
+    const I total = (I)p.n * p.c * D * H * W;
+    for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const Coord5 q = coord5(i, p.c, D, H, W);
+        const i64 yo = off5(p.ys, q.n, q.c, q.d, q.h, q.w);
         const float v = ld<T>(p.y, yo);
-        const float b = ld<T>(p.x, off5(p.xs, n, c, d, h, w));
+        const float b = ld<T>(p.x, off5(p.xs, q.n, q.c, q.d, q.h, q.w));
         st<T>(p.y, yo, p.alpha * (v + b) + p.beta * v);
     }
+}
+extern "C" __global__ void bias_fwd(const Params p) {
+    if (index32((i64)p.n * p.c * p.in[0] * p.in[1] * p.in[2])) bias_fwd_loop<unsigned>(p);
+    else bias_fwd_loop<i64>(p);
 }
 
 // The same for a dense y (packed in any dimension order) and a per-channel b: the channel of

@@ -141,3 +141,20 @@ template <class TZ> __device__ __forceinline__ float epi_add(float v, const EpiA
 __device__ __forceinline__ i64 off5(const i64* s, int n, int c, int d, int h, int w) {
     return n * s[0] + c * s[1] + d * s[2] + h * s[3] + (i64)w * s[4];
 }
+
+// Coordinates of element i of a logical n × c × D × H × W tensor (w fastest).
+struct Coord5 { int n, c, d, h, w; };
+template <class I> __device__ __forceinline__ Coord5 coord5(I i, int C, int D, int H, int W) {
+    Coord5 q;
+    q.w = (int)(i % (I)W); i /= (I)W;
+    q.h = (int)(i % (I)H); i /= (I)H;
+    q.d = (int)(i % (I)D); i /= (I)D;
+    q.c = (int)(i % (I)C);
+    q.n = (int)(i / (I)C);
+    return q;
+}
+
+// Whether a grid-stride loop over 0..total may use a 32-bit index (it never passes 2^32):
+// the per-element divisions of `coord5` are then 32-bit ones (a 64-bit division costs
+// several times more). Kernels instantiate their loop for `unsigned` and for `i64`.
+__device__ __forceinline__ bool index32(i64 total) { return total <= (i64)(0xffffffffu - gridDim.x * blockDim.x); }

@@ -10,20 +10,19 @@ typedef CONFLUX_T T;
 
 struct alignas(CONFLUX_VEC_BYTES) Vec16 { T v[VEC]; };
 
-extern "C" __global__ void pw_chain_generic(const Params p) {
+template <class I> __device__ __forceinline__ void pw_chain_generic_loop(const Params& p) {
     const int D = p.in[0], H = p.in[1], W = p.in[2];
     const int sp_size = D * H * W;
-    const i64 total = (i64)p.n * p.c * sp_size;
-    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
-        i64 t = i;
-        const int w = t % W; t /= W;
-        const int h = t % H; t /= H;
-        const int d = t % D; t /= D;
-        const int c = t % p.c;
-        const int n = (int)(t / p.c);
-        const float v = ld<T>(p.x, off5(p.xs, n, c, d, h, w));
-        st<T>(p.y, off5(p.ys, n, c, d, h, w), conflux_epilogue(v, p.epi, n, c, d, h, w, (d * H + h) * W + w, sp_size));
+    const I total = (I)p.n * p.c * sp_size;
+    for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const Coord5 q = coord5(i, p.c, D, H, W);
+        const float v = ld<T>(p.x, off5(p.xs, q.n, q.c, q.d, q.h, q.w));
+        st<T>(p.y, off5(p.ys, q.n, q.c, q.d, q.h, q.w), conflux_epilogue(v, p.epi, q.n, q.c, q.d, q.h, q.w, (q.d * H + q.h) * W + q.w, sp_size));
     }
+}
+extern "C" __global__ void pw_chain_generic(const Params p) {
+    if (index32((i64)p.n * p.c * p.in[0] * p.in[1] * p.in[2])) pw_chain_generic_loop<unsigned>(p);
+    else pw_chain_generic_loop<i64>(p);
 }
 
 // Packed NCHW-family: each plane (n, c) holds sp_size contiguous elements and sp_size is a
@@ -134,21 +133,20 @@ extern "C" __global__ void pw_chain_nhwc(const Params p) {
 
 // dx = act_backward(dy, x, y); x = aux[0] (may be NULL when the mode does not read it),
 // y = aux[1] (NULL: recomputed from x). dy is p.x, dx is p.y; x and y share dy's strides.
-extern "C" __global__ void act_bwd_generic(const Params p) {
+template <class I> __device__ __forceinline__ void act_bwd_generic_loop(const Params& p) {
     const int D = p.in[0], H = p.in[1], W = p.in[2];
-    const i64 total = (i64)p.n * p.c * D * H * W;
+    const I total = (I)p.n * p.c * D * H * W;
     const float a = p.f[0], b = p.f[1], g = p.f[2];
-    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
-        i64 t = i;
-        const int w = t % W; t /= W;
-        const int h = t % H; t /= H;
-        const int d = t % D; t /= D;
-        const int c = t % p.c;
-        const int n = (int)(t / p.c);
-        const i64 o = off5(p.xs, n, c, d, h, w);
+    for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const Coord5 q = coord5(i, p.c, D, H, W);
+        const i64 o = off5(p.xs, q.n, q.c, q.d, q.h, q.w);
         const float dy = ld<T>(p.x, o);
         const float x = p.aux[0] ? ld<T>(p.aux[0], o) : 0.f;
         const float y = p.aux[1] ? ld<T>(p.aux[1], o) : CONFLUX_ACT(x, a, b, g);
-        st<T>(p.y, off5(p.ys, n, c, d, h, w), CONFLUX_ACTB(dy, x, y, a, b, g));
+        st<T>(p.y, off5(p.ys, q.n, q.c, q.d, q.h, q.w), CONFLUX_ACTB(dy, x, y, a, b, g));
     }
+}
+extern "C" __global__ void act_bwd_generic(const Params p) {
+    if (index32((i64)p.n * p.c * p.in[0] * p.in[1] * p.in[2])) act_bwd_generic_loop<unsigned>(p);
+    else act_bwd_generic_loop<i64>(p);
 }
