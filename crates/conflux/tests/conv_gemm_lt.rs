@@ -195,13 +195,8 @@ device_tests!(refusals_and_fallback, |h: &Handle| {
     rconv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &packed, &mut want).unwrap();
     bias::bias_forward(&packed, &mut want, &c.b, &b.host).unwrap();
     want.iter_mut().for_each(|v| *v = v.max(0.0));
-    let shift = |t: &Dev| {
-        let d = TensorDesc::new(c.dt, &[t.desc.element_space() + 8]).unwrap();
-        let vals: Vec<f64> = std::iter::once(0.0).chain(t.host.iter().copied()).chain([0.0; 7]).collect();
-        upload(h, &d, &vals)
-    };
-    let (xs, bs) = (shift(&x), shift(&b));
-    for (label, xp, bp) in [("x", xs.ptr().add(2), b.ptr()), ("bias", x.ptr(), bs.ptr().add(2))] {
+    let ((_xs, x_off), (_bs, b_off)) = (misaligned_copy(h, &x), misaligned_copy(h, &b));
+    for (label, xp, bp) in [("x", x_off, b.ptr()), ("bias", x.ptr(), b_off)] {
         let y = poisoned(h, &c.y);
         let ops = [OpArg::Bias { b: bp }, OpArg::Activation { alpha: 0.0, beta: 0.0, gamma: 0.0 }];
         let args = conflux::solver::RunArgs { x: xp, w: w.ptr(), y: y.ptr(), alpha: 1.0, beta: 0.0, workspace: conflux::DevPtr::NULL, workspace_bytes: 0, ops: &ops };

@@ -162,10 +162,8 @@ device_tests!(filter_read_in_place_and_misaligned, |h: &Handle| {
         assert!(reads_filter_in_place(&fp, h), "{}: expected the in-place filter read", label(&c, "check", h));
         let (dy, w, _, want) = reference(h, &c, false, 70 + i as u64, (1.0, 0.0));
         let inv = CudaConvBwdDataTc.build(&fp, h).unwrap();
-        let shifted_desc = TensorDesc::new(c.w.dtype(), &[c.w.element_space() + 8]).unwrap();
-        let shifted: Vec<f64> = std::iter::once(0.0).chain(w.host.iter().copied()).chain([0.0; 7]).collect();
-        let ws = upload(h, &shifted_desc, &shifted);
-        for (how, wp) in [("in place", w.ptr()), ("misaligned w", ws.ptr().add(2))] {
+        let (_ws, w_off) = misaligned_copy(h, &w);
+        for (how, wp) in [("in place", w.ptr()), ("misaligned w", w_off)] {
             let dx = poisoned(h, &c.dx);
             let args = RunArgs { x: dx.ptr(), w: wp, y: dy.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
             inv.run(h, &args).unwrap_or_else(|e| panic!("{}: {e}", label(&c, how, h)));

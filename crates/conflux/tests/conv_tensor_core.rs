@@ -279,14 +279,12 @@ device_tests!(refusals_and_fallback, |h: &Handle| {
     let b = TensorDesc::new(dt, &[1, 8, 1, 1]).unwrap();
     let c = Case { dt, conv: conv.clone(), x, w, y, b };
     let d = data(h, &c, 9, false, 1.0, 0.0);
-    let shifted_desc = TensorDesc::new(dt, &[c.x.element_space() + 8]).unwrap();
-    let shifted: Vec<f64> = std::iter::once(0.0).chain(d.x.host.iter().copied()).chain([0.0; 7]).collect();
-    let xs = upload(h, &shifted_desc, &shifted);
+    let (_xs, x_off) = misaligned_copy(h, &d.x);
     let problem = plan_for(&c).problem().unwrap();
     let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
     for (label, inv) in every_tile(h, &problem).into_iter().step_by(CONFIGS.len()).take(2) {
         let out = poisoned(h, &c.y);
-        let args = RunArgs { x: xs.ptr().add(2), w: d.w.ptr(), y: out.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
+        let args = RunArgs { x: x_off, w: d.w.ptr(), y: out.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
         inv.run(h, &args).unwrap();
         check(h, &c, &d, &out, false, &format!("misaligned x (fallback from {label})"));
     }

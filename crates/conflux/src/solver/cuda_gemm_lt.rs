@@ -111,14 +111,13 @@ impl Solver for CudaConvGemmLt {
         let (shape, _) = gemm_shape(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         be.dev.bind()?;
         let gemm = LtGemm::plan(&shape).map_err(|e| e.context(self.name()))?;
-        Ok(Arc::new(LtInvoker { be, gemm, shape, problem: problem.clone(), fallback: OnceLock::new() }))
+        Ok(Arc::new(LtInvoker { be, gemm, problem: problem.clone(), fallback: OnceLock::new() }))
     }
 }
 
 struct LtInvoker {
     be: Arc<CudaBackend>,
     gemm: LtGemm,
-    shape: LtShape,
     problem: FusedProblem,
     /// conflux's own kernel, built on first need for pointers the planned algorithm cannot take.
     fallback: OnceLock<Result<Arc<dyn Invoker>>>,
@@ -126,10 +125,10 @@ struct LtInvoker {
 
 impl Invoker for LtInvoker {
     fn run(&self, handle: &Handle, a: &RunArgs) -> Result<()> {
-        let bias = match (self.shape.epilogue, a.ops.first()) {
-            (LtEpilogue::Bias | LtEpilogue::BiasRelu, Some(OpArg::Bias { b })) => b.0,
-            (LtEpilogue::Bias | LtEpilogue::BiasRelu, other) => return Err(Error::bad_parm(format!("CudaConvGemmLt: bias argument expected, got {other:?}"))),
-            _ => 0,
+        let bias = match (self.gemm.reads_bias(), a.ops.first()) {
+            (true, Some(OpArg::Bias { b })) => b.0,
+            (true, other) => return Err(Error::bad_parm(format!("CudaConvGemmLt: bias argument expected, got {other:?}"))),
+            (false, _) => 0,
         };
         if [a.x.0, a.w.0, a.y.0, bias].iter().any(|p| p % LT_ALIGN != 0) {
             let inv = self

@@ -89,6 +89,17 @@ pub fn random(h: &Handle, desc: &TensorDesc, fill: Fill, seed: u64) -> Dev {
     upload(h, desc, &fill_for(desc, fill, seed))
 }
 
+/// `t`'s values again, one element past a 16-byte boundary: returns the buffer (keep it alive)
+/// and the misaligned address of the copy, for the fallbacks of kernels that need aligned
+/// pointers.
+pub fn misaligned_copy(h: &Handle, t: &Dev) -> (Dev, DevPtr) {
+    let desc = TensorDesc::new(t.desc.dtype(), &[t.desc.element_space() + 8]).unwrap();
+    let vals: Vec<f64> = std::iter::once(0.0).chain(t.host.iter().copied()).chain([0.0; 7]).collect();
+    let copy = upload(h, &desc, &vals);
+    let ptr = copy.ptr().add(t.desc.dtype().size());
+    (copy, ptr)
+}
+
 /// An output tensor poisoned with NaN everywhere.
 pub fn poisoned(h: &Handle, desc: &TensorDesc) -> Dev {
     upload(h, desc, &vec![f64::NAN; desc.element_space()])

@@ -140,6 +140,9 @@ impl LtGemm {
         Ok(LtGemm { raw: Mutex::new(raw), algo: found.algo, workspace: found.workspaceSize, epilogue: s.epilogue })
     }
 
+    /// Whether `run` reads a bias vector.
+    pub fn reads_bias(&self) -> bool { matches!(self.epilogue, LtEpilogue::Bias | LtEpilogue::BiasRelu) }
+
     /// D = act(α·Aᵀ·B + β·D + bias) on `stream`. Pointers must be `LT_ALIGN`-aligned device
     /// memory of the planned shapes; `bias` is read only by bias epilogues; `workspace` holds
     /// `self.workspace` bytes.
@@ -150,7 +153,7 @@ impl LtGemm {
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn run(&self, stream: u64, alpha: f32, beta: f32, a: u64, b: u64, d: u64, bias: u64, workspace: u64) -> Result<()> {
         let raw = self.raw.lock().map_err(|_| Error::internal("cuBLASLt GEMM: lock poisoned"))?;
-        if matches!(self.epilogue, LtEpilogue::Bias | LtEpilogue::BiasRelu) {
+        if self.reads_bias() {
             let p = bias as *const c_void;
             set_desc(raw.desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p)?;
         }
