@@ -26,6 +26,8 @@ enum Pw {
     Bias(DataType),
     /// Batch-norm inference with parameters of the given type.
     Bn(BnMode, DataType),
+    /// The same with every parameter array starting one element past a 16-byte boundary.
+    BnShifted(BnMode, DataType),
     Act(ActivationMode),
     /// Residual add of a z tensor arranged as given (α = 0.5).
     Add(Lay),
@@ -60,7 +62,7 @@ fn run_chain(h: &Handle, x_desc: &TensorDesc, ops: &[Pw], seed: u64) {
                 r::bias_forward(&pk, &mut cur, &bd, &b.host).unwrap();
                 keep.push(b);
             }
-            Pw::Bn(mode, pdt) => {
+            Pw::Bn(mode, pdt) | Pw::BnShifted(mode, pdt) => {
                 let pd = derive_bn_desc(x_desc, mode).unwrap().with_dtype(pdt).unwrap();
                 let sc = random(h, &pd, Fill::Normal, s);
                 let bi = random(h, &pd, Fill::Normal, s + 1);
@@ -68,9 +70,18 @@ fn run_chain(h: &Handle, x_desc: &TensorDesc, ops: &[Pw], seed: u64) {
                 let var = random(h, &pd, Fill::Uniform(0.5, 2.0), s + 3);
                 assert_eq!(plan.add_bn_inference(mode, &pd).unwrap(), i);
                 let eps = 1e-5;
-                args.set(i, OpArg::BnInference { scale: sc.ptr(), bias: bi.ptr(), mean: mu.ptr(), var: var.ptr(), eps });
                 let prev = cur.clone();
                 r::bn_inference(mode, &pk, &prev, &pk, &mut cur, &sc.host, &bi.host, &mu.host, &var.host, eps).unwrap();
+                let mut ptrs = [sc.ptr(), bi.ptr(), mu.ptr(), var.ptr()];
+                if matches!(op, Pw::BnShifted(..)) {
+                    for (p, t) in ptrs.iter_mut().zip([&sc, &bi, &mu, &var]) {
+                        let (copy, shifted) = misaligned_copy(h, t);
+                        *p = shifted;
+                        keep.push(copy);
+                    }
+                }
+                let [scale, bias, mean, var_p] = ptrs;
+                args.set(i, OpArg::BnInference { scale, bias, mean, var: var_p, eps });
                 keep.extend([sc, bi, mu, var]);
             }
             Pw::Act(mode) => {
@@ -550,7 +561,7 @@ device_tests!(bn_backward_with_activation_backward, |h: &Handle| {
 });
 
 device_tests!(na_batch_chunk_boundaries, |h: &Handle| {
-    // The NCHW chain kernel walks the batch in chunks of 4 (16 with per-element BN
+    // The NCHW chain kernel walks the batch in chunks of 4 (8 with per-element BN
     // parameters): a batch of 37 ends inside a chunk of either size.
     for dt in [DataType::Float, DataType::Half, DataType::BFloat16] {
         for mode in [BnMode::Spatial, BnMode::PerActivation] {
@@ -584,6 +595,30 @@ device_tests!(na_vectors_across_planes, |h: &Handle| {
         ] {
             run_chain(h, &xd, &chain, seed);
             seed += 1;
+        }
+    }
+});
+
+device_tests!(na_per_element_parameters_any_alignment, |h: &Handle| {
+    // The NCHW chain kernel reads per-element BN parameters as 16-byte vectors when every such
+    // array is 16-byte aligned, else one by one: aligned, shifted and mixed chains, every
+    // parameter type on every data type, whole-plane and across-plane vectors.
+    use ActivationMode::*;
+    let pe = BnMode::PerActivation;
+    let mut seed = 7300;
+    for dt in TYPES {
+        for lens in [vec![5, 8, 4, 4], vec![3, 8, 14, 14]] {
+            let xd = desc(dt, &lens, Lay::Packed);
+            for pdt in TYPES {
+                for chain in [
+                    vec![Pw::Bn(pe, pdt), Pw::Act(Relu)],
+                    vec![Pw::BnShifted(pe, pdt), Pw::Act(Tanh)],
+                    vec![Pw::Bn(pe, pdt), Pw::BnShifted(pe, pdt)],
+                ] {
+                    run_chain(h, &xd, &chain, seed);
+                    seed += 1;
+                }
+            }
         }
     }
 });

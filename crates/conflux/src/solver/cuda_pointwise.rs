@@ -73,13 +73,15 @@ fn per_element(ops: &[EpiOp]) -> bool {
 }
 
 /// Images per thread in the NCHW chain kernel: per-element parameters are worth sharing over
-/// more images than per-channel ones (H200 sweep of 2, 4, 8, 16, 32 on na.txt: 16 and 4 best
-/// or within 3%). `CONFLUX_PW_NCHUNK` (1–32) overrides it, for measuring.
+/// more images than per-channel ones (H200 sweeps of 2, 4, 8, 16, 32 on na.txt: 4 best or
+/// within 3% for per-channel chains; 8 for per-element ones since their parameters are read
+/// as vectors — f16 14×14 21.3 → 19.9 us against 16, the other rows within 1%).
+/// `CONFLUX_PW_NCHUNK` (1–32) overrides it, for measuring.
 fn nchunk(ops: &[EpiOp]) -> usize {
     if let Some(n) = std::env::var("CONFLUX_PW_NCHUNK").ok().and_then(|v| v.parse::<usize>().ok()).filter(|n| (1..=32).contains(n)) {
         return n;
     }
-    if per_element(ops) { 16 } else { 4 }
+    if per_element(ops) { 8 } else { 4 }
 }
 
 struct PwInvoker {

@@ -67,25 +67,62 @@ pub fn source(dt: DataType, epilogue: &[EpiOp], extra: &Extra, template: &str) -
     Ok(s)
 }
 
-/// `conflux_epilogue`: one line per op, in plan order.
+/// `conflux_epilogue`: one line per op, in plan order; and `conflux_epilogue_span`, the same
+/// chain on V elements that are consecutive in one image (the NCHW chain kernel's vector),
+/// which reads per-element BN parameters as vectors and applies every other op element by
+/// element.
 fn epilogue_fn(ops: &[EpiOp]) -> Result<String> {
     let mut s = String::from(
         "__device__ __forceinline__ float conflux_epilogue(float v, const EpiArg* e, int n, int c, int d, int h, int w, int sp, int sp_size) {\n",
     );
     for (i, op) in ops.iter().enumerate() {
-        let line = match op {
-            EpiOp::Bias { dtype } => format!("v = epi_bias<{}>(v, e[{i}], c);", ctype(*dtype)?),
-            EpiOp::BnInference { mode, dtype } => {
-                let j = if *mode == BnMode::Spatial { "c" } else { "(i64)c * sp_size + sp" };
-                format!("v = epi_bn<{}>(v, e[{i}], {j});", ctype(*dtype)?)
-            }
-            EpiOp::Activation { mode } => format!("v = act_{}(v, e[{i}].f[0], e[{i}].f[1], e[{i}].f[2]);", act_name(*mode)),
-            EpiOp::AddTensor { z } => format!("v = epi_add<{}>(v, e[{i}], n, c, d, h, w);", ctype(z.dtype())?),
-        };
-        writeln!(s, "    {line}").unwrap();
+        writeln!(s, "    v = {};", op_expr(op, i)?).unwrap();
     }
     s.push_str("    return v;\n}\n");
+    // Whether every per-element parameter array is 16-byte aligned (the span's ALIGNED).
+    s.push_str("__device__ __forceinline__ bool conflux_span_aligned(const EpiArg* e) {\n    return true");
+    for (i, op) in ops.iter().enumerate() {
+        if matches!(op, EpiOp::BnInference { mode: BnMode::PerActivation, .. }) {
+            write!(s, " && bn_params_aligned16(e[{i}])").unwrap();
+        }
+    }
+    s.push_str(";\n}\n");
+    s.push_str(
+        "template <int V, bool ALIGNED> __device__ __forceinline__ void conflux_epilogue_span(float (&vs)[V], const EpiArg* e, int n, const int (&cs)[V], const int (&sps)[V], int sp_size, int H, int W) {\n",
+    );
+    for (i, op) in ops.iter().enumerate() {
+        if let EpiOp::BnInference { mode: BnMode::PerActivation, dtype } = op {
+            writeln!(s, "    epi_bn_span<{}, V, ALIGNED>(vs, e[{i}], (i64)cs[0] * sp_size + sps[0]);", ctype(*dtype)?).unwrap();
+            continue;
+        }
+        writeln!(s, "#pragma unroll").unwrap();
+        writeln!(s, "    for (int j = 0; j < V; ++j) {{").unwrap();
+        match op {
+            EpiOp::Activation { .. } => {}
+            EpiOp::Bias { .. } | EpiOp::BnInference { .. } => writeln!(s, "        const int c = cs[j];").unwrap(),
+            EpiOp::AddTensor { .. } => {
+                writeln!(s, "        const int c = cs[j], sp = sps[j], w = sp % W, h = (sp / W) % H, d = sp / (W * H);").unwrap()
+            }
+        }
+        writeln!(s, "        float v = vs[j];").unwrap();
+        writeln!(s, "        vs[j] = {};", op_expr(op, i)?).unwrap();
+        writeln!(s, "    }}").unwrap();
+    }
+    s.push_str("}\n");
     Ok(s)
+}
+
+/// One op of the chain applied to `v` at (n, c, d, h, w), plane offset `sp`.
+fn op_expr(op: &EpiOp, i: usize) -> Result<String> {
+    Ok(match op {
+        EpiOp::Bias { dtype } => format!("epi_bias<{}>(v, e[{i}], c)", ctype(*dtype)?),
+        EpiOp::BnInference { mode, dtype } => {
+            let j = if *mode == BnMode::Spatial { "c" } else { "(i64)c * sp_size + sp" };
+            format!("epi_bn<{}>(v, e[{i}], {j})", ctype(*dtype)?)
+        }
+        EpiOp::Activation { mode } => format!("act_{}(v, e[{i}].f[0], e[{i}].f[1], e[{i}].f[2])", act_name(*mode)),
+        EpiOp::AddTensor { z } => format!("epi_add<{}>(v, e[{i}], n, c, d, h, w)", ctype(z.dtype())?),
+    })
 }
 
 /// Kernel arguments of the epilogue ops (plan index of ops[0] is `first_index`).
@@ -148,4 +185,29 @@ pub fn conv_geometry_defines(g: &Geom) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span_fn(ops: &[EpiOp]) -> String {
+        let src = epilogue_fn(ops).unwrap();
+        src[src.find("void conflux_epilogue_span").unwrap()..].to_string()
+    }
+
+    #[test]
+    fn span_epilogue_reads_per_element_bn_as_vectors_and_keeps_plan_order() {
+        let bn = |mode| EpiOp::BnInference { mode, dtype: DataType::Float };
+        let relu = EpiOp::Activation { mode: ActivationMode::Relu };
+        let bias = EpiOp::Bias { dtype: DataType::Half };
+        let s = span_fn(&[bias.clone(), bn(BnMode::PerActivation), relu.clone()]);
+        let (b, n, a) = (s.find("epi_bias<h16>").unwrap(), s.find("epi_bn_span<float, V, ALIGNED>(vs, e[1]").unwrap(), s.find("act_relu(v, e[2]").unwrap());
+        assert!(b < n && n < a, "plan order lost:\n{s}");
+        assert!(!s.contains("epi_bn<"), "per-element BN read element by element:\n{s}");
+        let s = span_fn(&[bn(BnMode::Spatial), relu]);
+        assert!(s.contains("epi_bn<float>(v, e[0], c)") && !s.contains("epi_bn_span"), "spatial BN:\n{s}");
+        let all = epilogue_fn(&[bn(BnMode::Spatial), bn(BnMode::PerActivation)]).unwrap();
+        assert!(all.contains("return true && bn_params_aligned16(e[1]);"), "alignment check:\n{all}");
+    }
 }
