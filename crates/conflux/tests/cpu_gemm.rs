@@ -2,10 +2,14 @@
 //! sizes (edges of every micro-tile and cache block), small blockings that force many K
 //! blocks and tasks, k = 0, and exact small-integer data. Row-major A is read in place by the
 //! kernels; `packed_a_path` covers A operands that must be packed (and shared B packing).
+//! Sinks that accept register stores (`Sink::direct`, the row-major `DenseSink` among them)
+//! get every tile straight from the kernels; `accumulating_sink_takes_the_block_buffer` and
+//! `direct_stores_with_bias_and_relu` cover the block-buffer path and the fused bias + ReLU.
 
 mod support;
 
-use conflux::backend::cpu::gemm::{available, gemm_with, sgemm_with, Blocking, Dense, DenseSink, Elem};
+use conflux::backend::cpu::gemm::{available, gemm_with, sgemm_with, Blocking, Dense, DenseSink, Direct, Elem, Sink};
+use std::ops::Range;
 use conflux::reference::fill::{fill_normal, fill_small_int};
 use support::Rng;
 
@@ -85,6 +89,89 @@ fn packed_a_path() {
             gemm_with(&kern, Blocking { mc: kern.mr, kc: 64, nc: 4 * kern.nr }, m, n, k, &av, &bv, &sink);
             let got: Vec<f64> = c.iter().map(|&v| v as f64).collect();
             assert_eq!(got, want, "{} {m}x{n}x{k}", kern.name);
+        }
+    }
+}
+
+#[test]
+fn accumulating_sink_takes_the_block_buffer() {
+    // C += A·B declines register stores: every block goes through the f32 block buffer.
+    for kern in available() {
+        let (m, n, k) = (2 * kern.mr + 1, 3 * kern.nr + 2, 70);
+        let a: Vec<f32> = fill_small_int(7, m * k, -3, 3).into_iter().map(|x| x as f32).collect();
+        let b: Vec<f32> = fill_small_int(8, k * n, -3, 3).into_iter().map(|x| x as f32).collect();
+        let mut c: Vec<f32> = fill_small_int(9, m * n, -5, 5).into_iter().map(|x| x as f32).collect();
+        let want: Vec<f64> = naive(m, n, k, &a, &b).iter().zip(&c).map(|(p, &c0)| p + c0 as f64).collect();
+        let av = Dense { data: &a, outer_stride: k, inner_stride: 1 };
+        let bv = Dense { data: &b, outer_stride: 1, inner_stride: n };
+        // SAFETY: c is m×n row-major and outlives the call.
+        let sink = unsafe { DenseSink::new(c.as_mut_ptr(), n, true) };
+        assert!(sink.direct(0..m, 0..n).is_none());
+        gemm_with(&kern, Blocking { mc: kern.mr, kc: 32, nc: kern.nr }, m, n, k, &av, &bv, &sink);
+        let got: Vec<f64> = c.iter().map(|&v| v as f64).collect();
+        assert_eq!(got, want, "{}", kern.name);
+    }
+}
+
+/// A destination with a gap after each row, a per-row bias and an optional ReLU, written only
+/// through register stores (`store` must never be called).
+struct BiasReluSink {
+    ptr: *mut f32,
+    ld: usize,
+    bias: Vec<f32>,
+    relu: bool,
+}
+
+// SAFETY: the GEMM gives disjoint blocks to its tasks.
+unsafe impl Sync for BiasReluSink {}
+
+impl Sink for BiasReluSink {
+    fn store(&self, _rows: Range<usize>, _cols: Range<usize>, _c: &mut [f32], _ld: usize) {
+        panic!("BiasReluSink accepts register stores only");
+    }
+    fn direct(&self, rows: Range<usize>, cols: Range<usize>) -> Option<Direct> {
+        // SAFETY (pointer arithmetic): inside the destination.
+        Some(Direct { ptr: unsafe { self.ptr.add(rows.start * self.ld + cols.start) }, ld: self.ld, bias: self.bias[rows.start..].as_ptr(), relu: self.relu })
+    }
+}
+
+#[test]
+fn direct_stores_with_bias_and_relu() {
+    // Partial tiles in both directions, several K blocks (the last one adds the block
+    // buffer's partial sum before the bias), A in place and packed; exact small integers.
+    for kern in available() {
+        for (m, n, k, relu, packed_a) in [
+            (2 * kern.mr + 5, 2 * kern.nr + 3, 100, true, false),
+            (kern.mr - 1, kern.nr + 7, 9, false, true),
+            (3 * kern.mr, 5, 300, true, true),
+        ] {
+            let a: Vec<f32> = fill_small_int(20, m * k, -3, 3).into_iter().map(|x| x as f32).collect();
+            let b: Vec<f32> = fill_small_int(21, k * n, -3, 3).into_iter().map(|x| x as f32).collect();
+            let bias: Vec<f32> = fill_small_int(22, m, -40, 40).into_iter().map(|x| x as f32).collect();
+            let ld = n + 3;
+            let mut c = vec![f32::NAN; m * ld];
+            let sink = BiasReluSink { ptr: c.as_mut_ptr(), ld, bias: bias.clone(), relu };
+            let bv = Dense { data: &b, outer_stride: 1, inner_stride: n };
+            let blk = Blocking { mc: 2 * kern.mr, kc: 40, nc: 2 * kern.nr };
+            if packed_a {
+                gemm_with(&kern, blk, m, n, k, &Elem(|o: usize, p: usize| a[o * k + p]), &bv, &sink);
+            } else {
+                gemm_with(&kern, blk, m, n, k, &Dense { data: &a, outer_stride: k, inner_stride: 1 }, &bv, &sink);
+            }
+            let want = naive(m, n, k, &a, &b);
+            let what = format!("{} {m}x{n}x{k} relu {relu} packed A {packed_a}", kern.name);
+            for i in 0..m {
+                for j in 0..ld {
+                    let got = c[i * ld + j];
+                    if j >= n {
+                        assert!(got.is_nan(), "{what}: gap ({i}, {j}) written");
+                        continue;
+                    }
+                    let v = want[i * n + j] + bias[i] as f64;
+                    let v = if relu { v.max(0.0) } else { v };
+                    assert_eq!(got as f64, v, "{what}: ({i}, {j})");
+                }
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ use super::access::load;
 use super::conv_naive::ConvPtrs;
 use super::conv_out::{spatial_offsets, OutTensor};
 use super::epilogue::CpuEpilogue;
-use super::gemm::{gemm, Dense, Panels, Sink};
+use super::gemm::{gemm, Dense, Direct, Panels, Sink};
 use crate::types::DataType;
 use super::im2col::Im2col;
 use crate::conv::Geom;
@@ -112,6 +112,19 @@ impl Sink for OutSink<'_> {
                 j += len;
             }
         }
+    }
+
+    fn direct(&self, rows: Range<usize>, cols: Range<usize>) -> Option<Direct> {
+        // Columns of one image, and rows (channels) that are packed f32 spatial rows: then the
+        // block is a row-major matrix with the channel stride as row stride.
+        let n = self.n0 + cols.start / self.p;
+        if cols.is_empty() || self.n0 + (cols.end - 1) / self.p != n {
+            return None;
+        }
+        let base = self.out.direct_base(n, self.c0 + rows.start, cols.start % self.p)?;
+        let (bias, relu) = self.out.epi.bias_relu_all()?;
+        let bias = bias.map_or(std::ptr::null(), |b| b[self.c0 + rows.start..].as_ptr());
+        Some(Direct { ptr: base, ld: self.out.strides[1], bias, relu })
     }
 }
 

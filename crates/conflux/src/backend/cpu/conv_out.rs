@@ -47,6 +47,15 @@ impl OutTensor<'_> {
         (s[4] == 1 || w <= 1) && (s[3] == w || h <= 1) && (s[2] == h * w || self.dims[0] <= 1)
     }
 
+    /// Address of out[n, c, sp0] when results may be stored there directly as plain f32 values:
+    /// f32, α = 1, β = 0, packed spatial rows (so consecutive sp are consecutive addresses).
+    /// The caller applies the epilogue itself (see `CpuEpilogue::bias_relu_all`).
+    pub fn direct_base(&self, n: usize, c: usize, sp0: usize) -> Option<*mut f32> {
+        (self.dt == DataType::Float && self.alpha == 1.0 && self.beta == 0.0 && self.packed_spatial())
+            // SAFETY (pointer arithmetic): (n, c, sp0) is inside the tensor.
+            .then(|| unsafe { (self.ptr as *mut f32).add(n * self.strides[0] + c * self.strides[1] + self.sp_off[sp0]) })
+    }
+
     /// out[n, c, sp0 + i] = epi(α·v[i] + β·out_old) for i in 0..v.len() (v is overwritten).
     /// β = 0 never reads the old value.
     ///

@@ -91,6 +91,19 @@ impl CpuEpilogue {
         }
     }
 
+    /// `bias_relu` for every channel at once: the whole bias (None without one) and whether
+    /// ReLU follows.
+    pub fn bias_relu_all(&self) -> Option<(Option<&[f32]>, bool)> {
+        let relu = |s: &Step| matches!(s, Step::Act(a) if a.mode == crate::types::ActivationMode::Relu);
+        match self.steps.as_slice() {
+            [] => Some((None, false)),
+            [Step::Bias(b)] => Some((Some(b), false)),
+            [s] if relu(s) => Some((None, true)),
+            [Step::Bias(b), s] if relu(s) => Some((Some(b), true)),
+            _ => None,
+        }
+    }
+
     /// Apply the chain to a run of values of one (n, c) at consecutive linear spatial indices
     /// `sp0..sp0 + v.len()` of an output with spatial lengths `dims` (D, H, W). Steps run one
     /// after another over the whole run, so bias, BN and the activation vectorize.

@@ -12,6 +12,24 @@ use std::sync::OnceLock;
 /// an MR×NR tile with row stride ldc (always fully writable: callers pad their C buffers).
 pub type KernelFn = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
 
+/// Where a finished tile goes when it is written straight from the accumulators: `rows` ×
+/// `cols` (≤ MR × NR) values at `ptr`, row stride `ld`, each row r plus `bias[r]` (when
+/// `bias` is not null), then max(·, 0) when `relu` (NaN becomes 0, like the generic ReLU).
+#[derive(Clone, Copy, Debug)]
+pub struct TileOut {
+    pub ptr: *mut f32,
+    pub ld: usize,
+    pub bias: *const f32,
+    pub relu: bool,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// `kernel(kc, a, lda, b, c, ldc, accumulate, out)`: as `KernelFn` (A in place with row stride
+/// `lda` for the in-place variant, `lda` unused otherwise), but the result, plus C's partial
+/// sum when `accumulate`, goes through `out` instead of back to C.
+pub type KernelFnE = unsafe fn(usize, *const f32, usize, *const f32, *const f32, usize, bool, &TileOut);
+
 /// A micro-kernel and its tile shape.
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
@@ -21,6 +39,25 @@ pub struct Kernel {
     pub f: KernelFn,
     /// The same tile reading A in place (`kernel_a.rs`).
     pub fa: super::kernel_a::KernelFnA,
+    /// Packed-A and in-place-A tiles that store through a `TileOut` (AVX-512 only; the GEMM
+    /// driver stores other kernels' tiles with `store_tile_out`).
+    pub fe: Option<(KernelFnE, KernelFnE)>,
+}
+
+/// `out` ← the C tile at `c` (row stride `ldc`), through `out`'s bias and ReLU: the portable
+/// version of the AVX-512 kernels' register epilogue.
+///
+/// # Safety
+/// `c` holds out.rows × out.cols readable values; `out` addresses as many writable ones.
+/// (The bias is added after the K sum, as in the AVX-512 kernels.)
+pub unsafe fn store_tile_out(c: *const f32, ldc: usize, out: &TileOut) {
+    for r in 0..out.rows {
+        let b = if out.bias.is_null() { 0.0 } else { *out.bias.add(r) };
+        for j in 0..out.cols {
+            let v = *c.add(r * ldc + j) + b;
+            *out.ptr.add(r * out.ld + j) = if !out.relu || v > 0.0 { v } else { 0.0 };
+        }
+    }
 }
 
 
@@ -90,9 +127,38 @@ pub(super) mod x86 {
         }
     }
 
-    /// 12×32: 24 zmm accumulators, two B vectors, A broadcast from memory.
+    /// Write an accumulator tile through `out` (`TileOut`): plus C's partial sum when
+    /// `accumulate`, plus the row's bias, ReLU, then masked stores of the live columns. Rows
+    /// past `out.rows` are not written.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn k_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    #[inline]
+    pub unsafe fn store_tile_512_out(acc: &[[__m512; 2]], c: *const f32, ldc: usize, accumulate: bool, out: &super::TileOut) {
+        let live = |h: usize| -> __mmask16 {
+            let n = out.cols.saturating_sub(16 * h).min(16);
+            if n == 16 { 0xffff } else { (1u16 << n) - 1 }
+        };
+        let masks = [live(0), live(1)];
+        let zero = _mm512_setzero_ps();
+        for (i, row) in acc.iter().enumerate().take(out.rows) {
+            for (h, v) in row.iter().enumerate() {
+                // The K sum first, then the bias: the order of the tile-buffer path.
+                let mut v = if accumulate { _mm512_add_ps(*v, _mm512_loadu_ps(c.add(i * ldc + 16 * h))) } else { *v };
+                if !out.bias.is_null() {
+                    v = _mm512_add_ps(v, _mm512_set1_ps(*out.bias.add(i)));
+                }
+                if out.relu {
+                    // v first: a NaN v gives 0.
+                    v = _mm512_max_ps(v, zero);
+                }
+                _mm512_mask_storeu_ps(out.ptr.add(i * out.ld + 16 * h), masks[h], v);
+            }
+        }
+    }
+
+    /// 12×32 accumulators: two B vectors, A broadcast from memory.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn acc_avx512(kc: usize, a: *const f32, b: *const f32) -> [[__m512; 2]; 12] {
         const MR: usize = 12;
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         for p in 0..kc {
@@ -105,7 +171,20 @@ pub(super) mod x86 {
                 row[1] = _mm512_fmadd_ps(av, b1, row[1]);
             }
         }
-        store_tile_512(&acc, c, ldc, accumulate);
+        acc
+    }
+
+    /// 12×32: 24 zmm accumulators.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn k_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+        store_tile_512(&acc_avx512(kc, a, b), c, ldc, accumulate);
+    }
+
+    /// The same, stored through a `TileOut` (`lda` unused: A is packed).
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn k_avx512_out(kc: usize, a: *const f32, _lda: usize, b: *const f32, c: *const f32, ldc: usize, accumulate: bool, out: &super::TileOut) {
+        store_tile_512_out(&acc_avx512(kc, a, b), c, ldc, accumulate, out);
     }
 
     /// 6×16: 12 ymm accumulators (16 ymm registers without AVX-512).
@@ -137,13 +216,20 @@ pub fn available() -> Vec<Kernel> {
     #[cfg(target_arch = "x86_64")]
     {
         if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
-            v.push(Kernel { name: "avx512", mr: 12, nr: 32, f: x86::k_avx512, fa: super::kernel_a::x86::k_avx512_a });
+            v.push(Kernel {
+                name: "avx512",
+                mr: 12,
+                nr: 32,
+                f: x86::k_avx512,
+                fa: super::kernel_a::x86::k_avx512_a,
+                fe: Some((x86::k_avx512_out, super::kernel_a::x86::k_avx512_a_out)),
+            });
         }
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            v.push(Kernel { name: "avx2", mr: 6, nr: 16, f: x86::k_avx2, fa: super::kernel_a::x86::k_avx2_a });
+            v.push(Kernel { name: "avx2", mr: 6, nr: 16, f: x86::k_avx2, fa: super::kernel_a::x86::k_avx2_a, fe: None });
         }
     }
-    v.push(Kernel { name: "portable", mr: 4, nr: 8, f: k_portable, fa: super::kernel_a::k_portable_a });
+    v.push(Kernel { name: "portable", mr: 4, nr: 8, f: k_portable, fa: super::kernel_a::k_portable_a, fe: None });
     v
 }
 

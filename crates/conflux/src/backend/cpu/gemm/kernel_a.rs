@@ -31,13 +31,28 @@ pub(super) unsafe fn k_portable_a(kc: usize, a: *const f32, lda: usize, b: *cons
 
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
-    use super::super::kernel::x86::{store_tile_256, store_tile_512};
+    use super::super::kernel::x86::{store_tile_256, store_tile_512, store_tile_512_out};
+    use super::super::kernel::TileOut;
     use std::arch::x86_64::*;
 
-    /// 12×32. Rows are addressed from four base pointers (rows 0, 3, 6, 9) plus 0/1/2·lda,
-    /// which x86 addressing expresses without extra registers per row.
+    /// 12×32.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn k_avx512_a(kc: usize, a: *const f32, lda: usize, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+        store_tile_512(&acc_avx512_a(kc, a, lda, b), c, ldc, accumulate);
+    }
+
+    /// The same, stored through a `TileOut`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn k_avx512_a_out(kc: usize, a: *const f32, lda: usize, b: *const f32, c: *const f32, ldc: usize, accumulate: bool, out: &TileOut) {
+        store_tile_512_out(&acc_avx512_a(kc, a, lda, b), c, ldc, accumulate, out);
+    }
+
+    /// 12×32 accumulators. Rows are addressed from four base pointers (rows 0, 3, 6, 9) plus
+    /// 0/1/2·lda, which x86 addressing expresses without extra registers per row.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn acc_avx512_a(kc: usize, a: *const f32, lda: usize, b: *const f32) -> [[__m512; 2]; 12] {
         let mut acc = [[_mm512_setzero_ps(); 2]; 12];
         let bases = [a, a.add(3 * lda), a.add(6 * lda), a.add(9 * lda)];
         for p in 0..kc {
@@ -52,7 +67,7 @@ pub(super) mod x86 {
                 }
             }
         }
-        store_tile_512(&acc, c, ldc, accumulate);
+        acc
     }
 
     /// 6×16.

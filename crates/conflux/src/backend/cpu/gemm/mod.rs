@@ -12,7 +12,7 @@ pub mod kernel;
 pub mod kernel_a;
 pub mod scratch;
 
-pub use kernel::{available, best, Kernel};
+pub use kernel::{available, best, Kernel, TileOut};
 pub use scratch::{with_scratch, Slot};
 
 use rayon::prelude::*;
@@ -35,6 +35,21 @@ pub trait Panels: Sync {
 /// (the sink may scribble on it). Blocks never overlap, and each is delivered exactly once.
 pub trait Sink: Sync {
     fn store(&self, rows: Range<usize>, cols: Range<usize>, c: &mut [f32], ld: usize);
+
+    /// `Some` when block (rows, cols) may instead be written tile by tile straight from the
+    /// micro-kernel's registers (no round trip through the f32 block buffer and a second
+    /// pass): an f32 row-major destination with an optional per-row bias and ReLU.
+    fn direct(&self, _rows: Range<usize>, _cols: Range<usize>) -> Option<Direct> { None }
+}
+
+/// A C block's destination for register stores: element (rows.start + r, cols.start + j) at
+/// `ptr + r·ld + j`, plus `bias[r]` when `bias` is not null, then ReLU when `relu`.
+#[derive(Clone, Copy, Debug)]
+pub struct Direct {
+    pub ptr: *mut f32,
+    pub ld: usize,
+    pub bias: *const f32,
+    pub relu: bool,
 }
 
 /// An operand given element by element: `f(outer, inner)`.
@@ -192,6 +207,8 @@ fn task(
     let (mr, nr) = (kern.mr, kern.nr);
     let (mp, np) = (round_up(rows.len(), mr), round_up(cols.len(), nr));
     let kmax = kblocks.iter().map(|r| r.len()).max().unwrap_or(0);
+    let direct = sink.direct(rows.clone(), cols.clone());
+    let last = kblocks.len() - 1;
     with_scratch(Slot::Tile, mp * np, |cbuf| {
         let own = if matches!(b, BSrc::Pack(_)) { np * kmax.max(1) } else { 0 };
         with_scratch(Slot::PackB, own, |bpack| {
@@ -212,6 +229,37 @@ fn task(
                         let row = rows.start + ir * mr;
                         let bp = bpack[jr * nr * kc..].as_ptr();
                         let cp = cbuf[ir * mr * np + jr * nr..].as_mut_ptr();
+                        // A in place for this tile: (address, lda).
+                        let in_place = a_in.filter(|&(_, _, packed_from)| row < packed_from).map(|(addr, ld, _)| ((addr as *const f32).wrapping_add(row * ld + kb.start), ld));
+                        if let (Some(d), true) = (direct, bi == last) {
+                            let out = TileOut {
+                                // SAFETY (pointer arithmetic): the tile lies inside the block.
+                                ptr: unsafe { d.ptr.add(ir * mr * d.ld + jr * nr) },
+                                ld: d.ld,
+                                bias: if d.bias.is_null() { d.bias } else { d.bias.wrapping_add(ir * mr) },
+                                relu: d.relu,
+                                rows: mr.min(rows.len() - ir * mr),
+                                cols: nr.min(cols.len() - jr * nr),
+                            };
+                            let ap = ablock[(row / mr) * mr * kc..].as_ptr();
+                            // SAFETY: as for the kernels below; `out` covers only the block's live
+                            // rows and columns, which `direct` promised are writable.
+                            unsafe {
+                                match (kern.fe, in_place) {
+                                    (Some((_, fae)), Some((ap, ld))) => fae(kc, ap, ld, bp, cp, np, bi > 0, &out),
+                                    (Some((fe, _)), None) => fe(kc, ap, 0, bp, cp, np, bi > 0, &out),
+                                    (None, Some((ap, ld))) => {
+                                        (kern.fa)(kc, ap, ld, bp, cp, np, bi > 0);
+                                        kernel::store_tile_out(cp, np, &out);
+                                    }
+                                    (None, None) => {
+                                        (kern.f)(kc, ap, bp, cp, np, bi > 0);
+                                        kernel::store_tile_out(cp, np, &out);
+                                    }
+                                }
+                            }
+                            continue;
+                        }
                         if let Some((addr, ld, packed_from)) = a_in {
                             if row < packed_from {
                                 let ap = (addr as *const f32).wrapping_add(row * ld + kb.start);
@@ -228,7 +276,9 @@ fn task(
                     }
                 }
             }
-            sink.store(rows.clone(), cols.clone(), cbuf, np);
+            if direct.is_none() {
+                sink.store(rows.clone(), cols.clone(), cbuf, np);
+            }
         })
     });
 }
@@ -237,9 +287,19 @@ fn task(
 /// call per 128-byte row cost a fifth of a large GEMM.
 #[inline(always)]
 pub fn copy_panel_row(dst: &mut [f32], src: &[f32]) {
+    // Explicit 16-byte moves: LLVM turned the plain array assignment into a memcpy call in
+    // some callers (Im2col::pack: 11% of 64-55-55-64 1×1 N=1).
+    #[inline(always)]
     fn fixed<const W: usize>(dst: &mut [f32], src: &[f32]) {
-        let d: &mut [f32; W] = dst.try_into().unwrap();
-        *d = *<&[f32; W]>::try_from(src).unwrap();
+        assert!(dst.len() == W && src.len() == W);
+        #[cfg(target_arch = "x86_64")]
+        for i in (0..W).step_by(4) {
+            use std::arch::x86_64::{_mm_loadu_ps, _mm_storeu_ps};
+            // SAFETY: i + 4 <= W = both lengths (W is a multiple of 4); SSE is baseline x86_64.
+            unsafe { _mm_storeu_ps(dst.as_mut_ptr().add(i), _mm_loadu_ps(src.as_ptr().add(i))) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        dst.copy_from_slice(src);
     }
     match dst.len() {
         32 => fixed::<32>(dst, src),
@@ -314,6 +374,11 @@ impl Sink for DenseSink {
                 dst.copy_from_slice(src);
             }
         }
+    }
+
+    fn direct(&self, rows: Range<usize>, cols: Range<usize>) -> Option<Direct> {
+        // SAFETY (pointer arithmetic): see `new`.
+        (!self.accumulate).then(|| Direct { ptr: unsafe { self.ptr.add(rows.start * self.ld + cols.start) }, ld: self.ld, bias: std::ptr::null(), relu: false })
     }
 }
 
