@@ -224,8 +224,17 @@ fn task(
                     BSrc::Shared(all, npad) => &all[kb.start * npad + cols.start * kc..],
                 };
                 let ablock = &apack[kb.start * mpad..];
-                for jr in 0..np / nr {
-                    for ir in 0..mp / mr {
+                // Tiles column panel by column panel (the B panel stays in L1 while the A
+                // panels stream), except when the last K block stores straight into the
+                // destination: then row panel by row panel, so each destination row is written
+                // front to back in consecutive tiles (one stream per row the prefetcher can
+                // follow). Column-panel order there scattered 128-byte pieces over every row of
+                // a 25 MB output: 64-55-55-256 N=8 went from 6.1 to 10 ms.
+                let (tiles_m, tiles_n) = (mp / mr, np / nr);
+                let rows_first = direct.is_some() && bi == last;
+                for t in 0..tiles_m * tiles_n {
+                    let (ir, jr) = if rows_first { (t / tiles_n, t % tiles_n) } else { (t % tiles_m, t / tiles_m) };
+                    {
                         let row = rows.start + ir * mr;
                         let bp = bpack[jr * nr * kc..].as_ptr();
                         let cp = cbuf[ir * mr * np + jr * nr..].as_mut_ptr();
