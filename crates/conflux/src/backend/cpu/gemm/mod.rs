@@ -234,54 +234,37 @@ fn task(
                 let rows_first = direct.is_some() && bi == last;
                 for t in 0..tiles_m * tiles_n {
                     let (ir, jr) = if rows_first { (t / tiles_n, t % tiles_n) } else { (t % tiles_m, t / tiles_m) };
-                    {
-                        let row = rows.start + ir * mr;
-                        let bp = bpack[jr * nr * kc..].as_ptr();
-                        let cp = cbuf[ir * mr * np + jr * nr..].as_mut_ptr();
-                        // A in place for this tile: (address, lda).
-                        let in_place = a_in.filter(|&(_, _, packed_from)| row < packed_from).map(|(addr, ld, _)| ((addr as *const f32).wrapping_add(row * ld + kb.start), ld));
-                        if let (Some(d), true) = (direct, bi == last) {
-                            let out = TileOut {
-                                // SAFETY (pointer arithmetic): the tile lies inside the block.
-                                ptr: unsafe { d.ptr.add(ir * mr * d.ld + jr * nr) },
-                                ld: d.ld,
-                                bias: if d.bias.is_null() { d.bias } else { d.bias.wrapping_add(ir * mr) },
-                                relu: d.relu,
-                                rows: mr.min(rows.len() - ir * mr),
-                                cols: nr.min(cols.len() - jr * nr),
-                            };
-                            let ap = ablock[(row / mr) * mr * kc..].as_ptr();
-                            // SAFETY: as for the kernels below; `out` covers only the block's live
-                            // rows and columns, which `direct` promised are writable.
-                            unsafe {
-                                match (kern.fe, in_place) {
-                                    (Some((_, fae)), Some((ap, ld))) => fae(kc, ap, ld, bp, cp, np, bi > 0, &out),
-                                    (Some((fe, _)), None) => fe(kc, ap, 0, bp, cp, np, bi > 0, &out),
-                                    (None, Some((ap, ld))) => {
-                                        (kern.fa)(kc, ap, ld, bp, cp, np, bi > 0);
-                                        kernel::store_tile_out(cp, np, &out);
-                                    }
-                                    (None, None) => {
-                                        (kern.f)(kc, ap, bp, cp, np, bi > 0);
-                                        kernel::store_tile_out(cp, np, &out);
-                                    }
-                                }
-                            }
-                            continue;
+                    let row = rows.start + ir * mr;
+                    let bp = bpack[jr * nr * kc..].as_ptr();
+                    let cp = cbuf[ir * mr * np + jr * nr..].as_mut_ptr();
+                    let ap = ablock[(row / mr) * mr * kc..].as_ptr();
+                    // A read in place for this tile: (address, lda).
+                    let in_place = a_in.filter(|&(_, _, packed_from)| row < packed_from).map(|(addr, ld, _)| ((addr as *const f32).wrapping_add(row * ld + kb.start), ld));
+                    // The last K block of a sink that takes register stores: this tile's part.
+                    let out = direct.filter(|_| bi == last).map(|d| TileOut {
+                        ptr: d.ptr.wrapping_add(ir * mr * d.ld + jr * nr),
+                        ld: d.ld,
+                        bias: if d.bias.is_null() { d.bias } else { d.bias.wrapping_add(ir * mr) },
+                        relu: d.relu,
+                        rows: mr.min(rows.len() - ir * mr),
+                        cols: nr.min(cols.len() - jr * nr),
+                    });
+                    // SAFETY: the A and B panels hold kc·mr and kc·nr values (in place: rows
+                    // row..row + mr and columns kb lie inside the matrix, row + mr ≤ packed_from
+                    // ≤ m); the C tile lies inside cbuf (mp×np, padded to whole tiles); `out`
+                    // covers only the block's live rows and columns, which `direct` promised
+                    // are writable.
+                    unsafe {
+                        match (out, kern.fe, in_place) {
+                            (Some(o), Some((_, fae)), Some((a, ld))) => fae(kc, a, ld, bp, cp, np, bi > 0, &o),
+                            (Some(o), Some((fe, _)), None) => fe(kc, ap, 0, bp, cp, np, bi > 0, &o),
+                            (_, _, Some((a, ld))) => (kern.fa)(kc, a, ld, bp, cp, np, bi > 0),
+                            (_, _, None) => (kern.f)(kc, ap, bp, cp, np, bi > 0),
                         }
-                        if let Some((addr, ld, packed_from)) = a_in {
-                            if row < packed_from {
-                                let ap = (addr as *const f32).wrapping_add(row * ld + kb.start);
-                                // SAFETY: rows row..row + mr and columns kb lie inside the
-                                // in-place matrix (row + mr ≤ packed_from ≤ m); B and C as below.
-                                unsafe { (kern.fa)(kc, ap, ld, bp, cp, np, bi > 0) };
-                                continue;
-                            }
+                        // Kernels without register stores: the tile from the buffer, still in L1.
+                        if let (Some(o), None) = (out, kern.fe) {
+                            kernel::store_tile_out(cp, np, &o);
                         }
-                        let ap = ablock[(row / mr) * mr * kc..].as_ptr();
-                        // SAFETY: the A and B panels hold kc·mr and kc·nr values; the C tile
-                        // lies inside cbuf (mp×np, padded to whole tiles).
-                        unsafe { (kern.f)(kc, ap, bp, cp, np, bi > 0) };
                     }
                 }
             }
