@@ -21,6 +21,7 @@ const IMPLICIT_GEMM: u64 = 4;
 const GEMM: u64 = 5;
 const DIRECT: u64 = 6;
 const WINOGRAD4: u64 = 7;
+const GEMM1X1: u64 = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Dir {
@@ -324,18 +325,66 @@ fn medium_shapes_span_gemm_blocks() {
     }
 }
 
+/// NCHW strides with `gap` unused elements after each channel's (packed) positions and after
+/// each image: the layouts the 1×1 solver takes besides packed ones.
+fn nchw_gap(dt: DataType, lens: &[usize], gap: usize) -> TensorDesc {
+    let mut s = vec![1; lens.len()];
+    for d in (2..lens.len() - 1).rev() {
+        s[d] = s[d + 1] * lens[d + 1];
+    }
+    s[1] = lens[2..].iter().product::<usize>() + gap;
+    s[0] = lens[1] * s[1] + gap;
+    TensorDesc::with_strides(dt, lens, &s).unwrap()
+}
+
+#[test]
+fn gemm1x1_random_forward() {
+    // 1×1 stride-1 unpadded f32 NCHW layers (gaps after channels and images too), 2-D and 3-D,
+    // groups, several K blocks, every α/β (other than 1, 0 they go through the generic GEMM),
+    // exact and random data. The solver needs AVX-512, and must say so elsewhere.
+    let h = Handle::cpu();
+    let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
+    let mut rng = Rng(8);
+    for case in 0..24usize {
+        let nd = if case % 5 == 4 { 3 } else { 2 };
+        let g = rng.pick(&[1, 1, 2]);
+        let (cg, kg) = (if case % 6 == 5 { 300 } else { rng.range(1, 40) }, rng.range(1, 70));
+        let mut x = vec![rng.range(1, 3), g * cg];
+        for _ in 0..nd {
+            x.push(rng.range(1, if nd == 3 { 5 } else { 16 }));
+        }
+        let w = [vec![g * kg, cg], vec![1; nd]].concat();
+        let geo = make_geo(&vec![0; nd], &vec![1; nd], &vec![1; nd], g, x, w).unwrap();
+        let dt = DataType::Float;
+        let gap = (case % 3) * 2;
+        let (xd, wd, yd) = (nchw_gap(dt, &geo.x, gap), desc(dt, &geo.w, Lay::Packed), nchw_gap(dt, &geo.y, gap));
+        let exact = case % 2 == 0;
+        let ab = if case % 4 == 3 { (if exact { AB_INT } else { AB })[1 + case % 3] } else { (1.0, 0.0) };
+        let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
+        let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, GEMM1X1, 800 + case as u64 * 10);
+        assert_eq!(ran, avx512, "{geo:?}: the 1×1 solver applies exactly when AVX-512 is there");
+        if !avx512 {
+            let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
+            let why = conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, &h).unwrap_err();
+            assert!(why.contains("AVX-512"), "{why}");
+        }
+    }
+}
+
 #[test]
 fn fused_bias_relu_per_algorithm() {
     // conv + bias + ReLU through a fusion plan restricted to each algorithm; the plan must
     // pick the new solver, and the epilogue runs on its tiles.
     let h = Handle::cpu();
     type Case = (ConvAlgorithm, &'static str, [usize; 4], [usize; 4], i64);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         (ConvAlgorithm::Winograd, "CpuConvWinogradF4x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),
+        (ConvAlgorithm::Gemm, "CpuConvGemm1x1", [2, 40, 9, 10], [36, 40, 1, 1], 0),
         (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [12, 1, 3, 3], 1),
     ];
+    let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
     for (algo, name, xl, wl, pad) in cases {
         for (dt, layout) in [(DataType::Float, Layout::NCHW), (DataType::Float, Layout::NHWC), (DataType::Half, Layout::NHWC), (DataType::BFloat16, Layout::NCHW)] {
             for exact in [false, true] {
@@ -354,7 +403,9 @@ fn fused_bias_relu_per_algorithm() {
                 plan.add_bias(&bd).unwrap();
                 plan.add_activation(ActivationMode::Relu).unwrap();
                 plan.compile(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
-                assert_eq!(plan.solver_name(), Some(name), "{algo:?}");
+                // The 1×1 solver takes f32 NCHW on AVX-512 machines; the generic GEMM the rest.
+                let name = if name == "CpuConvGemm1x1" && !(avx512 && dt == DataType::Float && layout == Layout::NCHW) { "CpuConvGemm" } else { name };
+                assert_eq!(plan.solver_name(), Some(name), "{algo:?} {dt:?} {layout:?}");
                 let yd = plan.output_desc().clone();
                 let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
                 let (x, w, b) = (random(&h, &xd, fill, 1), random(&h, &wd, fill, 2), random(&h, &bd, fill, 3));
@@ -405,6 +456,16 @@ fn refusals_name_the_cause() {
     let few = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 2, 9, 9], vec![8, 2, 3, 3]).unwrap();
     assert!(why(&few, Dir::Forward, WINOGRAD).contains("channels"));
     assert!(why(&few, Dir::Forward, WINOGRAD4).contains("channels"));
+    assert!(why(&g5, Dir::Forward, GEMM1X1).contains("1×1"));
+    let one = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 1, 1]).unwrap();
+    assert!(why(&one, Dir::BackwardData, GEMM1X1).contains("forward only"));
+    let nhwc = |d: DataType, l: &[usize]| desc(d, l, Lay::ChannelsLast);
+    let check = |d: DataType, lay: &dyn Fn(DataType, &[usize]) -> TensorDesc| {
+        let fp = problem(&one, (&lay(d, &one.x), &desc(d, &one.w, Lay::Packed), &lay(d, &one.y)), Dir::Forward);
+        conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, &h).unwrap_err()
+    };
+    assert!(check(DataType::Half, &|d, l| desc(d, l, Lay::Packed)).contains("f32 only"));
+    assert!(check(dt, &nhwc).contains("NCHW-like"));
 }
 
 #[test]

@@ -4,6 +4,8 @@ pub mod access;
 pub mod act_chunk;
 pub mod bias;
 pub mod bn;
+pub mod conv1x1;
+pub mod conv1x1_kernel;
 pub mod conv_gemm;
 pub mod conv_gemm_bwd;
 pub mod conv_direct;

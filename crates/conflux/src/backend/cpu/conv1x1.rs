@@ -1,0 +1,154 @@
+//! Forward 1×1 convolution (stride 1, no padding) of f32 NCHW images with the output channels
+//! in the vector lanes: per image and group, yᵀ (HW × K) = xᵀ (HW × C) · Wᵀ (C × K).
+//!
+//! Why not the generic GEMM (`conv_gemm.rs`), whose tiles put output positions in the lanes:
+//! - x is read in place. The GEMM packs it into panels first: a quarter of 64-55-55-64.
+//! - Tiles hold 14 positions and the last tile of an image is exactly as long as what is left,
+//!   so nothing is padded. The GEMM pads each image's columns to 32: 49 → 64 on 7×7 layers.
+//! - The price is W, packed per call into 32-channel panels (C × 32 each), and y written with
+//!   scatters (each tile row is one position of 32 channel rows).
+
+use super::conv1x1_kernel::{Kernels, Out, Transpose, MR, NR};
+use super::gemm::{with_scratch, Slot};
+use rayon::prelude::*;
+
+/// One group of a 1×1 forward convolution. Element strides: x (n, c) with packed spatial
+/// positions, W filter rows of `c` consecutive values, y (n, k) with packed spatial positions.
+#[derive(Clone, Copy, Debug)]
+pub struct Problem {
+    pub n: usize,
+    pub c: usize,
+    pub k: usize,
+    pub hw: usize,
+    pub x: *const f32,
+    pub xs: [usize; 2],
+    pub w: *const f32,
+    pub ws0: usize,
+    pub y: *mut f32,
+    pub ys: [usize; 2],
+    /// k values, or null.
+    pub bias: *const f32,
+    pub relu: bool,
+}
+
+// SAFETY: tasks read x and W and write disjoint parts of y (see `forward`).
+unsafe impl Sync for Problem {}
+unsafe impl Send for Problem {}
+
+/// Largest K block: a 32-channel panel of it (32 KiB) stays in L1 while the tiles stream x.
+const KC_MAX: usize = 256;
+
+/// Work split: tasks of `mb` tiles (MR positions of one image each, numbered across the batch)
+/// × `gp` channel panels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Split {
+    pub mb: usize,
+    pub gp: usize,
+}
+
+impl Split {
+    /// Each task packs the W panels it uses, and reads x once per panel group, so: the fewest
+    /// tile blocks × K (W packed again per block) + panel groups × N·HW (x read again per group),
+    /// with at least three tasks per thread where there are that many tiles, and, with several
+    /// K blocks, a partial-sum block (mb·MR × gp·32 f32) of at most 128 KiB.
+    pub fn choose(p: &Problem, threads: usize) -> Split {
+        let (tiles, panels) = (p.n * p.hw.div_ceil(MR), p.k.div_ceil(NR));
+        let want = 3 * threads;
+        let mut best: Option<(usize, Split)> = None;
+        let mut gp = panels;
+        loop {
+            let groups = panels.div_ceil(gp);
+            for hs in 1..=tiles {
+                let mb = tiles.div_ceil(hs);
+                let (blocks, tasks) = (tiles.div_ceil(mb), groups * tiles.div_ceil(mb));
+                if (p.c > KC_MAX && mb * MR * gp * NR > 32 * 1024 && mb > 1) || (tasks < want && mb > 1) {
+                    continue;
+                }
+                let cost = blocks * p.k + groups * p.n * p.hw;
+                if best.is_none_or(|(c, _)| cost < c) {
+                    best = Some((cost, Split { mb, gp }));
+                }
+                break;
+            }
+            if gp == 1 {
+                break;
+            }
+            gp = gp.div_ceil(2);
+        }
+        best.map_or(Split { mb: 1, gp: 1 }, |(_, s)| s)
+    }
+}
+
+/// One W block as a 32-channel panel, `dst[c·32 + j]` = W[k0 + j][c0 + c] for c < kc (0 past
+/// K): 16 × 32 transposes where the block is whole, plain copies at its edges.
+fn pack_w(p: &Problem, k0: usize, c0: usize, kc: usize, dst: &mut [f32], transpose: Option<Transpose>) {
+    let live = NR.min(p.k - k0);
+    for cb in (0..kc).step_by(16) {
+        let cw = 16.min(kc - cb);
+        let block = &mut dst[cb * NR..(cb + cw) * NR];
+        // SAFETY (pointer arithmetic): filter k0 + j, channel c0 + cb is inside W.
+        let src = unsafe { p.w.add(k0 * p.ws0 + c0 + cb) };
+        if let (Some(t), true) = (transpose, cw == 16 && live == NR) {
+            // SAFETY: 32 filters × 16 channels; block holds 16·32 values.
+            unsafe { t(src, p.ws0, block.as_mut_ptr()) };
+            continue;
+        }
+        for j in 0..NR {
+            for t in 0..cw {
+                // SAFETY: filter k0 + j < K, channel c0 + cb + t < C.
+                block[t * NR + j] = if j < live { unsafe { *src.add(j * p.ws0 + t) } } else { 0.0 };
+            }
+        }
+    }
+}
+
+/// y = ReLU?(conv(x, W) + bias?) with `kern` and `split`.
+///
+/// # Safety
+/// The pointers and strides of `p` address valid tensors; `kern` runs on this CPU; y does not
+/// overlap x or W; 32·ys[1] fits in an i32 (the scatter offsets).
+pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split) {
+    if p.n == 0 || p.k == 0 || p.hw == 0 {
+        return;
+    }
+    let (per_image, panels) = (p.hw.div_ceil(MR), p.k.div_ceil(NR));
+    let tiles = p.n * per_image;
+    let kblocks = p.c.div_ceil(KC_MAX).max(1);
+    let kc = p.c.div_ceil(kblocks).max(1);
+    let (mb, gp) = (split.mb.clamp(1, tiles), split.gp.clamp(1, panels));
+    let (tblocks, groups) = (tiles.div_ceil(mb), panels.div_ceil(gp));
+    (0..tblocks * groups).into_par_iter().for_each(|task| {
+        let (g, tb) = (task / tblocks, task % tblocks);
+        let tile_range = tb * mb..((tb + 1) * mb).min(tiles);
+        let panel_range = g * gp..((g + 1) * gp).min(panels);
+        let ldc = panel_range.len() * NR;
+        let cbuf_len = if p.c > kc { tile_range.len() * MR * ldc } else { 0 };
+        with_scratch(Slot::Tile, cbuf_len, |cbuf| {
+            with_scratch(Slot::PackB, kc * NR, |wblock| {
+                for kb in 0..kblocks {
+                    let c0 = kb * kc;
+                    let kcb = kc.min(p.c - c0);
+                    let (first, last) = (kb == 0, c0 + kcb == p.c);
+                    for q in panel_range.clone() {
+                        let k0 = q * NR;
+                        pack_w(p, k0, c0, kcb, wblock, kern.transpose);
+                        for (ti, gt) in tile_range.clone().enumerate() {
+                            let (n, hw0) = (gt / per_image, gt % per_image * MR);
+                            let rows = MR.min(p.hw - hw0);
+                            let a = p.x.add(n * p.xs[0] + c0 * p.xs[1] + hw0);
+                            let c = cbuf.as_mut_ptr().wrapping_add(ti * MR * ldc + (q - panel_range.start) * NR);
+                            let out = Out {
+                                y: p.y.add(n * p.ys[0] + k0 * p.ys[1] + hw0),
+                                ldy: p.ys[1],
+                                bias: if p.bias.is_null() { p.bias } else { p.bias.add(k0) },
+                                relu: p.relu,
+                                cols: NR.min(p.k - k0),
+                            };
+                            (kern.tile)(rows, kcb, a, p.xs[1], wblock.as_ptr(), c, ldc, first, last.then_some(&out));
+                        }
+                    }
+                }
+            });
+        });
+    });
+}

@@ -1,0 +1,224 @@
+//! Micro-tiles of the 1×1 NCHW forward convolution (`conv1x1.rs`): `rows` consecutive spatial
+//! positions × 32 output channels, the channels in the vector lanes.
+//!
+//! Operands: x read in place, element (position i, input channel p) at `a + p·cs + i` (an NCHW
+//! image: the `rows` values of one channel are consecutive, so they are broadcast from
+//! consecutive addresses); W packed as 32-channel panels, `b[p·32 + j]`.
+//!
+//! A tile accumulates one K block. `first`: start from zero, else from the partial sum at `c`
+//! (row stride `ldc`, one row per position). Then either back to `c`, or, on the last K block,
+//! through an `Out`: plus the bias of each channel, ReLU, and written to y transposed (row i of
+//! the tile is column `i` of y's channel rows).
+
+/// Where the last K block of a tile goes: y at (channel k0, position hw0), channel stride `ldy`;
+/// `bias` at k0 (or null); only the first `cols` of the 32 channels exist.
+#[derive(Clone, Copy, Debug)]
+pub struct Out {
+    pub y: *mut f32,
+    pub ldy: usize,
+    pub bias: *const f32,
+    pub relu: bool,
+    pub cols: usize,
+}
+
+/// Channels per tile (two AVX-512 vectors).
+pub const NR: usize = 32;
+/// Spatial positions per full tile: 14 × 2 accumulators = 28 of the 32 zmm registers.
+pub const MR: usize = 14;
+
+/// `tile(rows, kc, a, cs, b, c, ldc, first, out)` with `rows` in 1..=MR.
+pub type TileFn = unsafe fn(usize, usize, *const f32, usize, *const f32, *mut f32, usize, bool, Option<&Out>);
+
+/// The finished value of channel j at one position: bias, then ReLU (NaN becomes 0, like the
+/// generic ReLU).
+#[inline(always)]
+fn finish(v: f32, o: &Out, j: usize) -> f32 {
+    // SAFETY: j < o.cols, and a non-null bias covers the tile's live channels.
+    let v = if o.bias.is_null() { v } else { v + unsafe { *o.bias.add(j) } };
+    if !o.relu || v > 0.0 { v } else { 0.0 }
+}
+
+/// Plain loops: machines without AVX-512, and the tests' second opinion.
+///
+/// # Safety
+/// `a` covers `rows` positions × kc channels at stride `cs`; `b` kc·32 values; `c` a rows × 32
+/// tile with row stride `ldc` (read unless `first`, written unless `out`); `out` addresses
+/// `cols` channel rows of `rows` writable values.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tile_portable(rows: usize, kc: usize, a: *const f32, cs: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
+    let mut acc = [[0f32; NR]; MR];
+    for p in 0..kc {
+        let bp = b.add(p * NR);
+        for (i, row) in acc.iter_mut().enumerate().take(rows) {
+            let av = *a.add(p * cs + i);
+            for (j, v) in row.iter_mut().enumerate() {
+                *v += av * *bp.add(j);
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate().take(rows) {
+        for (j, v) in row.iter().enumerate() {
+            let v = if first { *v } else { *v + *c.add(i * ldc + j) };
+            match out {
+                Some(o) if j < o.cols => *o.y.add(j * o.ldy + i) = finish(v, o, j),
+                Some(_) => {}
+                None => *c.add(i * ldc + j) = v,
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use super::{Out, MR, NR};
+    use std::arch::x86_64::*;
+
+    /// `R` × 32 accumulators over kc channels.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn acc<const R: usize>(kc: usize, a: *const f32, cs: usize, b: *const f32) -> [[__m512; 2]; R] {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.add(i));
+                row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+            }
+            ap = ap.add(cs);
+            bp = bp.add(NR);
+        }
+        acc
+    }
+
+    /// One tile of `R` positions (see the module comment).
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const R: usize>(kc: usize, a: *const f32, cs: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
+        let mut acc = acc::<R>(kc, a, cs, b);
+        if !first {
+            for (i, row) in acc.iter_mut().enumerate() {
+                for (h, v) in row.iter_mut().enumerate() {
+                    *v = _mm512_add_ps(*v, _mm512_loadu_ps(c.add(i * ldc + 16 * h)));
+                }
+            }
+        }
+        let Some(o) = out else {
+            for (i, row) in acc.iter().enumerate() {
+                for (h, v) in row.iter().enumerate() {
+                    _mm512_storeu_ps(c.add(i * ldc + 16 * h), *v);
+                }
+            }
+            return;
+        };
+        let live = |h: usize| -> __mmask16 {
+            let n = o.cols.saturating_sub(16 * h).min(16);
+            if n == 16 { 0xffff } else { (1u16 << n) - 1 }
+        };
+        let masks = [live(0), live(1)];
+        // Lane l of vector h is channel 16h + l: element offsets (16h + l)·ldy from o.y.
+        let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let ld = _mm512_set1_epi32(o.ldy as i32);
+        let idx = [_mm512_mullo_epi32(lanes, ld), _mm512_mullo_epi32(_mm512_add_epi32(lanes, _mm512_set1_epi32(16)), ld)];
+        let bias = if o.bias.is_null() { None } else { Some([_mm512_maskz_loadu_ps(masks[0], o.bias), _mm512_maskz_loadu_ps(masks[1], o.bias.add(16))]) };
+        let zero = _mm512_setzero_ps();
+        for (i, row) in acc.iter().enumerate() {
+            for (h, v) in row.iter().enumerate() {
+                let mut v = *v;
+                if let Some(bv) = bias {
+                    v = _mm512_add_ps(v, bv[h]);
+                }
+                if o.relu {
+                    // v first: a NaN v gives 0.
+                    v = _mm512_max_ps(v, zero);
+                }
+                _mm512_mask_i32scatter_ps::<4>(o.y.add(i), masks[h], idx[h], v);
+            }
+        }
+    }
+
+    /// dst[c·32 + j] = src[j·lds + c] for 16 channels c and 32 filters j: two 16×16 transposes
+    /// in registers (unpack, then 32-bit and 128-bit lane shuffles).
+    ///
+    /// # Safety
+    /// AVX-512F; src covers 32 rows of 16 values at stride lds; dst 16·32 writable values.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn transpose_16x32(src: *const f32, lds: usize, dst: *mut f32) {
+        for half in 0..2 {
+            let r: [__m512; 16] = std::array::from_fn(|j| _mm512_loadu_ps(src.add((16 * half + j) * lds)));
+            // t[2i], t[2i+1]: rows 2i and 2i+1 interleaved (low and high pairs of each lane).
+            let t: [__m512; 16] = std::array::from_fn(|i| {
+                let (a, b) = (r[i & !1], r[i | 1]);
+                if i % 2 == 0 { _mm512_unpacklo_ps(a, b) } else { _mm512_unpackhi_ps(a, b) }
+            });
+            // u[4g + m]: rows 4g..4g+4 at columns m, m+4, m+8, m+12 (one per 128-bit lane).
+            let u: [__m512; 16] = std::array::from_fn(|i| {
+                let (g, m) = (i / 4, i % 4);
+                let (a, b) = (t[4 * g + m / 2], t[4 * g + 2 + m / 2]);
+                if m % 2 == 0 { _mm512_shuffle_ps::<0x44>(a, b) } else { _mm512_shuffle_ps::<0xEE>(a, b) }
+            });
+            // v[8h + s]: rows 8h..8h+4 and 8h+4..8h+8 at columns s and s + 8 (s < 4: lanes 0, 2 of
+            // the u pair), or at s and s + 8 for s ≥ 4 (lanes 1, 3, which hold columns +4, +12).
+            let v: [__m512; 16] = std::array::from_fn(|i| {
+                let (h, s) = (i / 8, i % 8);
+                let (a, b) = (u[8 * h + s % 4], u[8 * h + 4 + s % 4]);
+                if s < 4 { _mm512_shuffle_f32x4::<0x88>(a, b) } else { _mm512_shuffle_f32x4::<0xDD>(a, b) }
+            });
+            // Column s from the even lanes of v[s] and v[8 + s] (rows 0-7, then 8-15), column
+            // s + 8 from the odd lanes.
+            for s in 0..8 {
+                let (lo, hi) = (_mm512_shuffle_f32x4::<0x88>(v[s], v[8 + s]), _mm512_shuffle_f32x4::<0xDD>(v[s], v[8 + s]));
+                _mm512_storeu_ps(dst.add(s * 32 + 16 * half), lo);
+                _mm512_storeu_ps(dst.add((s + 8) * 32 + 16 * half), hi);
+            }
+        }
+    }
+
+    /// `tile::<rows>` for rows in 1..=MR.
+    ///
+    /// # Safety
+    /// As `tile_portable`; AVX-512F must be available; 32·ldy must fit in an i32.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn tile_avx512(rows: usize, kc: usize, a: *const f32, cs: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
+        macro_rules! by_rows {
+            ($($r:literal)*) => {
+                match rows {
+                    $($r => tile::<$r>(kc, a, cs, b, c, ldc, first, out),)*
+                    _ => unreachable!("conv1x1 tile of {rows} rows"),
+                }
+            };
+        }
+        const _: () = assert!(MR == 14);
+        by_rows!(1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+    }
+}
+
+/// `transpose(src, lds, dst)`: dst[c·32 + j] = src[j·lds + c] for c < 16, j < 32.
+pub type Transpose = unsafe fn(*const f32, usize, *mut f32);
+
+/// The tile and, where there is one, the vectorized W transpose of one instruction set.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    pub name: &'static str,
+    pub tile: TileFn,
+    pub transpose: Option<Transpose>,
+}
+
+/// The kernels for this CPU. AVX-512 only; elsewhere the generic GEMM's kernels are faster
+/// than `tile_portable`, so the solver declines.
+pub fn best() -> Option<Kernels> {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        return Some(Kernels { name: "avx512", tile: x86::tile_avx512, transpose: Some(x86::transpose_16x32) });
+    }
+    None
+}
+
+/// Every set this CPU can run (tests run them all).
+pub fn available() -> Vec<Kernels> {
+    let mut v: Vec<Kernels> = best().into_iter().collect();
+    v.push(Kernels { name: "portable", tile: tile_portable, transpose: None });
+    v
+}

@@ -1,0 +1,143 @@
+//! The 1×1 NCHW forward driver with output channels in the vector lanes
+//! (`backend/cpu/conv1x1.rs`), every tile this machine can run, against an f64 loop: positions
+//! per image that leave 1..13 for the last tile, partial channel panels, several K blocks,
+//! tiles of one task spanning images, forced small splits, gaps after every channel and image
+//! row that must stay untouched, bias and ReLU, exact small-integer data bit for bit. The
+//! solver around it is covered in `cpu_solvers.rs` (`gemm1x1_*`).
+
+mod support;
+
+use conflux::backend::cpu::conv1x1::{forward_with, Problem, Split};
+use conflux::backend::cpu::conv1x1_kernel::available;
+use conflux::reference::fill::{fill_normal, fill_small_int};
+use support::Rng;
+
+struct Case {
+    n: usize,
+    c: usize,
+    k: usize,
+    hw: usize,
+    /// Unused elements after each channel (x and y) and after each image.
+    gap: usize,
+    bias: bool,
+    relu: bool,
+}
+
+fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
+    let Case { n, c, k, hw, gap, bias, relu } = *cs;
+    let (xs1, ys1) = (hw + gap, hw + gap);
+    let (xs0, ys0) = (c * xs1 + gap, k * ys1 + gap);
+    let ws0 = c + gap;
+    let vals = |s: u64, len: usize| -> Vec<f32> {
+        let v = if exact { fill_small_int(s, len, -3, 3) } else { fill_normal(s, len) };
+        v.into_iter().map(|x| x as f32).collect()
+    };
+    let x = vals(seed, n * xs0);
+    let w = vals(seed + 1, k * ws0);
+    let b = vals(seed + 2, k);
+    let mut want = vec![f64::NAN; n * ys0];
+    for ni in 0..n {
+        for ki in 0..k {
+            for p in 0..hw {
+                let mut s = if bias { b[ki] as f64 } else { 0.0 };
+                for ci in 0..c {
+                    s += x[ni * xs0 + ci * xs1 + p] as f64 * w[ki * ws0 + ci] as f64;
+                }
+                want[ni * ys0 + ki * ys1 + p] = if relu { s.max(0.0) } else { s };
+            }
+        }
+    }
+    for kern in available() {
+        let mut y = vec![f32::NAN; n * ys0];
+        let p = Problem {
+            n,
+            c,
+            k,
+            hw,
+            x: x.as_ptr(),
+            xs: [xs0, xs1],
+            w: w.as_ptr(),
+            ws0,
+            y: y.as_mut_ptr(),
+            ys: [ys0, ys1],
+            bias: if bias { b.as_ptr() } else { std::ptr::null() },
+            relu,
+        };
+        let split = split.unwrap_or_else(|| Split::choose(&p, 2));
+        // SAFETY: the vectors cover every stride above; y is separate.
+        unsafe { forward_with(&p, &kern, split) };
+        let what = format!("{} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?}", kern.name);
+        for (i, (g, want)) in y.iter().zip(&want).enumerate() {
+            let g = *g as f64;
+            if want.is_nan() {
+                // A gap: never written.
+                assert!(g.is_nan(), "{what}: gap element {i} written ({g})");
+            } else if exact {
+                assert_eq!(g, *want, "{what}: element {i}");
+            } else {
+                let tol = 1e-5 * (c as f64).sqrt().max(1.0) * (1.0 + want.abs());
+                assert!((g - want).abs() <= tol, "{what}: element {i}: {g} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_tile_remainder_and_panel_edge() {
+    // hw 1..=29 leaves every remainder 1..13 (and none) for the last tile; k around 32.
+    let mut r = Rng(1);
+    for hw in 1..=29 {
+        let cs = Case { n: r.range(1, 3), c: r.range(1, 20), k: r.pick(&[1, 31, 32, 33, 64, 70]), hw, gap: hw % 3, bias: hw % 2 == 0, relu: hw % 4 < 2 };
+        run(&cs, None, hw % 2 == 1, hw as u64);
+    }
+}
+
+#[test]
+fn several_k_blocks_and_forced_splits() {
+    // c > 256 (two and three K blocks with partial sums), tasks of one tile and one panel,
+    // tasks whose tiles span images, and the chosen split.
+    let cases = [
+        Case { n: 2, c: 300, k: 70, hw: 49, gap: 1, bias: true, relu: true },
+        Case { n: 3, c: 520, k: 33, hw: 15, gap: 0, bias: false, relu: true },
+        Case { n: 1, c: 257, k: 96, hw: 196, gap: 2, bias: true, relu: false },
+    ];
+    for (i, cs) in cases.iter().enumerate() {
+        for split in [None, Some(Split { mb: 1, gp: 1 }), Some(Split { mb: 3, gp: 2 }), Some(Split { mb: 1000, gp: 1000 })] {
+            run(cs, split, i != 1, 10 + i as u64);
+            run(cs, split, true, 20 + i as u64);
+        }
+    }
+}
+
+#[test]
+fn relu_turns_nan_into_zero_like_the_generic_path() {
+    // A NaN weight makes every output of its filter NaN before ReLU; max(v, 0) with v first
+    // gives 0, as the generic ReLU does.
+    let (n, c, k, hw) = (1, 3, 32, 14);
+    let x = vec![1.0f32; c * hw];
+    let mut w = vec![1.0f32; k * c];
+    w[5 * c] = f32::NAN;
+    for kern in available() {
+        let mut y = vec![-1.0f32; k * hw];
+        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], bias: std::ptr::null(), relu: true };
+        // SAFETY: as above.
+        unsafe { forward_with(&p, &kern, Split::choose(&p, 2)) };
+        assert!(y[5 * hw..6 * hw].iter().all(|v| *v == 0.0), "{}: {:?}", kern.name, &y[5 * hw..6 * hw]);
+        assert!(y[..5 * hw].iter().all(|v| *v == 3.0), "{}", kern.name);
+    }
+}
+
+#[test]
+fn split_choice_keeps_both_threads_busy() {
+    let p = |n, c, k, hw| Problem { n, c, k, hw, x: std::ptr::null(), xs: [0, 0], w: std::ptr::null(), ws0: 0, y: std::ptr::null_mut(), ys: [0, 0], bias: std::ptr::null(), relu: false };
+    for (n, c, k, hw) in [(1, 2048, 512, 49), (1, 64, 64, 3025), (8, 256, 1024, 196), (1, 3, 1, 1)] {
+        let pr = p(n, c, k, hw);
+        let s = Split::choose(&pr, 2);
+        let tasks = (n * hw.div_ceil(14)).div_ceil(s.mb) * k.div_ceil(32).div_ceil(s.gp);
+        let most = n * hw.div_ceil(14) * k.div_ceil(32);
+        assert!(tasks >= 6.min(most), "{n} {c} {k} {hw}: {s:?} gives {tasks} tasks");
+    }
+    // W-heavy layers split by channel panels (W packed once), x-heavy ones by positions.
+    assert_eq!(Split::choose(&p(1, 2048, 512, 49), 2).mb, 4);
+    assert_eq!(Split::choose(&p(1, 64, 64, 3025), 2).gp, 2);
+}
