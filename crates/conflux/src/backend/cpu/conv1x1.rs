@@ -5,8 +5,8 @@
 //! - x is read in place. The GEMM packs it into panels first: a quarter of 64-55-55-64.
 //! - Tiles hold 14 positions and the last tile of an image is exactly as long as what is left,
 //!   so nothing is padded. The GEMM pads each image's columns to 32: 49 → 64 on 7×7 layers.
-//! - The price is W, packed per call into 32-channel panels (C × 32 each), and y written with
-//!   scatters (each tile row is one position of 32 channel rows).
+//! - The price is W, transposed per call into 32-channel panels, and each finished tile
+//!   transposed in registers before it is stored (a tile row is one position of 32 channels).
 
 use super::conv1x1_kernel::{Kernels, Out, Transpose, MR, NR};
 use super::gemm::{with_scratch, Slot};
@@ -106,7 +106,7 @@ fn pack_w(p: &Problem, k0: usize, c0: usize, kc: usize, dst: &mut [f32], transpo
 ///
 /// # Safety
 /// The pointers and strides of `p` address valid tensors; `kern` runs on this CPU; y does not
-/// overlap x or W; 32·ys[1] fits in an i32 (the scatter offsets).
+/// overlap x or W.
 pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split) {
     if p.n == 0 || p.k == 0 || p.hw == 0 {
         return;
@@ -124,19 +124,23 @@ pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split) {
         let ldc = panel_range.len() * NR;
         let cbuf_len = if p.c > kc { tile_range.len() * MR * ldc } else { 0 };
         with_scratch(Slot::Tile, cbuf_len, |cbuf| {
-            with_scratch(Slot::PackB, kc * NR, |wblock| {
+            with_scratch(Slot::PackB, panel_range.len() * kc * NR, |wblocks| {
                 for kb in 0..kblocks {
                     let c0 = kb * kc;
                     let kcb = kc.min(p.c - c0);
                     let (first, last) = (kb == 0, c0 + kcb == p.c);
-                    for q in panel_range.clone() {
-                        let k0 = q * NR;
-                        pack_w(p, k0, c0, kcb, wblock, kern.transpose);
-                        for (ti, gt) in tile_range.clone().enumerate() {
-                            let (n, hw0) = (gt / per_image, gt % per_image * MR);
-                            let rows = MR.min(p.hw - hw0);
-                            let a = p.x.add(n * p.xs[0] + c0 * p.xs[1] + hw0);
-                            let c = cbuf.as_mut_ptr().wrapping_add(ti * MR * ldc + (q - panel_range.start) * NR);
+                    for (qi, q) in panel_range.clone().enumerate() {
+                        pack_w(p, q * NR, c0, kcb, &mut wblocks[qi * kc * NR..], kern.transpose);
+                    }
+                    // Tile by tile, every panel of the group: the tile's x (one line per channel)
+                    // is read from memory once and then from L1; the W blocks stay in L2.
+                    for (ti, gt) in tile_range.clone().enumerate() {
+                        let (n, hw0) = (gt / per_image, gt % per_image * MR);
+                        let rows = MR.min(p.hw - hw0);
+                        let a = p.x.add(n * p.xs[0] + c0 * p.xs[1] + hw0);
+                        for (qi, q) in panel_range.clone().enumerate() {
+                            let k0 = q * NR;
+                            let c = cbuf.as_mut_ptr().wrapping_add(ti * MR * ldc + qi * NR);
                             let out = Out {
                                 y: p.y.add(n * p.ys[0] + k0 * p.ys[1] + hw0),
                                 ldy: p.ys[1],
@@ -144,7 +148,7 @@ pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split) {
                                 relu: p.relu,
                                 cols: NR.min(p.k - k0),
                             };
-                            (kern.tile)(rows, kcb, a, p.xs[1], wblock.as_ptr(), c, ldc, first, last.then_some(&out));
+                            (kern.tile)(rows, kcb, a, p.xs[1], wblocks[qi * kc * NR..].as_ptr(), c, ldc, first, last.then_some(&out));
                         }
                     }
                 }
