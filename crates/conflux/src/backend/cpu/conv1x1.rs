@@ -124,32 +124,39 @@ pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split) {
         let ldc = panel_range.len() * NR;
         let cbuf_len = if p.c > kc { tile_range.len() * MR * ldc } else { 0 };
         with_scratch(Slot::Tile, cbuf_len, |cbuf| {
+            let cbuf_ptr = cbuf.as_mut_ptr();
             with_scratch(Slot::PackB, panel_range.len() * kc * NR, |wblocks| {
                 for kb in 0..kblocks {
                     let c0 = kb * kc;
                     let kcb = kc.min(p.c - c0);
                     let (first, last) = (kb == 0, c0 + kcb == p.c);
+                    // Pack W for the whole group first, so each panel's block is transposed once.
                     for (qi, q) in panel_range.clone().enumerate() {
                         pack_w(p, q * NR, c0, kcb, &mut wblocks[qi * kc * NR..], kern.transpose);
                     }
-                    // Tile by tile, every panel of the group: the tile's x (one line per channel)
-                    // is read from memory once and then from L1; the W blocks stay in L2.
-                    for (ti, gt) in tile_range.clone().enumerate() {
+                    let run = |ti: usize, qi: usize| {
+                        let gt = tile_range.start + ti;
                         let (n, hw0) = (gt / per_image, gt % per_image * MR);
-                        let rows = MR.min(p.hw - hw0);
+                        let k0 = (panel_range.start + qi) * NR;
+                        let out = Out {
+                            y: p.y.add(n * p.ys[0] + k0 * p.ys[1] + hw0),
+                            ldy: p.ys[1],
+                            bias: if p.bias.is_null() { p.bias } else { p.bias.add(k0) },
+                            relu: p.relu,
+                            cols: NR.min(p.k - k0),
+                        };
                         let a = p.x.add(n * p.xs[0] + c0 * p.xs[1] + hw0);
-                        for (qi, q) in panel_range.clone().enumerate() {
-                            let k0 = q * NR;
-                            let c = cbuf.as_mut_ptr().wrapping_add(ti * MR * ldc + qi * NR);
-                            let out = Out {
-                                y: p.y.add(n * p.ys[0] + k0 * p.ys[1] + hw0),
-                                ldy: p.ys[1],
-                                bias: if p.bias.is_null() { p.bias } else { p.bias.add(k0) },
-                                relu: p.relu,
-                                cols: NR.min(p.k - k0),
-                            };
-                            (kern.tile)(rows, kcb, a, p.xs[1], wblocks[qi * kc * NR..].as_ptr(), c, ldc, first, last.then_some(&out));
-                        }
+                        let c = cbuf_ptr.wrapping_add(ti * MR * ldc + qi * NR);
+                        (kern.tile)(MR.min(p.hw - hw0), kcb, a, p.xs[1], wblocks[qi * kc * NR..].as_ptr(), c, ldc, first, last.then_some(&out));
+                    };
+                    let (nt, nq) = (tile_range.len(), panel_range.len());
+                    if nt * MR > nq * NR {
+                        // More x than W in the task: tile by tile over the panels, so each tile's
+                        // x (one line per channel) comes from memory once, then from L1.
+                        (0..nt).for_each(|ti| (0..nq).for_each(|qi| run(ti, qi)));
+                    } else {
+                        // More W: panel by panel, its block staying in L1 over the tiles.
+                        (0..nq).for_each(|qi| (0..nt).for_each(|ti| run(ti, qi)));
                     }
                 }
             });
