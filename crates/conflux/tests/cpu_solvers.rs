@@ -348,7 +348,9 @@ fn gemm1x1_random_forward() {
     for case in 0..24usize {
         let nd = if case % 5 == 4 { 3 } else { 2 };
         let g = rng.pick(&[1, 1, 2]);
-        let (cg, kg) = (if case % 6 == 5 { 300 } else { rng.range(1, 40) }, rng.range(1, 70));
+        // K < 2·C (expanding layers with C < 256 are refused; `refusals_name_the_cause`).
+        let cg = if case % 6 == 5 { 300 } else { rng.range(1, 40) };
+        let kg = rng.range(1, (2 * cg - 1).min(70));
         let mut x = vec![rng.range(1, 3), g * cg];
         for _ in 0..nd {
             x.push(rng.range(1, if nd == 3 { 5 } else { 16 }));
@@ -381,7 +383,7 @@ fn fused_bias_relu_per_algorithm() {
         (ConvAlgorithm::Winograd, "CpuConvWinogradF4x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),
-        (ConvAlgorithm::Gemm, "CpuConvGemm1x1", [2, 40, 9, 10], [36, 40, 1, 1], 0),
+        (ConvAlgorithm::Gemm, "CpuConvGemm1x1", [2, 40, 9, 10], [70, 40, 1, 1], 0),
         (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [12, 1, 3, 3], 1),
     ];
     let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
@@ -466,6 +468,8 @@ fn refusals_name_the_cause() {
     };
     assert!(check(DataType::Half, &|d, l| desc(d, l, Lay::Packed)).contains("f32 only"));
     assert!(check(dt, &nhwc).contains("NCHW-like"));
+    let wide = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 64, 9, 9], vec![256, 64, 1, 1]).unwrap();
+    assert!(why(&wide, Dir::Forward, GEMM1X1).contains("expanding"));
 }
 
 #[test]

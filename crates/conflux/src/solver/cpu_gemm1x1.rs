@@ -1,7 +1,8 @@
 //! 1×1 forward convolution of f32 NCHW tensors as a GEMM with the output channels in the vector
 //! lanes (`backend/cpu/conv1x1.rs`): x read in place, no padded tiles, W packed per call.
 //! Stride 1, no padding, any groups, 2-D or 3-D, with a none / bias / ReLU / bias + ReLU
-//! epilogue. Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
+//! epilogue; not for expanding layers with few input channels (C < 256, K ≥ 2·C), where the
+//! GEMM solvers measured faster. Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
 //!
 //! α = 1, β = 0 is the fast path; other α/β (known only at run time) go through the generic
 //! GEMM convolution (`conv_gemm::forward`), which blends them in.
@@ -37,6 +38,13 @@ fn geometry_refusal(g: &Geom) -> Option<String> {
     }
     if g.w_strides[1] != 1 {
         return Some("filter channels are not consecutive".into());
+    }
+    // Measured (bench/results/2026-11-22-cpu-gemm1x1.md): on expanding layers with few input
+    // channels each tile computes little and transposes many output rows, and at N = 8 the
+    // GEMM solvers were 1.5–1.7× faster (128-28-28-512, 64-55-55-256).
+    let (cg, kg) = (g.cg(), g.kg());
+    if cg < 256 && kg >= 2 * cg {
+        return Some(format!("expanding layer with few input channels (C = {cg} < 256, K = {kg} ≥ 2·C): the GEMM solvers are faster"));
     }
     None
 }

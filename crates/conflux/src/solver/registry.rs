@@ -48,7 +48,9 @@ static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
 /// Every solver, best first; the reference-like naive solvers end each device's list.
 /// CPU: Direct only takes short reductions (depthwise / few channels); Winograd F(4×4,3×3)
 /// beats the GEMM solvers on the ResNet 3×3 layers it accepts (it refuses few tiles with many
-/// filters, where the GEMM solvers win; bench/results/2026-11-21-cpu-winograd.md); implicit
+/// filters, where the GEMM solvers win; bench/results/2026-11-21-cpu-winograd.md); the 1×1
+/// solver with output channels in the lanes (f32 NCHW, AVX-512) beats both GEMM solvers on the
+/// ResNet 1×1 layers it takes (bench/results/2026-11-22-cpu-gemm1x1.md); implicit
 /// GEMM needs no workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured
 /// 2–3× slower than the GEMM solvers (2026-11-21), so it stays after them. CUDA: 1×1
 /// channels-last convolutions whose epilogue cuBLASLt has (bias, ReLU) as one cuBLASLt GEMM
@@ -61,7 +63,7 @@ static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
 /// kernel (CudaConvBwdWeightsSimt, every type and geometry) before the direct kernel.
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
-        &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_IGEMM, &CPU_GEMM1X1, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
+        &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_GEMM1X1, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
         &CUDA_POINTWISE, &CUDA_GEMM_LT, &CUDA_IGEMM_TMA, &CUDA_TC_NCHW, &CUDA_TC_BWD_DATA, &CUDA_WGRAD_TMA, &CUDA_WGRAD_SIMT, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST
