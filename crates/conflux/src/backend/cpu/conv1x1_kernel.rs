@@ -70,6 +70,7 @@ pub unsafe fn tile_portable(rows: usize, kc: usize, a: *const f32, cs: usize, b:
 
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
+    use super::super::transpose_x86::transpose16;
     use super::{Out, MR, NR};
     use std::arch::x86_64::*;
 
@@ -139,43 +140,12 @@ pub mod x86 {
                 // v first: a NaN v gives 0.
                 if o.relu { _mm512_max_ps(v, zero) } else { v }
             });
-            for (l, col) in transpose16(&r).iter().enumerate() {
+            for (l, col) in transpose16(r).iter().enumerate() {
                 if mask >> l & 1 == 1 {
                     _mm512_mask_storeu_ps(o.y.add((16 * h + l) * o.ldy), rows_mask, *col);
                 }
             }
         }
-    }
-
-    /// The columns of a 16×16 matrix given by its rows: unpack, then 32-bit and 128-bit lane
-    /// shuffles (64 shuffles in all).
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn transpose16(r: &[__m512; 16]) -> [__m512; 16] {
-        // t[2i], t[2i+1]: rows 2i and 2i+1 interleaved (low and high pairs of each lane).
-        let t: [__m512; 16] = std::array::from_fn(|i| {
-            let (a, b) = (r[i & !1], r[i | 1]);
-            if i % 2 == 0 { _mm512_unpacklo_ps(a, b) } else { _mm512_unpackhi_ps(a, b) }
-        });
-        // u[4g + m]: rows 4g..4g+4 at columns m, m+4, m+8, m+12 (one per 128-bit lane).
-        let u: [__m512; 16] = std::array::from_fn(|i| {
-            let (g, m) = (i / 4, i % 4);
-            let (a, b) = (t[4 * g + m / 2], t[4 * g + 2 + m / 2]);
-            if m % 2 == 0 { _mm512_shuffle_ps::<0x44>(a, b) } else { _mm512_shuffle_ps::<0xEE>(a, b) }
-        });
-        // v[8h + s]: rows 8h..8h+4 and 8h+4..8h+8 at columns s and s + 8 (s < 4: lanes 0, 2 of
-        // the u pair), or at s and s + 8 for s ≥ 4 (lanes 1, 3, which hold columns +4, +12).
-        let v: [__m512; 16] = std::array::from_fn(|i| {
-            let (h, s) = (i / 8, i % 8);
-            let (a, b) = (u[8 * h + s % 4], u[8 * h + 4 + s % 4]);
-            if s < 4 { _mm512_shuffle_f32x4::<0x88>(a, b) } else { _mm512_shuffle_f32x4::<0xDD>(a, b) }
-        });
-        // Column s from the even lanes of v[s] and v[8 + s] (rows 0-7, then 8-15), column s + 8
-        // from the odd lanes.
-        std::array::from_fn(|c| {
-            let s = c % 8;
-            if c < 8 { _mm512_shuffle_f32x4::<0x88>(v[s], v[8 + s]) } else { _mm512_shuffle_f32x4::<0xDD>(v[s], v[8 + s]) }
-        })
     }
 
     /// dst[c·32 + j] = src[j·lds + c] for 16 channels c and 32 filters j: two 16×16 transposes.
@@ -186,7 +156,7 @@ pub mod x86 {
     pub unsafe fn transpose_16x32(src: *const f32, lds: usize, dst: *mut f32) {
         for half in 0..2 {
             let r: [__m512; 16] = std::array::from_fn(|j| _mm512_loadu_ps(src.add((16 * half + j) * lds)));
-            for (c, col) in transpose16(&r).iter().enumerate() {
+            for (c, col) in transpose16(r).iter().enumerate() {
                 _mm512_storeu_ps(dst.add(c * 32 + 16 * half), *col);
             }
         }

@@ -26,3 +26,5 @@ pub mod wino4;
 mod wino4_math;
 #[cfg(target_arch = "x86_64")]
 mod wino4_x86;
+#[cfg(target_arch = "x86_64")]
+mod transpose_x86;

@@ -7,6 +7,7 @@
 // Index loops mirror the matrix formulas.
 #![allow(clippy::needless_range_loop)]
 
+use super::transpose_x86::transpose16;
 use std::arch::x86_64::*;
 
 #[inline]
@@ -75,33 +76,6 @@ pub unsafe fn input16_masked(p: *const f32, idx: __m512i, mask: __mmask16, store
             _mm512_mask_storeu_ps(dst.add((6 * i + j) * xi_stride), store, *v);
         }
     }
-}
-
-/// In-register transpose of 16 rows of 16 floats: out[j][i] = rows[i][j].
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
-    let a: [__m512; 16] = std::array::from_fn(|i| {
-        let (x, y) = (r[i & !1], r[i | 1]);
-        if i % 2 == 0 { _mm512_unpacklo_ps(x, y) } else { _mm512_unpackhi_ps(x, y) }
-    });
-    // b[4i + j], 128-bit lane q: column 4q + j of rows 4i..4i+3.
-    let b: [__m512; 16] = std::array::from_fn(|n| {
-        let (i, j) = (n / 4, n % 4);
-        let (x, y) = (a[4 * i + j / 2], a[4 * i + 2 + j / 2]);
-        if j % 2 == 0 { _mm512_shuffle_ps::<0x44>(x, y) } else { _mm512_shuffle_ps::<0xEE>(x, y) }
-    });
-    // c[8h + 4k + j]: rows 8h..8h+7; k = 0 holds columns j and 8 + j, k = 1 columns 4 + j, 12 + j.
-    let c: [__m512; 16] = std::array::from_fn(|n| {
-        let (h, k, j) = (n / 8, (n / 4) % 2, n % 4);
-        let (x, y) = (b[8 * h + j], b[8 * h + 4 + j]);
-        if k == 0 { _mm512_shuffle_f32x4::<0x88>(x, y) } else { _mm512_shuffle_f32x4::<0xDD>(x, y) }
-    });
-    std::array::from_fn(|col| {
-        let (hi, k, j) = (col / 8, (col / 4) % 2, col % 4);
-        let (x, y) = (c[4 * k + j], c[8 + 4 * k + j]);
-        if hi == 0 { _mm512_shuffle_f32x4::<0x88>(x, y) } else { _mm512_shuffle_f32x4::<0xDD>(x, y) }
-    })
 }
 
 #[inline]
