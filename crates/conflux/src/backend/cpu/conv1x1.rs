@@ -31,7 +31,7 @@ pub struct Problem {
     pub relu: bool,
 }
 
-// SAFETY: tasks read x and W and write disjoint parts of y (see `forward`).
+// SAFETY: tasks read x and W and write disjoint parts of y (see `forward_with`).
 unsafe impl Sync for Problem {}
 unsafe impl Send for Problem {}
 
