@@ -125,7 +125,8 @@ pub mod x86 {
         // Each 16-channel half: bias and ReLU on the accumulators (channels in the lanes), then a
         // 16×16 transpose so each channel's R positions are one masked store. (Scatters cost
         // about twice as much: a third of a tile's time when C = 64.)
-        let rows_mask: __mmask16 = if R == 16 { 0xffff } else { (1u16 << R) - 1 };
+        // R ≤ MR = 14 < 16.
+        let rows_mask: __mmask16 = (1u16 << R) - 1;
         for h in 0..2 {
             let mask = live(h);
             if mask == 0 {
