@@ -70,6 +70,11 @@ pub struct Common {
     /// CONFLUX_ALLOW_TF32=1.
     #[arg(long)]
     pub tf32: bool,
+    /// conflux: convolution descriptors promise constant weights (attribute CONSTANT_WEIGHTS):
+    /// CPU solvers transform the filter once and reuse it on later runs, as oneDNN's reordered
+    /// weights are (times then exclude the filter transform).
+    #[arg(long = "constant-weights")]
+    pub constant_weights: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -20,6 +20,8 @@ pub struct Session {
     pub list_solvers: bool,
     /// `--tf32`: convolution descriptors allow TF32.
     pub tf32: bool,
+    /// `--constant-weights`: convolution descriptors promise constant weights.
+    pub constant_weights: bool,
     rng: RefCell<SplitMix64>,
     /// Bits of failed verifications (1 fwd, 2 bwd-data, 4 wrw, 8 bias / other).
     pub failed: Cell<u32>,
@@ -51,6 +53,7 @@ impl Session {
             tolerance: common.tolerance,
             list_solvers: common.list_solvers,
             tf32: common.tf32,
+            constant_weights: common.constant_weights,
             rng: RefCell::new(SplitMix64::new(seed)),
             failed: Cell::new(0),
         };
@@ -59,11 +62,15 @@ impl Session {
         Ok(s)
     }
 
-    /// A convolution descriptor with the session's math mode (`--tf32`).
+    /// A convolution descriptor with the session's math mode (`--tf32`) and weight promise
+    /// (`--constant-weights`).
     pub fn conv_desc(&self, mode: ConvMode, pads: &[i64], strides: &[i64], dils: &[i64]) -> Res<ConvDesc> {
         let mut d = ConvDesc::new(mode, pads, strides, dils)?;
         if self.tf32 {
             d.set_attribute(ConvAttrib::AllowTf32, 1)?;
+        }
+        if self.constant_weights {
+            d.set_attribute(ConvAttrib::ConstantWeights, 1)?;
         }
         Ok(d)
     }

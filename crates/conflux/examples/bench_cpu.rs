@@ -7,8 +7,11 @@
 //!       dnnl_cba), oneDNN is measured right after each problem in the same run. Prints a
 //!       markdown table; an FMA probe before each row shows whether the (shared) machine gave
 //!       both cores. Threads: rayon's default (RAYON_NUM_THREADS).
-//!   bench_cpu one CFG N LAYOUT ALGO SECS one problem, one layout (NCHW/NHWC), one algorithm
-//!       (Gemm/ImplicitGemm/Winograd), run for SECS seconds: for `perf record`; prints min/median µs
+//!       Also NCHW with constant weights (attribute CONSTANT_WEIGHTS: filters transformed once, as
+//!       oneDNN's timings exclude its weight reorder).
+//!   bench_cpu one CFG N LAYOUT ALGO SECS [const]  one problem, one layout (NCHW/NHWC), one
+//!       algorithm (Gemm/ImplicitGemm/Winograd), run for SECS seconds: for `perf record`; prints
+//!       min/median µs; `const`: constant weights
 //!   bench_cpu bwd LIST N                 fp32 backward-data, NCHW, each backward-data solver
 //!       (Winograd F(4×4), GEMM + col2im, direct) on the list's problems (bwd_data.rs)
 //!   bench_cpu pointwise LIST N [REPS]    GB/s of the pointwise paths (ReLU, bias+ReLU, BN+ReLU,
@@ -90,7 +93,7 @@ fn kernel() {
 mod conv {
     use conflux::element::encode;
     use conflux::reference::fill::fill_normal;
-    use conflux::{ActivationMode, ConvAlgorithm, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg, OpArgs, TensorDesc};
+    use conflux::{ActivationMode, ConvAlgorithm, ConvAttrib, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg, OpArgs, TensorDesc};
     use std::time::{Duration, Instant};
 
     /// Median time in µs of `f` (warm-up 3 runs, then ≥ 10 runs or ~0.3 s).
@@ -147,15 +150,17 @@ mod conv {
         }
     }
 
-    /// The plan for one problem, layout and algorithm (None when no solver of it applies).
-    fn prepare(cfg: &[usize], n: usize, layout: Layout, algo: ConvAlgorithm) -> conflux::Result<Option<Prepared>> {
+    /// The plan for one problem, layout and algorithm (None when no solver of it applies);
+    /// `constant`: the descriptor promises constant weights.
+    fn prepare(cfg: &[usize], n: usize, layout: Layout, algo: ConvAlgorithm, constant: bool) -> conflux::Result<Option<Prepared>> {
         let h = Handle::cpu();
         let (c, hh, ww, k, fy, fx, py, px) = (cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6], cfg[7]);
         let dt = DataType::Float;
         let x_desc = TensorDesc::with_layout(dt, layout, &[n, c, hh, ww])?;
         let w_desc = TensorDesc::with_layout(dt, layout, &[k, c, fy, fx])?;
         let b_desc = TensorDesc::new(dt, &[1, k, 1, 1])?;
-        let conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &[1, 1], &[1, 1])?;
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &[1, 1], &[1, 1])?;
+        conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64)?;
         let up = |d: &TensorDesc, seed: u64, scale: f64| -> conflux::Result<conflux::Buffer> {
             let vals: Vec<f64> = fill_normal(seed, d.element_space()).iter().map(|v| v * scale).collect();
             let mut b = h.alloc(d.num_bytes())?;
@@ -179,13 +184,13 @@ mod conv {
     }
 
     /// (µs, solver) of the fastest algorithm for one problem and layout.
-    fn conflux_best(cfg: &[usize], n: usize, layout: Layout) -> conflux::Result<(f64, String)> {
+    fn conflux_best(cfg: &[usize], n: usize, layout: Layout, constant: bool) -> conflux::Result<(f64, String)> {
         let mut best = (f64::MAX, String::new());
         for algo in [ConvAlgorithm::Winograd, ConvAlgorithm::ImplicitGemm, ConvAlgorithm::Gemm] {
-            let Some(mut p) = prepare(cfg, n, layout, algo)? else { continue };
+            let Some(mut p) = prepare(cfg, n, layout, algo, constant)? else { continue };
             let us = time_us(|| p.run());
             let name = p.plan.solver_name().unwrap_or("?").to_string();
-            eprintln!("{cfg:?} {layout:?} {name}: {us:.0} us");
+            eprintln!("{cfg:?} {layout:?}{} {name}: {us:.0} us", if constant { " const-w" } else { "" });
             if us < best.0 {
                 best = (us, name);
             }
@@ -204,7 +209,8 @@ mod conv {
             _ => ConvAlgorithm::Gemm,
         };
         let secs: f64 = a[4].parse().unwrap();
-        let mut p = prepare(&cfg, n, layout, algo).unwrap().expect("no solver of this algorithm applies");
+        let constant = a.get(5).is_some_and(|s| s == "const");
+        let mut p = prepare(&cfg, n, layout, algo, constant).unwrap().expect("no solver of this algorithm applies");
         let mut t = Vec::new();
         let start = Instant::now();
         while start.elapsed().as_secs_f64() < secs || t.len() < 5 {
@@ -239,25 +245,27 @@ mod conv {
         let list = std::fs::read_to_string(&a[0]).expect("problem list");
         let n: usize = a[1].parse().expect("N");
         let peer = a.get(2);
-        println!("| config | N | FMA probe GFLOP/s | conflux NCHW µs | solver | GFLOP/s | conflux NHWC µs | oneDNN any µs | oneDNN nchw µs | oneDNN wino µs | NCHW / oneDNN best |");
-        println!("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|");
-        let (mut lsum, mut cnt) = (0.0, 0);
+        println!("| config | N | FMA probe GFLOP/s | conflux NCHW µs | solver | GFLOP/s | conflux NHWC µs | NCHW const-w µs | const-w solver | oneDNN any µs | oneDNN nchw µs | oneDNN wino µs | NCHW / oneDNN best | const-w / oneDNN best |");
+        println!("|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|");
+        let (mut lsum, mut csum, mut cnt) = (0.0, 0.0, 0);
         for line in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
             let cfg: Vec<usize> = line.split('-').map(|t| t.parse().unwrap()).collect();
             let (ho, wo) = (cfg[1] + 2 * cfg[6] + 1 - cfg[4], cfg[2] + 2 * cfg[7] + 1 - cfg[5]);
             let gflop = 2.0 * (n * cfg[3] * ho * wo * cfg[0] * cfg[4] * cfg[5]) as f64 * 1e-9;
             let probe = fma_probe();
-            let (nchw, solver) = conflux_best(&cfg, n, Layout::NCHW).unwrap();
-            let (nhwc, _) = conflux_best(&cfg, n, Layout::NHWC).unwrap();
+            let (nchw, solver) = conflux_best(&cfg, n, Layout::NCHW, false).unwrap();
             let d = peer.map(|b| onednn(b, line, n)).unwrap_or([f64::NAN; 3]);
+            let (cw, cw_solver) = conflux_best(&cfg, n, Layout::NCHW, true).unwrap();
+            let (nhwc, _) = conflux_best(&cfg, n, Layout::NHWC, false).unwrap();
             let best_peer = d.iter().copied().filter(|v| v.is_finite()).fold(f64::MAX, f64::min);
-            let ratio = nchw / best_peer;
+            let (ratio, cw_ratio) = (nchw / best_peer, cw / best_peer);
             if ratio.is_finite() {
                 lsum += ratio.ln();
+                csum += cw_ratio.ln();
                 cnt += 1;
             }
             println!(
-                "| {line} | {n} | {probe:.0} | {nchw:.0} | {solver} | {:.0} | {nhwc:.0} | {:.0} | {:.0} | {:.0} | {ratio:.2} |",
+                "| {line} | {n} | {probe:.0} | {nchw:.0} | {solver} | {:.0} | {nhwc:.0} | {cw:.0} | {cw_solver} | {:.0} | {:.0} | {:.0} | {ratio:.2} | {cw_ratio:.2} |",
                 gflop / nchw * 1e6,
                 d[0],
                 d[1],
@@ -266,6 +274,7 @@ mod conv {
         }
         if cnt > 0 {
             println!("\ngeomean conflux NCHW / oneDNN best (any, nchw, wino) at N={n}: {:.2}", (lsum / cnt as f64).exp());
+            println!("geomean conflux NCHW with constant weights / oneDNN best at N={n}: {:.2}", (csum / cnt as f64).exp());
         }
     }
 }

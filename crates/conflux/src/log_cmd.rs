@@ -51,6 +51,9 @@ fn geometry_flags(conv: &ConvDesc, x: &TensorDesc, w: &TensorDesc, k: usize) -> 
     if conv.attribute(crate::types::ConvAttrib::AllowTf32) == 1 {
         out += " --tf32";
     }
+    if conv.weights_constant() {
+        out += " --constant-weights";
+    }
     out
 }
 

@@ -138,8 +138,9 @@ miopen_enum! {
 }
 
 miopen_enum! {
-    /// `miopenConvolutionAttrib_t`, plus conflux's `AllowTf32` (1000, not in MIOpen).
-    ConvAttrib { Fp16AltImpl = 0, Deterministic = 1, Fp8RoundingMode = 2, AllowTf32 = 1000 }
+    /// `miopenConvolutionAttrib_t`, plus conflux's `AllowTf32` (1000) and `ConstantWeights`
+    /// (1001), not in MIOpen.
+    ConvAttrib { Fp16AltImpl = 0, Deterministic = 1, Fp8RoundingMode = 2, AllowTf32 = 1000, ConstantWeights = 1001 }
 }
 
 miopen_enum! {

@@ -65,7 +65,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
         };
         let split = split.unwrap_or_else(|| Split::choose(&p, 2));
         // SAFETY: the vectors cover every stride above; y is separate.
-        unsafe { forward_with(&p, &kern, split) };
+        unsafe { forward_with(&p, &kern, split, None) };
         let what = format!("{} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?}", kern.name);
         for (i, (g, want)) in y.iter().zip(&want).enumerate() {
             let g = *g as f64;
@@ -121,7 +121,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
         let mut y = vec![-1.0f32; k * hw];
         let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], bias: std::ptr::null(), relu: true };
         // SAFETY: as above.
-        unsafe { forward_with(&p, &kern, Split::choose(&p, 2)) };
+        unsafe { forward_with(&p, &kern, Split::choose(&p, 2), None) };
         assert!(y[5 * hw..6 * hw].iter().all(|v| *v == 0.0), "{}: {:?}", kern.name, &y[5 * hw..6 * hw]);
         assert!(y[..5 * hw].iter().all(|v| *v == 3.0), "{}", kern.name);
     }

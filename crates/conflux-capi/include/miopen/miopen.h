@@ -1190,6 +1190,16 @@ miopenConvolutionBiasActivationForward(miopenHandle_t handle,
  * measured errors at or below those of f32 on CUDA cores). */
 #define CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32 ((miopenConvolutionAttrib_t)1000)
 
+/* Convolution attribute: does the caller promise constant weights? 0 (default): every call
+ * reads the filter. 1: the values behind a filter address do not change from call to call
+ * (an inference engine's frozen weights), so conflux may transform the filter once per
+ * address and reuse the result (CPU: the 1x1 and Winograd F(4x4) forward solvers keep the
+ * transformed filter of the last few addresses per compiled problem or fusion plan; the GPU
+ * ignores it). Writing new values at the same address is then the caller's error: results
+ * keep using the old ones. To change weights, pass them at another address, or use a
+ * descriptor without the attribute. This is what oneDNN users get by reordering weights once. */
+#define CONFLUX_CONVOLUTION_ATTRIB_CONSTANT_WEIGHTS ((miopenConvolutionAttrib_t)1001)
+
 /* The reason of the last failing call made on this thread, e.g.
  * "miopenCompileFusionPlan: miopenStatusUnsupportedOp: op 2 (...): ...". Successful calls
  * leave it unchanged; "" before any failure. Valid until the next failing call on this

@@ -88,6 +88,14 @@ int main(void)
         REQUIRE(v == 1);
         EXPECT_STATUS(miopenStatusBadParm, miopenSetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32, 2));
         CHECK(miopenSetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_ALLOW_TF32, 0));
+        /* conflux's constant-weights promise: 0 (default) / 1, anything else refused. */
+        CHECK(miopenGetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_CONSTANT_WEIGHTS, &v));
+        REQUIRE(v == 0);
+        CHECK(miopenSetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_CONSTANT_WEIGHTS, 1));
+        CHECK(miopenGetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_CONSTANT_WEIGHTS, &v));
+        REQUIRE(v == 1);
+        EXPECT_STATUS(miopenStatusBadParm, miopenSetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_CONSTANT_WEIGHTS, -1));
+        CHECK(miopenSetConvolutionAttribute(conv, CONFLUX_CONVOLUTION_ATTRIB_CONSTANT_WEIGHTS, 0));
     }
     CHECK(miopenInitConvolutionDescriptor(conv, miopenConvolution, 0, 0, 1, 1, 1, 1));
     {

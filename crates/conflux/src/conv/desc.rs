@@ -22,6 +22,9 @@ pub struct ConvDesc {
     /// (`CONFLUX_ALLOW_TF32=1` allows), 0 = strict f32, 1 = allowed. Strict means f32
     /// accuracy, which split TF32 products (`TcPrecision::Tf32x3`) also give.
     allow_tf32: i32,
+    /// 1: the caller promises that the filter at a given address keeps its values from call
+    /// to call, so solvers may keep a transformed copy of it (`weights_constant`).
+    constant_weights: i32,
     find_mode: FindMode,
 }
 
@@ -39,6 +42,7 @@ impl Default for ConvDesc {
             deterministic: 0,
             fp8_rounding: 1,
             allow_tf32: -1,
+            constant_weights: 0,
             find_mode: FindMode::DynamicHybrid,
         }
     }
@@ -114,6 +118,13 @@ impl ConvDesc {
         }
     }
 
+    /// Has the caller promised constant weights (conflux attribute CONSTANT_WEIGHTS = 1)? Then
+    /// a solver may transform the filter at an address once and reuse the result on later
+    /// calls with the same address (what oneDNN users get by reordering weights once);
+    /// changing the values behind that address is then the caller's error, and later results
+    /// use the old values. Off by default: every call reads the filter.
+    pub fn weights_constant(&self) -> bool { self.constant_weights == 1 }
+
     /// `miopenSetConvolutionGroupCount`. Like MIOpen, the count is validated at use; only
     /// values < 1 are refused here, since no use could accept them.
     pub fn set_groups(&mut self, groups: i64) -> Result<()> {
@@ -156,6 +167,10 @@ impl ConvDesc {
                 ensure!((-1..=1).contains(&value), BadParm, "convolution attribute ALLOW_TF32: value {value} not in -1..=1");
                 self.allow_tf32 = value as i32;
             }
+            ConvAttrib::ConstantWeights => {
+                ensure!((0..=1).contains(&value), BadParm, "convolution attribute CONSTANT_WEIGHTS: value {value} not in 0..=1");
+                self.constant_weights = value as i32;
+            }
             ConvAttrib::Fp8RoundingMode => {
                 ensure!((0..=1).contains(&value), BadParm, "convolution attribute FP8_ROUNDING_MODE: value {value} not in 0..=1");
                 self.fp8_rounding = value as i32;
@@ -170,6 +185,7 @@ impl ConvDesc {
             ConvAttrib::Deterministic => self.deterministic,
             ConvAttrib::Fp8RoundingMode => self.fp8_rounding,
             ConvAttrib::AllowTf32 => self.allow_tf32,
+            ConvAttrib::ConstantWeights => self.constant_weights,
         }
     }
 
@@ -253,7 +269,7 @@ impl ConvDesc {
     pub fn key(&self) -> String {
         let j = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x");
         format!(
-            "{}p{}s{}d{}a{}g{}{}{}",
+            "{}p{}s{}d{}a{}g{}{}{}{}",
             if self.mode == ConvMode::Transpose { "T" } else { "C" },
             j(&self.pads),
             j(&self.strides),
@@ -261,7 +277,9 @@ impl ConvDesc {
             j(&self.out_pads),
             self.groups,
             if self.is_deterministic() { "det" } else { "" },
-            if self.allows_tf32() { "tf32" } else { "" }
+            if self.allows_tf32() { "tf32" } else { "" },
+            // Solvers keep transformed filters only under this promise: another invoker.
+            if self.weights_constant() { "cw" } else { "" }
         )
     }
 }

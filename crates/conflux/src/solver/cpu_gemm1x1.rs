@@ -4,14 +4,18 @@
 //! epilogue; not for expanding layers with few input channels (C < 256, K ≥ 2·C), where the
 //! GEMM solvers measured faster. Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
 //!
+//! With constant weights (`ConvDesc::weights_constant`) W is packed once per filter address
+//! (`conv1x1::pack_all`) and kept on the invoker.
+//!
 //! α = 1, β = 0 is the fast path; other α/β (known only at run time) go through the generic
 //! GEMM convolution (`conv_gemm::forward`), which blends them in.
 
 use super::cpu_conv::{conv_of, run_parts};
 use super::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::conv1x1::{forward_with, Problem, Split};
+use crate::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
 use crate::backend::cpu::conv1x1_kernel::{self, Kernels};
 use crate::backend::cpu::conv_gemm;
+use crate::backend::cpu::weight_cache::WeightCache;
 use crate::conv::Geom;
 use crate::error::{Error, Result};
 use crate::fusion::{EpiOp, FusedProblem};
@@ -24,6 +28,8 @@ pub struct CpuGemm1x1;
 struct Gemm1x1Invoker {
     problem: FusedProblem,
     kern: Kernels,
+    /// Packed W by filter address, when the caller promised constant weights.
+    packed: Option<WeightCache>,
 }
 
 /// Why the geometry does not fit, if it does not.
@@ -91,7 +97,8 @@ impl Solver for CpuGemm1x1 {
 
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
         let kern = conv1x1_kernel::best().ok_or_else(|| Error::unsupported("CpuConvGemm1x1: needs AVX-512"))?;
-        Ok(Arc::new(Gemm1x1Invoker { problem: problem.clone(), kern }))
+        let constant = problem.conv_problem().is_some_and(|c| c.conv.weights_constant());
+        Ok(Arc::new(Gemm1x1Invoker { problem: problem.clone(), kern, packed: constant.then(WeightCache::default) }))
     }
 }
 
@@ -104,8 +111,8 @@ impl Invoker for Gemm1x1Invoker {
             return Ok(());
         };
         let (kg, cg) = (g.kg(), g.cg());
-        for group in 0..g.groups {
-            let p = Problem {
+        let problems: Vec<Problem> = (0..g.groups)
+            .map(|group| Problem {
                 n: g.n,
                 c: cg,
                 k: kg,
@@ -118,10 +125,24 @@ impl Invoker for Gemm1x1Invoker {
                 ys: [g.y_strides[0], g.y_strides[1]],
                 bias: bias.map_or(std::ptr::null(), |b| b[group * kg..].as_ptr()),
                 relu,
-            };
+            })
+            .collect();
+        let per_group = packed_len(&problems[0]);
+        let w_bytes = self.problem.conv_problem().map_or(0, |c| c.w.num_bytes());
+        // SAFETY: W is the filter tensor the descriptors describe (w_bytes readable); each
+        // group's slice holds packed_len values.
+        let packed = self.packed.as_ref().map(|cache| unsafe {
+            cache.get_or_make(r.ptrs.w as *const u8, w_bytes, per_group * g.groups, |dst| {
+                for (p, d) in problems.iter().zip(dst.chunks_mut(per_group)) {
+                    pack_all(p, &self.kern, d);
+                }
+            })
+        });
+        for (group, p) in problems.iter().enumerate() {
+            let w = packed.as_ref().map(|t| &t.as_slice()[group * per_group..(group + 1) * per_group]);
             // SAFETY: the descriptors were checked against the buffers by the caller; `check`
             // established the geometry, the layout and the CPU features.
-            unsafe { forward_with(&p, &self.kern, Split::choose(&p, rayon::current_num_threads())) };
+            unsafe { forward_with(p, &self.kern, Split::choose(p, rayon::current_num_threads()), w) };
         }
         Ok(())
     }

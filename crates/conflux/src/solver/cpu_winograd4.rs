@@ -4,11 +4,16 @@
 //! convolution of dy with the flipped filter (`ConvProblem::backward_data_as_forward`), whose
 //! filter transform reads the caller's filter transposed and flipped in place
 //! (`wino4::FilterView::flipped`).
+//!
+//! With constant weights (`ConvDesc::weights_constant`) the forward filter transform runs once
+//! per filter address and the invoker keeps U (4× the filter); without it, it runs every call.
 
 use super::cpu_conv::run_parts;
-use super::cpu_winograd::{winograd_check, WinogradInvoker};
+use super::cpu_winograd::winograd_check;
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::conv_naive::ConvPtrs;
+use crate::backend::cpu::gemm;
+use crate::backend::cpu::weight_cache::WeightCache;
 use crate::backend::cpu::wino4::{self, FilterView};
 use crate::conv::{ConvProblem, Geom};
 use crate::error::{Error, Result};
@@ -16,8 +21,9 @@ use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
 use crate::types::{ConvAlgorithm, Direction, Layout};
 use std::sync::Arc;
-/// Most filters (C/G·K/G) per 4×4 output tile (all images): the filters are transformed on
-/// every call (no weight cache), and beyond this that costs more than the multiplies it saves
+/// Most filters (C/G·K/G) per 4×4 output tile (all images) unless the weights are constant:
+/// the filters are transformed on every call, and beyond this that costs more than the
+/// multiplies it saves
 /// (measured 2026-11-21, N=1: 512-7-7-512 at 65536 per tile 1.25 ms vs implicit GEMM 1.7 ms;
 /// 1024-7-7-1024 and 512-4-4-512 at 262144 per tile 5.2 vs 6.7 ms and 1.02 vs 0.95 ms).
 const MAX_FILTERS_PER_TILE: usize = 262144;
@@ -36,7 +42,8 @@ impl Solver for CpuWinograd4 {
             None => winograd_check(problem)?,
         };
         let tiles = g.n * g.output[1].div_ceil(4) * g.output[2].div_ceil(4);
-        if g.cg() * g.kg() > MAX_FILTERS_PER_TILE * tiles {
+        let constant = problem.conv_problem().is_some_and(|c| c.direction == Direction::Forward && c.conv.weights_constant());
+        if !constant && g.cg() * g.kg() > MAX_FILTERS_PER_TILE * tiles {
             return Err(format!(
                 "{}×{} filters for {tiles} output tiles (> {MAX_FILTERS_PER_TILE} per tile: the per-call filter transform outweighs the saved multiplies)",
                 g.kg(),
@@ -55,7 +62,10 @@ impl Solver for CpuWinograd4 {
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
         match backward_data_forward(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))? {
             Some(forward) => Ok(Arc::new(BackwardDataInvoker { problem: problem.clone(), forward })),
-            None => Ok(Arc::new(WinogradInvoker { problem: problem.clone(), name: self.name(), forward: wino4::forward })),
+            None => {
+                let constant = problem.conv_problem().is_some_and(|c| c.conv.weights_constant());
+                Ok(Arc::new(ForwardInvoker { problem: problem.clone(), transformed: constant.then(WeightCache::default) }))
+            }
         }
     }
 }
@@ -66,6 +76,32 @@ fn backward_data_forward(problem: &FusedProblem) -> std::result::Result<Option<C
     match problem.conv_problem() {
         Some(c) if c.direction == Direction::BackwardData => c.backward_data_as_forward(Layout::NCHW).map(Some),
         _ => Ok(None),
+    }
+}
+
+/// y = α·conv(x, w) + β·y, with the filters transformed per call or kept by address.
+struct ForwardInvoker {
+    problem: FusedProblem,
+    /// U by filter address, when the caller promised constant weights.
+    transformed: Option<WeightCache>,
+}
+
+impl Invoker for ForwardInvoker {
+    fn run(&self, _handle: &Handle, a: &RunArgs) -> Result<()> {
+        let (g, dir, r) = run_parts(&self.problem, a, "CpuConvWinogradF4x3")?;
+        if dir != Direction::Forward {
+            return Err(Error::internal("CpuConvWinogradF4x3: forward invoker on another direction"));
+        }
+        let Some(cache) = &self.transformed else {
+            wino4::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi);
+            return Ok(());
+        };
+        let (kern, fv) = (gemm::best(), FilterView::of(&g));
+        let w_bytes = self.problem.conv_problem().map_or(0, |c| c.w.num_bytes());
+        // SAFETY: w is the filter tensor the descriptors describe, w_bytes long.
+        let u = unsafe { cache.get_or_make(r.ptrs.w as *const u8, w_bytes, wino4::transformed_len(kern, &g), |u| wino4::transform_filters(kern, true, &g, fv, r.ptrs, u)) };
+        wino4::forward_with(kern, true, &g, fv, r.ptrs, r.alpha, r.beta, &r.epi, Some(u.as_slice()));
+        Ok(())
     }
 }
 

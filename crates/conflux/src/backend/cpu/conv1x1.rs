@@ -102,12 +102,26 @@ fn pack_w(p: &Problem, k0: usize, c0: usize, kc: usize, dst: &mut [f32], transpo
     }
 }
 
-/// y = ReLU?(conv(x, W) + bias?) with `kern` and `split`.
+/// Values of `p`'s W packed whole by `pack_all`.
+pub fn packed_len(p: &Problem) -> usize { p.k.div_ceil(NR) * p.c * NR }
+
+/// W packed whole, panel by panel: panel q's channel c at `dst[(q·C + c)·32 + j]` = W[32q + j][c]
+/// (0 past K). The K blocks of `forward_with` are slices of it, so with constant weights the
+/// per-call packing goes away.
+///
+/// # Safety
+/// `p.w` addresses K filters of C values at row stride `p.ws0`; `dst` has `packed_len(p)` values.
+pub unsafe fn pack_all(p: &Problem, kern: &Kernels, dst: &mut [f32]) {
+    dst[..packed_len(p)].par_chunks_mut(p.c * NR).enumerate().for_each(|(q, panel)| pack_w(p, q * NR, 0, p.c, panel, kern.transpose));
+}
+
+/// y = ReLU?(conv(x, W) + bias?) with `kern` and `split`; W read from `packed` (`pack_all`'s
+/// layout) when given, else packed per task.
 ///
 /// # Safety
 /// The pointers and strides of `p` address valid tensors; `kern` runs on this CPU; y does not
-/// overlap x or W.
-pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split) {
+/// overlap x or W; `packed`, if given, holds `pack_all`'s result for this W.
+pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split, packed: Option<&[f32]>) {
     if p.n == 0 || p.k == 0 || p.hw == 0 {
         return;
     }
@@ -125,15 +139,22 @@ pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split) {
         let cbuf_len = if p.c > kc { tile_range.len() * MR * ldc } else { 0 };
         with_scratch(Slot::Tile, cbuf_len, |cbuf| {
             let cbuf_ptr = cbuf.as_mut_ptr();
-            with_scratch(Slot::PackB, panel_range.len() * kc * NR, |wblocks| {
+            let wlen = if packed.is_some() { 0 } else { panel_range.len() * kc * NR };
+            with_scratch(Slot::PackB, wlen, |wblocks| {
                 for kb in 0..kblocks {
                     let c0 = kb * kc;
                     let kcb = kc.min(p.c - c0);
                     let (first, last) = (kb == 0, c0 + kcb == p.c);
                     // Pack W for the whole group first, so each panel's block is transposed once.
-                    for (qi, q) in panel_range.clone().enumerate() {
-                        pack_w(p, q * NR, c0, kcb, &mut wblocks[qi * kc * NR..], kern.transpose);
+                    if packed.is_none() {
+                        for (qi, q) in panel_range.clone().enumerate() {
+                            pack_w(p, q * NR, c0, kcb, &mut wblocks[qi * kc * NR..], kern.transpose);
+                        }
                     }
+                    let block = |qi: usize| match packed {
+                        Some(w) => w[((panel_range.start + qi) * p.c + c0) * NR..].as_ptr(),
+                        None => wblocks[qi * kc * NR..].as_ptr(),
+                    };
                     let run = |ti: usize, qi: usize| {
                         let gt = tile_range.start + ti;
                         let (n, hw0) = (gt / per_image, gt % per_image * MR);
@@ -147,7 +168,7 @@ pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split) {
                         };
                         let a = p.x.add(n * p.xs[0] + c0 * p.xs[1] + hw0);
                         let c = cbuf_ptr.wrapping_add(ti * MR * ldc + qi * NR);
-                        (kern.tile)(MR.min(p.hw - hw0), kcb, a, p.xs[1], wblocks[qi * kc * NR..].as_ptr(), c, ldc, first, last.then_some(&out));
+                        (kern.tile)(MR.min(p.hw - hw0), kcb, a, p.xs[1], block(qi), c, ldc, first, last.then_some(&out));
                     };
                     let (nt, nq) = (tile_range.len(), panel_range.len());
                     if nt * MR > nq * NR {

@@ -21,6 +21,7 @@ pub mod im2col;
 pub mod pointwise;
 mod pointwise_dense;
 pub mod store_fast;
+pub mod weight_cache;
 pub mod winograd;
 pub mod wino4;
 mod wino4_math;

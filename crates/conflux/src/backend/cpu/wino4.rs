@@ -160,36 +160,68 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) 
 
 /// `forward` reading the filter through `fv` (backward-data: the caller's filter flipped).
 pub fn forward_view(g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    forward_with(best(), true, g, fv, p, alpha, beta, epi)
+    forward_with(best(), true, g, fv, p, alpha, beta, epi, None)
+}
+
+/// Values of the transformed filters U of every group of `g` for `kern` (`transform_filters`).
+pub fn transformed_len(kern: Kernel, g: &Geom) -> usize {
+    g.groups * 36 * slab(g.kg().div_ceil(kern.nr) * kern.nr * g.cg())
+}
+
+/// The filters (read through `fv` from `p.w`) transformed into `u` (`transformed_len` values),
+/// in the layout `forward_with` reads when it is given them: for callers that keep them
+/// across calls (constant weights).
+pub fn transform_filters(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p: ConvPtrs, u: &mut [f32]) {
+    let cx = Ctx::new(kern, intrinsics, g, fv, p);
+    assert_eq!(u.len(), transformed_len(kern, g), "wino4: transformed filter buffer");
+    let ulen = 36 * cx.ux;
+    let up = Shared(u.as_mut_ptr());
+    let kpanels = cx.kpad / kern.nr;
+    let cchunk = 32;
+    let cchunks = cx.cg.div_ceil(cchunk);
+    (0..g.groups * kpanels * cchunks).into_par_iter().for_each(|i| {
+        let (group, kp, cc) = (i / (kpanels * cchunks), (i / cchunks) % kpanels, i % cchunks);
+        let c0 = cc * cchunk;
+        // SAFETY: U holds every (group, ξ, panel, channel).
+        let dst = unsafe { up.at(group * ulen + kp * kern.nr * cx.cg + c0 * kern.nr) };
+        filter_panel(&cx, group, kp, c0, (c0 + cchunk).min(cx.cg), dst, cx.ux);
+    });
+}
+
+impl<'a> Ctx<'a> {
+    fn new(kern: Kernel, intrinsics: bool, g: &'a Geom, fv: FilterView, p: ConvPtrs) -> Ctx<'a> {
+        let (cg, kg) = (g.cg(), g.kg());
+        let [_, oh, ow] = g.output;
+        let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
+        let tiles = g.n * th * tw;
+        Ctx {
+            g,
+            p,
+            fv,
+            kern,
+            fast: intrinsics && level() == 2,
+            cg,
+            kg,
+            th,
+            tw,
+            tiles,
+            tpad: tiles.div_ceil(kern.mr) * kern.mr,
+            kpad: kg.div_ceil(kern.nr) * kern.nr,
+            ph: 4 * th + 2,
+            pw: 4 * tw + 2,
+            vx: slab(tiles.div_ceil(kern.mr) * kern.mr * cg),
+            ux: slab(kg.div_ceil(kern.nr) * kern.nr * cg),
+        }
+    }
 }
 
 /// `forward` with a chosen GEMM micro-kernel, and the AVX-512 intrinsic transforms allowed
-/// or not (tests run every combination this CPU has).
+/// or not (tests run every combination this CPU has); `transformed`: the filters as
+/// `transform_filters` left them with the same kernel (then they are not read).
 #[doc(hidden)]
 #[allow(clippy::too_many_arguments)]
-pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    let (cg, kg) = (g.cg(), g.kg());
-    let [_, oh, ow] = g.output;
-    let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
-    let tiles = g.n * th * tw;
-    let cx = Ctx {
-        g,
-        p,
-        fv,
-        kern,
-        fast: intrinsics && level() == 2,
-        cg,
-        kg,
-        th,
-        tw,
-        tiles,
-        tpad: tiles.div_ceil(kern.mr) * kern.mr,
-        kpad: kg.div_ceil(kern.nr) * kern.nr,
-        ph: 4 * th + 2,
-        pw: 4 * tw + 2,
-        vx: slab(tiles.div_ceil(kern.mr) * kern.mr * cg),
-        ux: slab(kg.div_ceil(kern.nr) * kern.nr * cg),
-    };
+pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue, transformed: Option<&[f32]>) {
+    let cx = Ctx::new(kern, intrinsics, g, fv, p);
     let sp_off = spatial_offsets(g.output, g.y_strides);
     let out = OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
     let (vlen, ulen) = (36 * cx.vx, 36 * cx.ux); // per group
@@ -200,29 +232,23 @@ pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p:
             let vp = Shared(v.as_mut_ptr());
             let tpanels = cx.tpad / kern.mr;
             let cchunk = 16;
-            let cchunks = cg.div_ceil(cchunk);
+            let cchunks = cx.cg.div_ceil(cchunk);
             (0..g.groups * tpanels * cchunks).into_par_iter().for_each(|i| {
                 let (group, tp, cc) = (i / (tpanels * cchunks), (i / cchunks) % tpanels, i % cchunks);
-                let cs = cc * cchunk..((cc + 1) * cchunk).min(cg);
+                let cs = cc * cchunk..((cc + 1) * cchunk).min(cx.cg);
                 input_panel(&cx, planes, group, tp, cs.start, cs.end, vp, vlen);
             });
             let blk = Blocks::choose(&cx);
+            if let Some(u) = transformed {
+                assert_eq!(u.len(), transformed_len(kern, g), "wino4: transformed filters of another problem");
+                return gemm_and_output(&cx, &blk, v, Some(u), vlen, ulen, &out);
+            }
             // U materialized once when it is reused by several tile blocks and small; else
             // each task transforms its filters chunk by chunk (no large U round trip).
             let fused = blk.tblocks == 1 || 4 * g.groups * ulen > FUSE_ABOVE_BYTES;
             with_scratch(Slot::PackBAll, if fused { 0 } else { g.groups * ulen }, |u| {
                 if !fused {
-                    let up = Shared(u.as_mut_ptr());
-                    let kpanels = cx.kpad / kern.nr;
-                    let cchunk = 32;
-                    let cchunks = cg.div_ceil(cchunk);
-                    (0..g.groups * kpanels * cchunks).into_par_iter().for_each(|i| {
-                        let (group, kp, cc) = (i / (kpanels * cchunks), (i / cchunks) % kpanels, i % cchunks);
-                        let c0 = cc * cchunk;
-                        // SAFETY: U holds every (group, ξ, panel, channel).
-                        let dst = unsafe { up.at(group * ulen + kp * kern.nr * cg + c0 * kern.nr) };
-                        filter_panel(&cx, group, kp, c0, (c0 + cchunk).min(cg), dst, cx.ux);
-                    });
+                    transform_filters(kern, intrinsics, g, fv, p, u);
                 }
                 let uopt = if fused { None } else { Some(&*u) };
                 gemm_and_output(&cx, &blk, v, uopt, vlen, ulen, &out);
