@@ -144,7 +144,7 @@ pub fn run_bound(handle: &Handle, b: &Bound, choice: Choice, alpha: f64, beta: f
     let fp = FusedProblem::conv(b.problem.clone());
     let solver = choose_solver(handle, &fp, choice, ws.bytes).map_err(|e| e.context(b.op))?;
     let inv = handle.invoker(&fp, solver).map_err(|e| e.context(b.op))?;
-    inv.run(handle, &RunArgs { x: b.x, w: b.w, y: b.y, alpha, beta, workspace: ws.ptr, workspace_bytes: ws.bytes, ops: &[] })
+    crate::solver::invoke(&*inv, handle, &RunArgs { x: b.x, w: b.w, y: b.y, alpha, beta, workspace: ws.ptr, workspace_bytes: ws.bytes, ops: &[] })
 }
 
 /// y = α·conv(x, w) + β·y as the user states it (transpose mode included).

@@ -151,7 +151,7 @@ fn find(handle: &Handle, b: &Bound, request_count: usize, exhaustive: bool, ws: 
     check_workspace(b.op, ws)?;
     let fp = FusedProblem::conv(b.problem.clone());
     let run = |inv: &dyn Invoker| {
-        inv.run(handle, &RunArgs { x: b.x, w: b.w, y: b.y, alpha: 1.0, beta: 0.0, workspace: ws.ptr, workspace_bytes: ws.bytes, ops: &[] })
+        crate::solver::invoke(&*inv, handle, &RunArgs { x: b.x, w: b.w, y: b.y, alpha: 1.0, beta: 0.0, workspace: ws.ptr, workspace_bytes: ws.bytes, ops: &[] })
     };
     let measured = time_solvers(handle, &fp, None, ws.bytes, exhaustive, &run).map_err(|e| e.context(format!("find {}", b.op)))?;
     handle.synchronize()?;

@@ -84,7 +84,7 @@ fn benchmark(handle: &Handle, problem: &FusedProblem, algo: Option<ConvAlgorithm
         });
     }
     let run = |inv: &dyn Invoker| {
-        inv.run(handle, &RunArgs { x: x.ptr(), w: w.ptr(), y: y.ptr(), alpha: 1.0, beta: 0.0, workspace: crate::DevPtr::NULL, workspace_bytes: 0, ops: &args })
+        crate::solver::invoke(&*inv, handle, &RunArgs { x: x.ptr(), w: w.ptr(), y: y.ptr(), alpha: 1.0, beta: 0.0, workspace: crate::DevPtr::NULL, workspace_bytes: 0, ops: &args })
     };
     let measured = time_solvers(handle, problem, algo, 0, false, &run);
     handle.synchronize()?;

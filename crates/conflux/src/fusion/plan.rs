@@ -313,6 +313,6 @@ impl FusionPlan {
             _ => (x, y),
         };
         let run = RunArgs { x, w, y, alpha, beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &rest };
-        c.invoker.run(handle, &run)
+        crate::solver::invoke(&*c.invoker, handle, &run)
     }
 }

@@ -22,5 +22,5 @@ fn run(handle: &Handle, problem: &FusedProblem, x: DevPtr, y: DevPtr, ops: &[OpA
     let solver = select_first(problem, handle, None)?;
     let invoker = handle.invoker(problem, solver)?;
     let args = RunArgs { x, w: DevPtr::NULL, y, alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops };
-    invoker.run(handle, &args)
+    crate::solver::invoke(&*invoker, handle, &args)
 }

@@ -63,6 +63,15 @@ pub trait Invoker: Send + Sync {
     fn run(&self, handle: &Handle, args: &RunArgs) -> Result<()>;
 }
 
+/// Runs `inv` as the API entry points do: on the CPU, from a thread of rayon's pool
+/// (`backend::cpu::on_pool`); on a GPU, from the caller's thread.
+pub fn invoke(inv: &dyn Invoker, handle: &Handle, args: &RunArgs) -> Result<()> {
+    if handle.device().cuda().is_some() {
+        return inv.run(handle, args);
+    }
+    crate::backend::cpu::on_pool(|| inv.run(handle, args))
+}
+
 /// A way to compute a class of problems on one kind of device.
 pub trait Solver: Send + Sync {
     /// Stable literal id, never reused.
