@@ -11,7 +11,8 @@
 //!       oneDNN's timings exclude its weight reorder).
 //!   bench_cpu one CFG N LAYOUT ALGO SECS [const]  one problem, one layout (NCHW/NHWC), one
 //!       algorithm (Gemm/ImplicitGemm/Winograd), run for SECS seconds: for `perf record`; prints
-//!       min/median µs; `const`: constant weights
+//!       min/median µs; `const`: constant weights. With BENCH_LOOP_IN_POOL set, the timing loop
+//!       itself runs on a rayon pool thread (a Rust caller inside the pool: no hand-over per call)
 //!   bench_cpu bwd LIST N                 fp32 backward-data, NCHW, each backward-data solver
 //!       (Winograd F(4×4), GEMM + col2im, direct) on the list's problems (bwd_data.rs)
 //!   bench_cpu pointwise LIST N [REPS]    GB/s of the pointwise paths (ReLU, bias+ReLU, BN+ReLU,
@@ -213,11 +214,12 @@ mod conv {
         let mut p = prepare(&cfg, n, layout, algo, constant).unwrap().expect("no solver of this algorithm applies");
         let mut t = Vec::new();
         let start = Instant::now();
-        while start.elapsed().as_secs_f64() < secs || t.len() < 5 {
+        let mut body = || while start.elapsed().as_secs_f64() < secs || t.len() < 5 {
             let t0 = Instant::now();
             p.run();
             t.push(t0.elapsed().as_secs_f64() * 1e6);
-        }
+        };
+        if std::env::var("BENCH_LOOP_IN_POOL").is_ok() { rayon::scope(|_| body()) } else { body() }
         let min = t.iter().copied().fold(f64::MAX, f64::min);
         println!("{} {layout:?} {}: min {min:.0} us, median {:.0} us ({} runs)", a[0], p.plan.solver_name().unwrap_or("?"), super::median(t.clone()), t.len());
     }

@@ -94,16 +94,18 @@ fn every_tile_remainder_and_panel_edge() {
 
 #[test]
 fn several_k_blocks_and_forced_splits() {
-    // c > 256 (two and three K blocks with partial sums), tasks of one tile and one panel,
-    // tasks whose tiles span images, and the chosen split.
+    // c > 256 (two and three K blocks with partial sums), c > 64 with channel rows of 4 KiB
+    // and more (blocks of at most 64 channels: three of 50 here), tasks of one tile and one
+    // panel, tasks whose tiles span images, and the chosen split.
     let cases = [
         Case { n: 2, c: 300, k: 70, hw: 49, gap: 1, bias: true, relu: true },
         Case { n: 3, c: 520, k: 33, hw: 15, gap: 0, bias: false, relu: true },
         Case { n: 1, c: 257, k: 96, hw: 196, gap: 2, bias: true, relu: false },
+        Case { n: 1, c: 150, k: 40, hw: 1030, gap: 3, bias: true, relu: true },
     ];
     for (i, cs) in cases.iter().enumerate() {
         for split in [None, Some(Split { mb: 1, gp: 1 }), Some(Split { mb: 3, gp: 2 }), Some(Split { mb: 1000, gp: 1000 })] {
-            run(cs, split, i != 1, 10 + i as u64);
+            run(cs, split, i != 1 && i != 3, 10 + i as u64);
             run(cs, split, true, 20 + i as u64);
         }
     }

@@ -37,6 +37,16 @@ unsafe impl Send for Problem {}
 
 /// Largest K block: a 32-channel panel of it (32 KiB) stays in L1 while the tiles stream x.
 const KC_MAX: usize = 256;
+/// Largest K block when each channel row of x lies in a 4 KiB page of its own (x channel
+/// stride ≥ 4 KiB: 32×32 positions and up): a tile then touches one page per channel, and 256
+/// pages overflow the first-level TLB. Measured 256-55-55-64 N=1: median 428 → 383 µs; no
+/// change on 7×7–28×28 layers (`bench_cpu one CFG 1 NCHW Gemm 1 const`, kc 32/48/64/128/256).
+const KC_MAX_PAGED: usize = 64;
+
+/// The K block limit for `p`'s x (see `KC_MAX_PAGED`).
+fn kc_max(p: &Problem) -> usize {
+    if p.xs[1] * 4 >= 4096 { KC_MAX_PAGED } else { KC_MAX }
+}
 
 /// Work split: tasks of `mb` tiles (MR positions of one image each, numbered across the batch)
 /// × `gp` channel panels.
@@ -61,7 +71,7 @@ impl Split {
             for hs in 1..=tiles {
                 let mb = tiles.div_ceil(hs);
                 let (blocks, tasks) = (tiles.div_ceil(mb), groups * tiles.div_ceil(mb));
-                if (p.c > KC_MAX && mb * MR * gp * NR > 32 * 1024 && mb > 1) || (tasks < want && mb > 1) {
+                if (p.c > kc_max(p) && mb * MR * gp * NR > 32 * 1024 && mb > 1) || (tasks < want && mb > 1) {
                     continue;
                 }
                 let cost = blocks * p.k + groups * p.n * p.hw;
@@ -127,7 +137,7 @@ pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split, packed: Op
     }
     let (per_image, panels) = (p.hw.div_ceil(MR), p.k.div_ceil(NR));
     let tiles = p.n * per_image;
-    let kblocks = p.c.div_ceil(KC_MAX).max(1);
+    let kblocks = p.c.div_ceil(kc_max(p)).max(1);
     let kc = p.c.div_ceil(kblocks).max(1);
     let (mb, gp) = (split.mb.clamp(1, tiles), split.gp.clamp(1, panels));
     let (tblocks, groups) = (tiles.div_ceil(mb), panels.div_ceil(gp));
