@@ -59,8 +59,10 @@ pub struct Split {
 impl Split {
     /// Each task packs the W panels it uses, and reads x once per panel group, so: the fewest
     /// tile blocks × K (W packed again per block) + panel groups × N·HW (x read again per group),
-    /// with at least three tasks per thread where there are that many tiles, and, with several
-    /// K blocks, a partial-sum block (mb·MR × gp·32 f32) of at most 128 KiB.
+    /// with at least three tasks per thread where there are that many tiles, and, with more
+    /// than 256 channels, a partial-sum block (mb·MR × gp·32 f32) of at most 128 KiB. (Not for
+    /// the 64-channel blocks of paged x, `KC_MAX_PAGED`: with C ≤ 256 that limit measured
+    /// slower, 256-55-55-64 N=1 median 390 → 470 µs.)
     pub fn choose(p: &Problem, threads: usize) -> Split {
         let (tiles, panels) = (p.n * p.hw.div_ceil(MR), p.k.div_ceil(NR));
         let want = 3 * threads;
@@ -71,7 +73,7 @@ impl Split {
             for hs in 1..=tiles {
                 let mb = tiles.div_ceil(hs);
                 let (blocks, tasks) = (tiles.div_ceil(mb), groups * tiles.div_ceil(mb));
-                if (p.c > kc_max(p) && mb * MR * gp * NR > 32 * 1024 && mb > 1) || (tasks < want && mb > 1) {
+                if (p.c > KC_MAX && mb * MR * gp * NR > 32 * 1024 && mb > 1) || (tasks < want && mb > 1) {
                     continue;
                 }
                 let cost = blocks * p.k + groups * p.n * p.hw;
