@@ -102,7 +102,10 @@ impl Blocking {
         while tasks(mc, nc) < want && nc > kern.nr {
             nc = round_up(nc / 2, kern.nr);
         }
-        Blocking { mc, kc, nc }
+        // Even blocks, same count: 512 filters in blocks of 480 left a 32-row block whose
+        // tasks re-read B for a sliver of work while the other thread had the big ones.
+        let even = |len: usize, b: usize, unit: usize| round_up(len.div_ceil(len.div_ceil(b).max(1)), unit);
+        Blocking { mc: even(m, mc, kern.mr), kc, nc: even(n, nc, kern.nr) }
     }
 }
 
