@@ -97,14 +97,19 @@ mod conv {
     use conflux::{ActivationMode, ConvAlgorithm, ConvAttrib, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg, OpArgs, TensorDesc};
     use std::time::{Duration, Instant};
 
-    /// Median time in µs of `f` (warm-up 3 runs, then ≥ 10 runs or ~0.3 s).
+    /// Median time in µs of `f`: warm-up ≥ 5 runs and ≥ 50 ms, then ≥ 10 runs and ≥ 0.3 s.
+    /// (Three warm-up runs and at most 500 timed ones measured the first 60 ms of a 120 µs
+    /// layer, right after its buffers were allocated: up to 1.4× the steady median.)
     pub fn time_us(mut f: impl FnMut()) -> f64 {
-        for _ in 0..3 {
+        let warm = Instant::now();
+        let mut runs = 0;
+        while runs < 5 || warm.elapsed() < Duration::from_millis(50) {
             f();
+            runs += 1;
         }
         let mut t = Vec::new();
         let start = Instant::now();
-        while t.len() < 10 || (start.elapsed() < Duration::from_millis(300) && t.len() < 500) {
+        while t.len() < 10 || (start.elapsed() < Duration::from_millis(300) && t.len() < 20000) {
             let t0 = Instant::now();
             f();
             t.push(t0.elapsed().as_secs_f64() * 1e6);

@@ -20,6 +20,7 @@ use crate::conv::Geom;
 use crate::tensor::TensorDesc;
 use crate::types::DataType;
 use rayon::prelude::*;
+use std::ops::Range;
 
 /// Sizes shared by the phases (per group unless noted).
 /// Where the 3×3 taps of filter k, input channel c of a group are in w (element offsets): the
@@ -244,8 +245,9 @@ pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p:
                 return gemm_and_output(&cx, &blk, v, Some(u), vlen, ulen, &out);
             }
             // U materialized once when it is reused by several tile blocks and small; else
-            // each task transforms its filters chunk by chunk (no large U round trip).
-            let fused = blk.tblocks == 1 || 4 * g.groups * ulen > FUSE_ABOVE_BYTES;
+            // each task transforms its filters chunk by chunk (no large U round trip, and
+            // each task's U stays in its own core's cache).
+            let fused = blk.tblocks <= FUSE_UP_TO_TILE_BLOCKS || 4 * g.groups * ulen > FUSE_ABOVE_BYTES;
             with_scratch(Slot::PackBAll, if fused { 0 } else { g.groups * ulen }, |u| {
                 if !fused {
                     transform_filters(kern, intrinsics, g, fv, p, u);
@@ -259,12 +261,15 @@ pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p:
 
 /// Materialized U above this size (bytes) is transformed inside the tasks instead.
 const FUSE_ABOVE_BYTES: usize = 64 << 20;
+/// With at most this many tile blocks each task transforms its own filters (the transform
+/// done twice) rather than reading a U written by either core: 128-28-28-128 N=1 (two tile
+/// blocks) median 630 → 435 µs; no change measured on rows with one or five blocks.
+const FUSE_UP_TO_TILE_BLOCKS: usize = 2;
 /// Channels per GEMM step when the tasks transform the filters themselves.
 const FUSED_CHUNK: usize = 64;
 
 /// Task blocking: tile panels × filter panels per task.
 struct Blocks {
-    tb: usize,
     kb: usize,
     tblocks: usize,
     kblocks: usize,
@@ -285,11 +290,14 @@ impl Blocks {
         while tasks(tb, kb) < want && tb > 1 {
             tb -= 1;
         }
-        // Even tile blocks: a last block of one partial panel streams every filter panel
-        // again for a few rows (49 tiles = 4 + 1 panels: that block took 7% of 128-28-28-128
-        // at N=1; 3 + 2 gives the same number of blocks).
-        let tb = tpanels.div_ceil(tpanels.div_ceil(tb));
-        Blocks { tb, kb, tblocks: tpanels.div_ceil(tb), kblocks: kpanels.div_ceil(kb) }
+        Blocks { kb, tblocks: tpanels.div_ceil(tb), kblocks: kpanels.div_ceil(kb) }
+    }
+
+    /// Tile panels of tile block `ti`: the blocks differ by at most one panel. A last block of
+    /// one partial panel streamed every filter panel again for a few rows (49 tiles = 4 + 1
+    /// panels: that block took 7% of 128-28-28-128 at N=1; 3 + 2 is the same block count).
+    fn tile_panels(&self, ti: usize, tpanels: usize) -> Range<usize> {
+        ti * tpanels / self.tblocks..(ti + 1) * tpanels / self.tblocks
     }
 }
 
@@ -358,13 +366,13 @@ fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1:
 fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: usize, ulen: usize, out: &OutTensor) {
     let (mr, nr, cg) = (cx.kern.mr, cx.kern.nr, cx.cg);
     let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
-    let (tb, kb, tblocks, kblocks) = (blk.tb, blk.kb, blk.tblocks, blk.kblocks);
+    let (kb, tblocks, kblocks) = (blk.kb, blk.tblocks, blk.kblocks);
     let chunk = if u.is_some() { cg } else { FUSED_CHUNK };
     // The partial last tile panel runs a kernel of its own height (AVX-512 12×32 only).
     let rows_kernel = cx.fast && (mr, nr) == (12, 32);
     (0..cx.g.groups * tblocks * kblocks).into_par_iter().for_each(|i| {
         let (group, ti, ki) = (i / (tblocks * kblocks), (i / kblocks) % tblocks, i % kblocks);
-        let tps = ti * tb..((ti + 1) * tb).min(tpanels);
+        let tps = blk.tile_panels(ti, tpanels);
         let kps = ki * kb..((ki + 1) * kb).min(kpanels);
         let (rows, cols) = (tps.len() * mr, kps.len() * nr);
         let ms = slab(rows * cols);
