@@ -1,4 +1,4 @@
-//! The 1×1 NCHW forward driver with output channels in the vector lanes
+//! The 1×1 NCHW / NHWC forward driver with output channels in the vector lanes
 //! (`backend/cpu/conv1x1.rs`), every tile this machine can run, against an f64 loop: positions
 //! per image that leave 1..13 for the last tile, partial channel panels, several K blocks,
 //! tiles of one task spanning images, forced small splits, gaps after every channel and image
@@ -17,16 +17,23 @@ struct Case {
     c: usize,
     k: usize,
     hw: usize,
-    /// Unused elements after each channel (x and y) and after each image.
+    /// Unused elements after each channel (NCHW) or position (NHWC), x and y, and after each
+    /// image.
     gap: usize,
     bias: bool,
     relu: bool,
+    /// Channels consecutive (x and y NHWC) instead of positions.
+    nhwc: bool,
 }
 
 fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
-    let Case { n, c, k, hw, gap, bias, relu } = *cs;
-    let (xs1, ys1) = (hw + gap, hw + gap);
-    let (xs0, ys0) = (c * xs1 + gap, k * ys1 + gap);
+    let Case { n, c, k, hw, gap, bias, relu, nhwc } = *cs;
+    // (channel stride, position stride, image stride) of x and y.
+    let ([xs1, xp, xs0], [ys1, yp, ys0]) = if nhwc {
+        ([1, c + gap, hw * (c + gap) + gap], [1, k + gap, hw * (k + gap) + gap])
+    } else {
+        ([hw + gap, 1, c * (hw + gap) + gap], [hw + gap, 1, k * (hw + gap) + gap])
+    };
     let ws0 = c + gap;
     let vals = |s: u64, len: usize| -> Vec<f32> {
         let v = if exact { fill_small_int(s, len, -3, 3) } else { fill_normal(s, len) };
@@ -41,9 +48,9 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
             for p in 0..hw {
                 let mut s = if bias { b[ki] as f64 } else { 0.0 };
                 for ci in 0..c {
-                    s += x[ni * xs0 + ci * xs1 + p] as f64 * w[ki * ws0 + ci] as f64;
+                    s += x[ni * xs0 + ci * xs1 + p * xp] as f64 * w[ki * ws0 + ci] as f64;
                 }
-                want[ni * ys0 + ki * ys1 + p] = if relu { s.max(0.0) } else { s };
+                want[ni * ys0 + ki * ys1 + p * yp] = if relu { s.max(0.0) } else { s };
             }
         }
     }
@@ -56,17 +63,19 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
             hw,
             x: x.as_ptr(),
             xs: [xs0, xs1],
+            xp,
             w: w.as_ptr(),
             ws0,
             y: y.as_mut_ptr(),
             ys: [ys0, ys1],
+            yp,
             bias: if bias { b.as_ptr() } else { std::ptr::null() },
             relu,
         };
         let split = split.unwrap_or_else(|| Split::choose(&p, 2));
         // SAFETY: the vectors cover every stride above; y is separate.
         unsafe { forward_with(&p, &kern, split, None) };
-        let what = format!("{} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?}", kern.name);
+        let what = format!("{} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?}", kern.name);
         for (i, (g, want)) in y.iter().zip(&want).enumerate() {
             let g = *g as f64;
             if want.is_nan() {
@@ -87,8 +96,10 @@ fn every_tile_remainder_and_panel_edge() {
     // hw 1..=29 leaves every remainder 1..13 (and none) for the last tile; k around 32.
     let mut r = Rng(1);
     for hw in 1..=29 {
-        let cs = Case { n: r.range(1, 3), c: r.range(1, 20), k: r.pick(&[1, 31, 32, 33, 64, 70]), hw, gap: hw % 3, bias: hw % 2 == 0, relu: hw % 4 < 2 };
-        run(&cs, None, hw % 2 == 1, hw as u64);
+        for nhwc in [false, true] {
+            let cs = Case { n: r.range(1, 3), c: r.range(1, 20), k: r.pick(&[1, 31, 32, 33, 64, 70]), hw, gap: hw % 3, bias: hw % 2 == 0, relu: hw % 4 < 2, nhwc };
+            run(&cs, None, hw % 2 == 1, hw as u64);
+        }
     }
 }
 
@@ -98,10 +109,12 @@ fn several_k_blocks_and_forced_splits() {
     // and more (blocks of at most 64 channels: three of 50 here), tasks of one tile and one
     // panel, tasks whose tiles span images, and the chosen split.
     let cases = [
-        Case { n: 2, c: 300, k: 70, hw: 49, gap: 1, bias: true, relu: true },
-        Case { n: 3, c: 520, k: 33, hw: 15, gap: 0, bias: false, relu: true },
-        Case { n: 1, c: 257, k: 96, hw: 196, gap: 2, bias: true, relu: false },
-        Case { n: 1, c: 150, k: 40, hw: 1030, gap: 3, bias: true, relu: true },
+        Case { n: 2, c: 300, k: 70, hw: 49, gap: 1, bias: true, relu: true, nhwc: false },
+        Case { n: 3, c: 520, k: 33, hw: 15, gap: 0, bias: false, relu: true, nhwc: false },
+        Case { n: 1, c: 257, k: 96, hw: 196, gap: 2, bias: true, relu: false, nhwc: false },
+        Case { n: 1, c: 150, k: 40, hw: 1030, gap: 3, bias: true, relu: true, nhwc: false },
+        Case { n: 2, c: 300, k: 70, hw: 49, gap: 1, bias: true, relu: true, nhwc: true },
+        Case { n: 3, c: 520, k: 33, hw: 15, gap: 2, bias: false, relu: false, nhwc: true },
     ];
     for (i, cs) in cases.iter().enumerate() {
         for split in [None, Some(Split { mb: 1, gp: 1 }), Some(Split { mb: 3, gp: 2 }), Some(Split { mb: 1000, gp: 1000 })] {
@@ -121,7 +134,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
     w[5 * c] = f32::NAN;
     for kern in available() {
         let mut y = vec![-1.0f32; k * hw];
-        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], bias: std::ptr::null(), relu: true };
+        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: true };
         // SAFETY: as above.
         unsafe { forward_with(&p, &kern, Split::choose(&p, 2), None) };
         assert!(y[5 * hw..6 * hw].iter().all(|v| *v == 0.0), "{}: {:?}", kern.name, &y[5 * hw..6 * hw]);
@@ -131,7 +144,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
 
 #[test]
 fn split_choice_keeps_both_threads_busy() {
-    let p = |n, c, k, hw| Problem { n, c, k, hw, x: std::ptr::null(), xs: [0, 0], w: std::ptr::null(), ws0: 0, y: std::ptr::null_mut(), ys: [0, 0], bias: std::ptr::null(), relu: false };
+    let p = |n, c, k, hw| Problem { n, c, k, hw, x: std::ptr::null(), xs: [0, 0], xp: 1, w: std::ptr::null(), ws0: 0, y: std::ptr::null_mut(), ys: [0, 0], yp: 1, bias: std::ptr::null(), relu: false };
     for (n, c, k, hw) in [(1, 2048, 512, 49), (1, 64, 64, 3025), (8, 256, 1024, 196), (1, 3, 1, 1)] {
         let pr = p(n, c, k, hw);
         let s = Split::choose(&pr, 2);

@@ -357,9 +357,22 @@ fn nchw_gap(dt: DataType, lens: &[usize], gap: usize) -> TensorDesc {
     TensorDesc::with_strides(dt, lens, &s).unwrap()
 }
 
+/// NHWC order (channels consecutive) with `gap` unused elements after every position and image.
+fn nhwc_gap(dt: DataType, lens: &[usize], gap: usize) -> TensorDesc {
+    let mut s = vec![0; lens.len()];
+    s[1] = 1;
+    let mut acc = lens[1] + gap;
+    for d in (2..lens.len()).rev() {
+        s[d] = acc;
+        acc *= lens[d];
+    }
+    s[0] = acc + gap;
+    TensorDesc::with_strides(dt, lens, &s).unwrap()
+}
+
 #[test]
 fn gemm1x1_random_forward() {
-    // 1×1 stride-1 unpadded f32 NCHW layers (gaps after channels and images too), 2-D and 3-D,
+    // 1×1 stride-1 unpadded f32 NCHW and NHWC layers (gaps too), 2-D and 3-D,
     // groups, several K blocks, every α/β (other than 1, 0 they go through the generic GEMM),
     // exact and random data. The solver needs AVX-512, and must say so elsewhere.
     let h = Handle::cpu();
@@ -380,7 +393,13 @@ fn gemm1x1_random_forward() {
         geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case / 2 % 2) as i64).unwrap();
         let dt = DataType::Float;
         let gap = (case % 3) * 2;
-        let (xd, wd, yd) = (nchw_gap(dt, &geo.x, gap), desc(dt, &geo.w, Lay::Packed), nchw_gap(dt, &geo.y, gap));
+        // NCHW with gaps after channels and images, or NHWC (packed, or with gaps after
+        // positions and images) with a KRSC filter.
+        let (xd, wd, yd) = match case % 4 {
+            1 => (nhwc_gap(dt, &geo.x, gap), desc(dt, &geo.w, Lay::ChannelsLast), nhwc_gap(dt, &geo.y, gap)),
+            3 => (desc(dt, &geo.x, Lay::ChannelsLast), desc(dt, &geo.w, Lay::ChannelsLast), desc(dt, &geo.y, Lay::ChannelsLast)),
+            _ => (nchw_gap(dt, &geo.x, gap), desc(dt, &geo.w, Lay::Packed), nchw_gap(dt, &geo.y, gap)),
+        };
         let exact = case % 2 == 0;
         let ab = if case % 4 == 3 { (if exact { AB_INT } else { AB })[1 + case % 3] } else { (1.0, 0.0) };
         let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
@@ -426,8 +445,8 @@ fn fused_bias_relu_per_algorithm() {
                 plan.add_bias(&bd).unwrap();
                 plan.add_activation(ActivationMode::Relu).unwrap();
                 plan.compile(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
-                // The 1×1 solver takes f32 NCHW on AVX-512 machines; the generic GEMM the rest.
-                let name = if name == "CpuConvGemm1x1" && !(avx512 && dt == DataType::Float && layout == Layout::NCHW) { "CpuConvGemm" } else { name };
+                // The 1×1 solver takes f32 NCHW and NHWC on AVX-512 machines; the generic GEMM the rest.
+                let name = if name == "CpuConvGemm1x1" && !(avx512 && dt == DataType::Float) { "CpuConvGemm" } else { name };
                 assert_eq!(plan.solver_name(), Some(name), "{algo:?} {dt:?} {layout:?}");
                 let yd = plan.output_desc().clone();
                 let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
@@ -482,13 +501,13 @@ fn refusals_name_the_cause() {
     assert!(why(&g5, Dir::Forward, GEMM1X1).contains("1×1"));
     let one = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 1, 1]).unwrap();
     assert!(why(&one, Dir::BackwardData, GEMM1X1).contains("forward only"));
-    let nhwc = |d: DataType, l: &[usize]| desc(d, l, Lay::ChannelsLast);
+    let gapped = |d: DataType, l: &[usize]| desc(d, l, Lay::Gapped);
     let check = |d: DataType, lay: &dyn Fn(DataType, &[usize]) -> TensorDesc| {
         let fp = problem(&one, (&lay(d, &one.x), &desc(d, &one.w, Lay::Packed), &lay(d, &one.y)), Dir::Forward);
         conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, &h).unwrap_err()
     };
     assert!(check(DataType::Half, &|d, l| desc(d, l, Lay::Packed)).contains("f32 only"));
-    assert!(check(dt, &nhwc).contains("NCHW-like"));
+    assert!(check(dt, &gapped).contains("neither its positions nor its channels consecutive"));
     let wide = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 64, 9, 9], vec![256, 64, 1, 1]).unwrap();
     assert!(why(&wide, Dir::Forward, GEMM1X1).contains("expanding"));
 }

@@ -1,5 +1,6 @@
-//! 1×1 forward convolution of f32 NCHW tensors as a GEMM with the output channels in the vector
-//! lanes (`backend/cpu/conv1x1.rs`): x read in place, no padded tiles, W packed per call.
+//! 1×1 forward convolution of f32 NCHW or NHWC tensors as a GEMM with the output channels in
+//! the vector lanes (`backend/cpu/conv1x1.rs`): x read in place, no padded tiles, W packed per
+//! call; NCHW y is stored through register transposes, NHWC y row by row.
 //! Stride 1, no padding, any groups, 2-D or 3-D, with a none / bias / ReLU / bias + ReLU
 //! epilogue; not for expanding layers with few input channels (C < 256, K ≥ 2·C), where the
 //! GEMM solvers measured faster. Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
@@ -32,25 +33,34 @@ struct Gemm1x1Invoker {
     packed: Option<WeightCache>,
 }
 
+/// The element stride between consecutive positions of a tensor with strides `s` (N, C, D,
+/// H, W) and spatial sizes `[d, h, w]`, if its positions form one sequence (a length-1
+/// dimension's stride does not matter).
+fn position_stride(s: [usize; 5], [d, h, w]: [usize; 3]) -> Option<usize> {
+    let p = s[4];
+    ((s[3] == w * p || h <= 1) && (s[2] == h * w * p || d <= 1)).then_some(p)
+}
+
 /// Why the geometry does not fit, if it does not.
 fn geometry_refusal(g: &Geom) -> Option<String> {
-    // Each channel's positions consecutive (a length-1 dimension's stride does not matter).
-    let packed = |s: [usize; 5], [d, h, w]: [usize; 3]| (s[4] == 1 || w <= 1) && (s[3] == w || h <= 1) && (s[2] == h * w || d <= 1);
     if g.filter != [1, 1, 1] || g.stride != [1, 1, 1] || g.pad != [0, 0, 0] {
         return Some(format!("not a 1×1 stride-1 unpadded filter (filter {:?}, stride {:?}, pad {:?})", g.filter, g.stride, g.pad));
     }
-    if !packed(g.x_strides, g.input) || !packed(g.y_strides, g.output) {
-        return Some("x or y is not NCHW-like (spatial positions not packed)".into());
+    // Per tensor: positions consecutive (NCHW-like) or channels consecutive (NHWC-like).
+    let fits = |s: [usize; 5], sp: [usize; 3]| position_stride(s, sp).is_some_and(|p| p == 1 || s[1] == 1 || sp.iter().product::<usize>() <= 1);
+    if !fits(g.x_strides, g.input) || !fits(g.y_strides, g.output) {
+        return Some("x or y has neither its positions nor its channels consecutive".into());
     }
     if g.w_strides[1] != 1 {
         return Some("filter channels are not consecutive".into());
     }
     // Measured (bench/results/2026-11-22-cpu-gemm1x1.md): on expanding layers with few input
     // channels each tile computes little and transposes many output rows, and at N = 8 the
-    // GEMM solvers were 1.5–1.7× faster (128-28-28-512, 64-55-55-256).
+    // GEMM solvers were 1.5–1.7× faster (128-28-28-512, 64-55-55-256). NHWC y needs no
+    // transposes.
     let (cg, kg) = (g.cg(), g.kg());
-    if cg < 256 && kg >= 2 * cg {
-        return Some(format!("expanding layer with few input channels (C = {cg} < 256, K = {kg} ≥ 2·C): the GEMM solvers are faster"));
+    if cg < 256 && kg >= 2 * cg && g.y_strides[1] != 1 {
+        return Some(format!("expanding layer with few input channels (C = {cg} < 256, K = {kg} ≥ 2·C) and NCHW y: the GEMM solvers are faster"));
     }
     None
 }
@@ -119,10 +129,14 @@ impl Invoker for Gemm1x1Invoker {
                 hw: g.output_size(),
                 x: (r.ptrs.x as *const f32).wrapping_add(group * cg * g.x_strides[1]),
                 xs: [g.x_strides[0], g.x_strides[1]],
+                // One position: its stride never matters (and 1 keeps the tiles on the
+                // channel-stride path).
+                xp: if g.input.iter().product::<usize>() <= 1 { 1 } else { position_stride(g.x_strides, g.input).unwrap_or(1) },
                 w: (r.ptrs.w as *const f32).wrapping_add(group * kg * g.w_strides[0]),
                 ws0: g.w_strides[0],
                 y: (r.ptrs.y as *mut f32).wrapping_add(group * kg * g.y_strides[1]),
                 ys: [g.y_strides[0], g.y_strides[1]],
+                yp: if g.output_size() <= 1 { 1 } else { position_stride(g.y_strides, g.output).unwrap_or(1) },
                 bias: bias.map_or(std::ptr::null(), |b| b[group * kg..].as_ptr()),
                 relu,
             })

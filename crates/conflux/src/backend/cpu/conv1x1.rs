@@ -12,8 +12,9 @@ use super::conv1x1_kernel::{Kernels, Out, Transpose, MR, NR};
 use super::gemm::{with_scratch, Slot};
 use rayon::prelude::*;
 
-/// One group of a 1×1 forward convolution. Element strides: x (n, c) with packed spatial
-/// positions, W filter rows of `c` consecutive values, y (n, k) with packed spatial positions.
+/// One group of a 1×1 forward convolution. Element strides: x (n, c) and position `xp`, W filter
+/// rows of `c` consecutive values, y (n, k) and position `yp`. Per tensor, either the positions
+/// (NCHW: xp = 1) or the channels (NHWC: xs[1] = 1) are consecutive.
 #[derive(Clone, Copy, Debug)]
 pub struct Problem {
     pub n: usize,
@@ -22,10 +23,12 @@ pub struct Problem {
     pub hw: usize,
     pub x: *const f32,
     pub xs: [usize; 2],
+    pub xp: usize,
     pub w: *const f32,
     pub ws0: usize,
     pub y: *mut f32,
     pub ys: [usize; 2],
+    pub yp: usize,
     /// k values, or null.
     pub bias: *const f32,
     pub relu: bool,
@@ -172,15 +175,16 @@ pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split, packed: Op
                         let (n, hw0) = (gt / per_image, gt % per_image * MR);
                         let k0 = (panel_range.start + qi) * NR;
                         let out = Out {
-                            y: p.y.add(n * p.ys[0] + k0 * p.ys[1] + hw0),
+                            y: p.y.add(n * p.ys[0] + k0 * p.ys[1] + hw0 * p.yp),
                             ldy: p.ys[1],
+                            yp: p.yp,
                             bias: if p.bias.is_null() { p.bias } else { p.bias.add(k0) },
                             relu: p.relu,
                             cols: NR.min(p.k - k0),
                         };
-                        let a = p.x.add(n * p.xs[0] + c0 * p.xs[1] + hw0);
+                        let a = p.x.add(n * p.xs[0] + c0 * p.xs[1] + hw0 * p.xp);
                         let c = cbuf_ptr.wrapping_add(ti * MR * ldc + qi * NR);
-                        (kern.tile)(MR.min(p.hw - hw0), kcb, a, p.xs[1], block(qi), c, ldc, first, last.then_some(&out));
+                        (kern.tile)(MR.min(p.hw - hw0), kcb, a, p.xs[1], p.xp, block(qi), c, ldc, first, last.then_some(&out));
                     };
                     let (nt, nq) = (tile_range.len(), panel_range.len());
                     if nt * MR > nq * NR {

@@ -1,21 +1,24 @@
 //! Micro-tiles of the 1×1 NCHW forward convolution (`conv1x1.rs`): `rows` consecutive spatial
 //! positions × 32 output channels, the channels in the vector lanes.
 //!
-//! Operands: x read in place, element (position i, input channel p) at `a + p·cs + i` (an NCHW
-//! image: the `rows` values of one channel are consecutive, so they are broadcast from
-//! consecutive addresses); W packed as 32-channel panels, `b[p·32 + j]`.
+//! Operands: x read in place, element (position i, input channel p) at `a + p·cs + i·ps`: an
+//! NCHW image has ps = 1 (the `rows` values of one channel are consecutive, so they are
+//! broadcast from consecutive addresses), an NHWC image cs = 1 (each position's channels are
+//! one row, read front to back); W packed as 32-channel panels, `b[p·32 + j]`.
 //!
 //! A tile accumulates one K block. `first`: start from zero, else from the partial sum at `c`
 //! (row stride `ldc`, one row per position). Then either back to `c`, or, on the last K block,
-//! through an `Out`: plus the bias of each channel, ReLU, and written to y transposed (row i of
-//! the tile is column `i` of y's channel rows).
+//! through an `Out`: plus the bias of each channel, ReLU, and written to y: NCHW y transposed
+//! (row i of the tile is column `i` of y's channel rows), NHWC y row by row.
 
-/// Where the last K block of a tile goes: y at (channel k0, position hw0), channel stride `ldy`;
-/// `bias` at k0 (or null); only the first `cols` of the 32 channels exist.
+/// Where the last K block of a tile goes: y at (channel k0, position hw0), channel stride `ldy`,
+/// position stride `yp` (one of them 1); `bias` at k0 (or null); only the first `cols` of the
+/// 32 channels exist.
 #[derive(Clone, Copy, Debug)]
 pub struct Out {
     pub y: *mut f32,
     pub ldy: usize,
+    pub yp: usize,
     pub bias: *const f32,
     pub relu: bool,
     pub cols: usize,
@@ -26,8 +29,8 @@ pub const NR: usize = 32;
 /// Spatial positions per full tile: 14 × 2 accumulators = 28 of the 32 zmm registers.
 pub const MR: usize = 14;
 
-/// `tile(rows, kc, a, cs, b, c, ldc, first, out)` with `rows` in 1..=MR.
-pub type TileFn = unsafe fn(usize, usize, *const f32, usize, *const f32, *mut f32, usize, bool, Option<&Out>);
+/// `tile(rows, kc, a, cs, ps, b, c, ldc, first, out)` with `rows` in 1..=MR and cs = 1 or ps = 1.
+pub type TileFn = unsafe fn(usize, usize, *const f32, usize, usize, *const f32, *mut f32, usize, bool, Option<&Out>);
 
 /// The finished value of channel j at one position: bias, then ReLU (NaN becomes 0, like the
 /// generic ReLU).
@@ -41,16 +44,16 @@ fn finish(v: f32, o: &Out, j: usize) -> f32 {
 /// Plain loops: machines without AVX-512, and the tests' second opinion.
 ///
 /// # Safety
-/// `a` covers `rows` positions × kc channels at stride `cs`; `b` kc·32 values; `c` a rows × 32
-/// tile with row stride `ldc` (read unless `first`, written unless `out`); `out` addresses
-/// `cols` channel rows of `rows` writable values.
+/// `a` covers `rows` positions (stride `ps`) × kc channels (stride `cs`); `b` kc·32 values;
+/// `c` a rows × 32 tile with row stride `ldc` (read unless `first`, written unless `out`);
+/// `out` addresses `cols` channels × `rows` positions of writable values.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn tile_portable(rows: usize, kc: usize, a: *const f32, cs: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
+pub unsafe fn tile_portable(rows: usize, kc: usize, a: *const f32, cs: usize, ps: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
     let mut acc = [[0f32; NR]; MR];
     for p in 0..kc {
         let bp = b.add(p * NR);
         for (i, row) in acc.iter_mut().enumerate().take(rows) {
-            let av = *a.add(p * cs + i);
+            let av = *a.add(p * cs + i * ps);
             for (j, v) in row.iter_mut().enumerate() {
                 *v += av * *bp.add(j);
             }
@@ -60,7 +63,7 @@ pub unsafe fn tile_portable(rows: usize, kc: usize, a: *const f32, cs: usize, b:
         for (j, v) in row.iter().enumerate() {
             let v = if first { *v } else { *v + *c.add(i * ldc + j) };
             match out {
-                Some(o) if j < o.cols => *o.y.add(j * o.ldy + i) = finish(v, o, j),
+                Some(o) if j < o.cols => *o.y.add(j * o.ldy + i * o.yp) = finish(v, o, j),
                 Some(_) => {}
                 None => *c.add(i * ldc + j) = v,
             }
@@ -74,7 +77,7 @@ pub mod x86 {
     use super::{Out, MR, NR};
     use std::arch::x86_64::*;
 
-    /// `R` × 32 accumulators over kc channels.
+    /// `R` × 32 accumulators over kc channels, x positions consecutive (NCHW: ps = 1).
     #[target_feature(enable = "avx512f")]
     #[inline]
     unsafe fn acc<const R: usize>(kc: usize, a: *const f32, cs: usize, b: *const f32) -> [[__m512; 2]; R] {
@@ -97,11 +100,30 @@ pub mod x86 {
         acc
     }
 
+    /// The same with each position's channels consecutive (NHWC: cs = 1, positions at stride
+    /// ps): `R` rows read front to back from one pointer each.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn acc_rows<const R: usize>(kc: usize, a: *const f32, ps: usize, b: *const f32) -> [[__m512; 2]; R] {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        let rows: [*const f32; R] = std::array::from_fn(|i| a.wrapping_add(i * ps));
+        for p in 0..kc {
+            let b0 = _mm512_loadu_ps(b.add(p * NR));
+            let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
+            for i in 0..R {
+                let av = _mm512_set1_ps(*rows[i].add(p));
+                acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+                acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+            }
+        }
+        acc
+    }
+
     /// One tile of `R` positions (see the module comment).
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile<const R: usize>(kc: usize, a: *const f32, cs: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
-        let mut acc = acc::<R>(kc, a, cs, b);
+    unsafe fn tile<const R: usize>(kc: usize, a: *const f32, cs: usize, ps: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
+        let mut acc = if ps == 1 { acc::<R>(kc, a, cs, b) } else { acc_rows::<R>(kc, a, ps, b) };
         if !first {
             for (i, row) in acc.iter_mut().enumerate() {
                 for (h, v) in row.iter_mut().enumerate() {
@@ -122,6 +144,20 @@ pub mod x86 {
             if n == 16 { 0xffff } else { (1u16 << n) - 1 }
         };
         let zero = _mm512_setzero_ps();
+        if o.ldy == 1 {
+            // NHWC y: each position's channels are a row; bias and ReLU on the accumulators and
+            // two masked stores per position.
+            let bias: [__m512; 2] = std::array::from_fn(|h| if o.bias.is_null() { zero } else { _mm512_maskz_loadu_ps(live(h), o.bias.add(16 * h)) });
+            for (i, row) in acc.iter().enumerate() {
+                for (h, v) in row.iter().enumerate() {
+                    let v = _mm512_add_ps(*v, bias[h]);
+                    // v first: a NaN v gives 0.
+                    let v = if o.relu { _mm512_max_ps(v, zero) } else { v };
+                    _mm512_mask_storeu_ps(o.y.add(i * o.yp + 16 * h), live(h), v);
+                }
+            }
+            return;
+        }
         // Each 16-channel half: bias and ReLU on the accumulators (channels in the lanes), then a
         // 16×16 transpose so each channel's R positions are one masked store. (Scatters cost
         // about twice as much: a third of a tile's time when C = 64.)
@@ -168,11 +204,11 @@ pub mod x86 {
     /// # Safety
     /// As `tile_portable`; AVX-512F must be available.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn tile_avx512(rows: usize, kc: usize, a: *const f32, cs: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
+    pub unsafe fn tile_avx512(rows: usize, kc: usize, a: *const f32, cs: usize, ps: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
         macro_rules! by_rows {
             ($($r:literal)*) => {
                 match rows {
-                    $($r => tile::<$r>(kc, a, cs, b, c, ldc, first, out),)*
+                    $($r => tile::<$r>(kc, a, cs, ps, b, c, ldc, first, out),)*
                     _ => unreachable!("conv1x1 tile of {rows} rows"),
                 }
             };
