@@ -1,36 +1,71 @@
-# Merges several `bench_cpu conv` tables (passes of the new build and of a baseline build) into one:
-# per row, the min over passes of each median; oneDNN columns take the min over all passes.
-# usage: python3 bench/cpu_conv_agg.py N new1.md,new2.md base1.md,base2.md
-import sys, math, glob
+# Merges passes of `bench_cpu conv` (the same build, or a new and a baseline build) into one table.
+# Columns are found by their header names, so tables of older builds with fewer columns merge too.
+# Per row and column: the minimum over passes of the medians (the least disturbed pass); oneDNN
+# columns take the minimum over every pass given. Also the per-pass geomeans, where conflux and
+# oneDNN ran next to each other.
+# usage: python3 bench/cpu_conv_agg.py N new1.md,new2.md [base1.md,base2.md]
+import sys, math
+
 def parse(f):
-    rows = {}
+    rows, head = {}, None
     for l in open(f):
         c = [x.strip() for x in l.strip().strip('|').split('|')]
-        if len(c) == 11 and c[0][0].isdigit():
-            rows[c[0]] = dict(probe=float(c[2]), nchw=float(c[3]), solver=c[4], nhwc=float(c[6]), any=float(c[7]), dnchw=float(c[8]), wino=float(c[9]))
+        if c and c[0] == 'config':
+            head = c
+        elif head and len(c) == len(head) and c[0][:1].isdigit():
+            rows[c[0]] = dict(zip(head, c))
     return rows
+
+def num(r, key):
+    try:
+        return float(r[key])
+    except (KeyError, ValueError):
+        return float('nan')
+
+def best_peer(r):
+    v = [num(r, k) for k in ('oneDNN any µs', 'oneDNN nchw µs', 'oneDNN wino µs')]
+    v = [x for x in v if not math.isnan(x)]
+    return min(v) if v else float('nan')
+
+def geo(xs):
+    xs = [x for x in xs if not math.isnan(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float('nan')
+
 n = sys.argv[1]
 new = [parse(f) for f in sys.argv[2].split(',')]
-base = [parse(f) for f in sys.argv[3].split(',')]
-allp = new + base
+base = [parse(f) for f in sys.argv[3].split(',')] if len(sys.argv) > 3 else []
 order = list(new[0].keys())
-def mn(ps, cfg, key):
-    v = [p[cfg][key] for p in ps if cfg in p and not math.isnan(p[cfg][key])]
+cols = [('conflux NCHW µs', 'NCHW'), ('NCHW const-w µs', 'NCHW const-w'), ('NHWC const-w µs', 'NHWC const-w')]
+
+def mn(passes, cfg, key):
+    v = [num(p[cfg], key) for p in passes if cfg in p]
+    v = [x for x in v if not math.isnan(x)]
     return min(v) if v else float('nan')
-print("| config | N | conflux before µs | conflux NCHW µs | solver | GFLOP/s | conflux NHWC µs | oneDNN any µs | oneDNN nchw µs | oneDNN wino µs | before / oneDNN best | NCHW / oneDNN best |")
-print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-lb = ln = 0.0
+
+f = lambda x: 'n/a' if math.isnan(x) else f"{x:.0f}"
+head = ['config', 'N'] + (['baseline NCHW µs'] if base else []) + [c[1] + ' µs' for c in cols] + ['oneDNN best µs'] + \
+       (['baseline / oneDNN'] if base else []) + [c[1] + ' / oneDNN' for c in cols]
+print('| ' + ' | '.join(head) + ' |')
+print('|---|' + '---:|' * (len(head) - 1))
+ratios = {c[1]: [] for c in cols}
+bratios = []
 for cfg in order:
-    c = [int(x) for x in cfg.split('-')]
-    N = int(n)
-    ho, wo = c[1] + 2*c[6] + 1 - c[4], c[2] + 2*c[7] + 1 - c[5]
-    gf = 2.0 * N * c[3] * ho * wo * c[0] * c[4] * c[5] * 1e-9
-    b, v, h = mn(base, cfg, 'nchw'), mn(new, cfg, 'nchw'), mn(new, cfg, 'nhwc')
-    solver = min((p[cfg]['nchw'], p[cfg]['solver']) for p in new if cfg in p)[1]
-    a, dn, w = mn(allp, cfg, 'any'), mn(allp, cfg, 'dnchw'), mn(allp, cfg, 'wino')
-    best = min(x for x in (a, dn, w) if not math.isnan(x))
-    lb += math.log(b / best); ln += math.log(v / best)
-    f = lambda x: 'n/a' if math.isnan(x) else f"{x:.0f}"
-    print(f"| {cfg} | {N} | {b:.0f} | {v:.0f} | {solver} | {gf / v * 1e6:.0f} | {h:.0f} | {f(a)} | {f(dn)} | {f(w)} | {b / best:.2f} | {v / best:.2f} |")
-k = len(order)
-print(f"\ngeomean NCHW / oneDNN best at N={n}: before {math.exp(lb / k):.2f}, after {math.exp(ln / k):.2f}")
+    peer = min(best_peer(p[cfg]) for p in new + base if cfg in p)
+    vals = [mn(new, cfg, c[0]) for c in cols]
+    b = mn(base, cfg, 'conflux NCHW µs') if base else None
+    for c, v in zip(cols, vals):
+        ratios[c[1]].append(v / peer)
+    cells = [cfg, n] + ([f(b)] if base else []) + [f(v) for v in vals] + [f(peer)]
+    if base:
+        bratios.append(b / peer)
+        cells.append(f"{b / peer:.2f}")
+    cells += [f"{v / peer:.2f}" for v in vals]
+    print('| ' + ' | '.join(cells) + ' |')
+print()
+if base:
+    print(f"geomean baseline NCHW / oneDNN best at N={n}: {geo(bratios):.2f}")
+for c in cols:
+    print(f"geomean {c[1]} / oneDNN best at N={n} (min over passes): {geo(ratios[c[1]]):.2f}")
+for i, p in enumerate(new):
+    per = [', '.join(f"{c[1]} {geo([num(r, c[0]) / best_peer(r) for r in p.values()]):.2f}" for c in cols)]
+    print(f"pass {i + 1} (conflux and oneDNN side by side): {per[0]}")

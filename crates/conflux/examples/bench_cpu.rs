@@ -7,8 +7,9 @@
 //!       dnnl_cba), oneDNN is measured right after each problem in the same run. Prints a
 //!       markdown table; an FMA probe before each row shows whether the (shared) machine gave
 //!       both cores. Threads: rayon's default (RAYON_NUM_THREADS).
-//!       Also NCHW with constant weights (attribute CONSTANT_WEIGHTS: filters transformed once, as
-//!       oneDNN's timings exclude its weight reorder).
+//!       Also NCHW and NHWC with constant weights (attribute CONSTANT_WEIGHTS: filters
+//!       transformed once, as oneDNN's timings exclude its weight reorder). Several passes merge
+//!       with bench/cpu_conv_agg.py.
 //!   bench_cpu one CFG N LAYOUT ALGO SECS [const]  one problem, one layout (NCHW/NHWC), one
 //!       algorithm (Gemm/ImplicitGemm/Winograd), run for SECS seconds: for `perf record`; prints
 //!       min/median µs; `const`: constant weights. With BENCH_LOOP_IN_POOL set, the timing loop
@@ -252,9 +253,10 @@ mod conv {
         let list = std::fs::read_to_string(&a[0]).expect("problem list");
         let n: usize = a[1].parse().expect("N");
         let peer = a.get(2);
-        println!("| config | N | FMA probe GFLOP/s | conflux NCHW µs | solver | GFLOP/s | conflux NHWC µs | NCHW const-w µs | const-w solver | oneDNN any µs | oneDNN nchw µs | oneDNN wino µs | NCHW / oneDNN best | const-w / oneDNN best |");
-        println!("|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|");
-        let (mut lsum, mut csum, mut cnt) = (0.0, 0.0, 0);
+        println!("| config | N | FMA probe GFLOP/s | conflux NCHW µs | solver | GFLOP/s | NCHW const-w µs | const-w solver | NHWC µs | NHWC const-w µs | NHWC const-w solver | oneDNN any µs | oneDNN nchw µs | oneDNN wino µs | NCHW / oneDNN best | NCHW const-w / oneDNN best | NHWC const-w / oneDNN best |");
+        println!("|---|---:|---:|---:|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|");
+        let mut logs = [0.0f64; 3];
+        let mut cnt = 0;
         for line in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
             let cfg: Vec<usize> = line.split('-').map(|t| t.parse().unwrap()).collect();
             let (ho, wo) = (cfg[1] + 2 * cfg[6] + 1 - cfg[4], cfg[2] + 2 * cfg[7] + 1 - cfg[5]);
@@ -264,24 +266,29 @@ mod conv {
             let d = peer.map(|b| onednn(b, line, n)).unwrap_or([f64::NAN; 3]);
             let (cw, cw_solver) = conflux_best(&cfg, n, Layout::NCHW, true).unwrap();
             let (nhwc, _) = conflux_best(&cfg, n, Layout::NHWC, false).unwrap();
+            let (nhwc_cw, nhwc_cw_solver) = conflux_best(&cfg, n, Layout::NHWC, true).unwrap();
             let best_peer = d.iter().copied().filter(|v| v.is_finite()).fold(f64::MAX, f64::min);
-            let (ratio, cw_ratio) = (nchw / best_peer, cw / best_peer);
-            if ratio.is_finite() {
-                lsum += ratio.ln();
-                csum += cw_ratio.ln();
+            let ratios = [nchw / best_peer, cw / best_peer, nhwc_cw / best_peer];
+            if ratios[0].is_finite() {
+                for (l, r) in logs.iter_mut().zip(ratios) {
+                    *l += r.ln();
+                }
                 cnt += 1;
             }
             println!(
-                "| {line} | {n} | {probe:.0} | {nchw:.0} | {solver} | {:.0} | {nhwc:.0} | {cw:.0} | {cw_solver} | {:.0} | {:.0} | {:.0} | {ratio:.2} | {cw_ratio:.2} |",
+                "| {line} | {n} | {probe:.0} | {nchw:.0} | {solver} | {:.0} | {cw:.0} | {cw_solver} | {nhwc:.0} | {nhwc_cw:.0} | {nhwc_cw_solver} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
                 gflop / nchw * 1e6,
                 d[0],
                 d[1],
-                d[2]
+                d[2],
+                ratios[0],
+                ratios[1],
+                ratios[2]
             );
         }
         if cnt > 0 {
-            println!("\ngeomean conflux NCHW / oneDNN best (any, nchw, wino) at N={n}: {:.2}", (lsum / cnt as f64).exp());
-            println!("geomean conflux NCHW with constant weights / oneDNN best at N={n}: {:.2}", (csum / cnt as f64).exp());
+            let g = |i: usize| (logs[i] / cnt as f64).exp();
+            println!("\ngeomean / oneDNN best (any, nchw, wino) at N={n}: NCHW {:.2}, NCHW constant weights {:.2}, NHWC constant weights {:.2}", g(0), g(1), g(2));
         }
     }
 }
