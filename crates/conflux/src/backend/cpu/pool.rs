@@ -6,21 +6,27 @@
 //!
 //! The caller then waits. Sleeping on a lock costs a wake-up when the call ends, which on a
 //! virtual machine (a halted vCPU woken by an interrupt) measured 15–40 µs: a third of a
-//! 64-55-55-64 1×1 layer at N=1. So the job is spawned into the pool and the caller waits by
-//! yielding its CPU (the workers run), parking only once the call has taken longer than
-//! `SPIN`. Measured (`bench_cpu one CFG 1 NCHW ALGO 0.7 const`, medians): 64-55-55-64 1×1
-//! 142 → 90 µs, 2048-7-7-512 357 → 342, 128-28-28-512 583 → 555; the same as a caller that
-//! is itself a pool thread (`BENCH_LOOP_IN_POOL`).
+//! 64-55-55-64 1×1 layer at N=1. So the job is spawned into the pool and, when this thread's
+//! previous call was short, the caller waits by yielding its CPU, parking only once the call
+//! has taken longer than `SPIN`. Measured (`bench_cpu one CFG N NCHW ALGO 0.7 const`,
+//! medians): 64-55-55-64 1×1 N=1 146 → 94 µs, 2048-7-7-512 N=1 377 → 337; the same as a
+//! caller that is itself a pool thread (`BENCH_LOOP_IN_POOL`).
+//!
+//! Long calls must not yield-wait: a third runnable thread beside two busy workers slowed
+//! 3 ms calls by a third (128-28-28-128 N=8: 2.6 → 3.4 ms median, even with only 100 µs of
+//! yielding), so after a call longer than `SPIN` the next one parks at once.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long the caller yields before it parks (calls longer than this pay one wake-up).
-/// Yielding did not slow the workers measurably: 128-28-28-128 N=8 (2.7 ms) took the same
-/// time with 0.3, 1 and 3 ms of yielding; parking at once doubled the median of
-/// 64-55-55-64 1×1 N=1 (95 → 169 µs).
-const SPIN: Duration = Duration::from_micros(2000);
+/// How long the caller yields before it parks, when its previous call took less than this.
+const SPIN: Duration = Duration::from_micros(1000);
+
+thread_local! {
+    /// Did this thread's last call end within `SPIN`?
+    static LAST_SHORT: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
 
 /// Runs `f` on a thread of rayon's pool (directly when already on one) and returns its result;
 /// a panic in `f` is resumed on the caller.
@@ -30,33 +36,33 @@ pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
     let done = AtomicBool::new(false);
     let mut out: Option<std::thread::Result<R>> = None;
-    let caller = std::thread::current();
     {
-        let (done, out_ptr, caller) = (&done, SendPtr(&mut out as *mut Option<std::thread::Result<R>>), &caller);
+        let (done, out_ptr, caller) = (&done, SendPtr(&mut out as *mut Option<std::thread::Result<R>>), std::thread::current());
         let job = move || {
             let r = catch_unwind(AssertUnwindSafe(f));
             let out_ptr = out_ptr;
             // SAFETY: the caller reads `out` only after `done` is set below.
             unsafe { *out_ptr.0 = Some(r) };
-            // The caller may return (and free `done` and `caller`) as soon as `done` is set,
-            // so unpark first; an unpark before the caller parks is kept for it.
-            caller.unpark();
             done.store(true, Ordering::Release);
+            // The caller may have returned by now: only the job's own handle is used.
+            caller.unpark();
         };
         let job: Box<dyn FnOnce() + Send + '_> = Box::new(job);
-        // SAFETY: the job borrows `done`, `out` and `caller` from this frame, and this function
-        // does not return before the job has set `done`, its last access to them.
+        // SAFETY: the job borrows `done` and `out` from this frame, and this function does not
+        // return before the job has set `done`, its last access to them.
         let job: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(job) };
         rayon::spawn(job);
     }
     let start = Instant::now();
+    let spin = if LAST_SHORT.get() { SPIN } else { Duration::ZERO };
     while !done.load(Ordering::Acquire) {
-        if start.elapsed() < SPIN {
+        if start.elapsed() < spin {
             std::thread::yield_now();
         } else {
-            std::thread::park_timeout(Duration::from_millis(1));
+            std::thread::park();
         }
     }
+    LAST_SHORT.set(start.elapsed() < SPIN);
     match out.take() {
         Some(Ok(r)) => r,
         Some(Err(panic)) => resume_unwind(panic),
@@ -97,4 +103,5 @@ mod tests {
         assert_eq!(msg.downcast_ref::<&str>(), Some(&"inside the pool"));
     }
 }
+
 
