@@ -425,6 +425,9 @@ fn pad_planes(cx: &Ctx, planes: &mut [f32]) {
     let g = cx.g;
     let (xs, [_, h, w]) = (g.x_strides, g.input);
     let (ph, pw, pt, pl) = (cx.ph, cx.pw, g.pad[1], g.pad[2]);
+    if cx.p.dt == DataType::Float && xs[1] == 1 && g.c > 1 {
+        return pad_planes_channels_last(cx, planes);
+    }
     planes.par_chunks_mut(ph * pw).enumerate().for_each(|(i, pln)| {
         let base = (i / g.c) * xs[0] + (i % g.c) * xs[1];
         pln[..pt * pw].fill(0.0);
@@ -444,6 +447,42 @@ fn pad_planes(cx: &Ctx, planes: &mut [f32]) {
             }
         }
         pln[(pt + h) * pw..].fill(0.0);
+    });
+}
+
+/// `pad_planes` for f32 x with consecutive channels (NHWC): the borders of every plane first,
+/// then one task per (image, input row) reading that row's positions front to back and
+/// scattering each position's channels across the planes. Plane by plane, each element was a
+/// separate cache line (a 28×28×128 layer: 14% of the call in the gathers).
+fn pad_planes_channels_last(cx: &Ctx, planes: &mut [f32]) {
+    let g = cx.g;
+    let (xs, [_, h, w]) = (g.x_strides, g.input);
+    let (pw, pt, pl) = (cx.pw, g.pad[1], g.pad[2]);
+    let plane = cx.ph * pw;
+    planes.par_chunks_mut(plane).for_each(|pln| {
+        pln[..pt * pw].fill(0.0);
+        for r in 0..h {
+            let row = &mut pln[(pt + r) * pw..(pt + r + 1) * pw];
+            row[..pl].fill(0.0);
+            row[pl + w..].fill(0.0);
+        }
+        pln[(pt + h) * pw..].fill(0.0);
+    });
+    let dst = Shared(planes.as_mut_ptr());
+    let x = cx.p.x;
+    (0..g.n * h).into_par_iter().for_each(|nr| {
+        let (n, r) = (nr / h, nr % h);
+        let row0 = n * g.c * plane + (pt + r) * pw + pl;
+        for s in 0..w {
+            // SAFETY: position (n, r, s) of x holds g.c consecutive channels; this task alone
+            // writes row pt + r of image n's planes, whose elements lie inside `planes`.
+            unsafe {
+                let src = (x as *const f32).add(n * xs[0] + r * xs[3] + s * xs[4]);
+                for c in 0..g.c {
+                    *dst.at(row0 + c * plane + s).0 = *src.add(c);
+                }
+            }
+        }
     });
 }
 
