@@ -2,8 +2,7 @@
 //! the vector lanes (`backend/cpu/conv1x1.rs`): x read in place, no padded tiles, W packed per
 //! call; NCHW y is stored through register transposes, NHWC y row by row.
 //! Stride 1, no padding, any groups, 2-D or 3-D, with a none / bias / ReLU / bias + ReLU
-//! epilogue; not for expanding layers with few input channels (C < 256, K ≥ 2·C), where the
-//! GEMM solvers measured faster. Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
+//! epilogue. Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
 //!
 //! With constant weights (`ConvDesc::weights_constant`) W is packed once per filter address
 //! (`conv1x1::pack_all`) and kept on the invoker.
@@ -54,14 +53,11 @@ fn geometry_refusal(g: &Geom) -> Option<String> {
     if g.w_strides[1] != 1 {
         return Some("filter channels are not consecutive".into());
     }
-    // Measured (bench/results/2026-11-22-cpu-gemm1x1.md): on expanding layers with few input
-    // channels each tile computes little and transposes many output rows, and at N = 8 the
-    // GEMM solvers were 1.5–1.7× faster (128-28-28-512, 64-55-55-256). NHWC y needs no
-    // transposes.
-    let (cg, kg) = (g.cg(), g.kg());
-    if cg < 256 && kg >= 2 * cg && g.y_strides[1] != 1 {
-        return Some(format!("expanding layer with few input channels (C = {cg} < 256, K = {kg} ≥ 2·C) and NCHW y: the GEMM solvers are faster"));
-    }
+    // Expanding layers with few input channels (C < 256, K ≥ 2·C) were refused until the
+    // thirteenth session (bench/results/2026-11-22-cpu-gemm1x1.md: 1.5–1.7× slower than the
+    // GEMM solvers at N=8). Measured again after the pool hand-over and K blocking, NCHW:
+    // 128-28-28-512 N=1 340 vs 430 µs (ImplicitGemm), N=8 3.1–3.2 vs 2.9–3.1 ms;
+    // 64-55-55-256 N=1 376 vs 410, N=8 3.5–3.7 vs 3.7 ms. So they are taken.
     None
 }
 
