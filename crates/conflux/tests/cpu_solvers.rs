@@ -257,17 +257,20 @@ fn winograd4_wide_and_deep() {
 
 /// Task blocks of the F(4×4) driver on layers with many tiles: two tile blocks (each task
 /// transforms its own filters) and five uneven ones (17 tile panels; a materialized U), with
-/// and without constant weights (the kept U), exact data bit for bit.
+/// and without constant weights (the kept U), NCHW and NHWC (y stored from the transform's
+/// lanes; 75 filters: the last 16-lane group holds 11), exact data bit for bit.
 #[test]
 fn winograd4_tile_blocks() {
     let h = Handle::cpu();
     for (i, side) in [28usize, 56].into_iter().enumerate() {
         for constant in [false, true] {
-            let mut geo = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 8, side, side], vec![80, 8, 3, 3]).unwrap();
+            let mut geo = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 8, side, side], vec![75, 8, 3, 3]).unwrap();
             geo.conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64).unwrap();
             let dt = DataType::Float;
-            let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, Lay::Packed), desc(dt, &geo.y, Lay::Packed));
-            assert!(check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, WINOGRAD4, 900 + i as u64));
+            for lay in [Lay::Packed, Lay::ChannelsLast, Lay::GappedChannelsLast] {
+                let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+                assert!(check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, WINOGRAD4, 900 + i as u64));
+            }
         }
     }
 }

@@ -579,6 +579,10 @@ unsafe fn copy_lanes(src: &Lanes, dst: *mut f32, n: usize) {
 /// t0, cols = filters from k0) into y: per run of tiles in one tile row, four output rows per filter.
 #[allow(clippy::too_many_arguments)]
 fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if write_block_channels_last(cx, out, m, ms, cols, group, t0, tlive, k0, klive) {
+        return;
+    }
     let [_, oh, ow] = cx.g.output;
     let span = 4 * cx.tw;
     with_scratch(Slot::Task2, klive * 4 * span, |stage| {
@@ -620,6 +624,41 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
             tl += len;
         }
     });
+}
+
+/// `write_block` for f32 y with consecutive channels (NHWC), α = 1, β = 0 and a none / bias /
+/// ReLU / bias + ReLU epilogue: each position's 16-filter run is stored straight from the
+/// output transform's lanes (`output16_channels_last`). Through the per-channel stage, NHWC y
+/// was written one element per cache line (a fifth of 128-28-28-128 N=1). False when the
+/// block does not qualify (then nothing was written).
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn write_block_channels_last(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) -> bool {
+    let ys = cx.g.y_strides;
+    if !cx.fast || out.dt != DataType::Float || ys[1] != 1 || out.alpha != 1.0 || out.beta != 0.0 || cols % 16 != 0 {
+        return false;
+    }
+    let Some((bias, relu)) = out.epi.bias_relu_all() else { return false };
+    let [_, oh, ow] = cx.g.output;
+    for tl in 0..tlive {
+        let t = t0 + tl;
+        let (n, ti, tj) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
+        let (rows, wcols) = ((oh - 4 * ti).min(4), (ow - 4 * tj).min(4));
+        for l0 in (0..klive).step_by(16) {
+            let live = (klive - l0).min(16);
+            let mask: u16 = if live == 16 { 0xffff } else { (1u16 << live) - 1 };
+            let ch = group * cx.kg + k0 + l0;
+            let b = bias.map_or(std::ptr::null(), |b| b[ch..].as_ptr());
+            // SAFETY: AVX-512 was detected (cx.fast); M holds 36 slabs of `ms` with this tile's
+            // row of `cols` (a multiple of 16) filters, so 16 lanes from l0 are readable; the
+            // stored outputs are this task's (n, channel, tile) elements of y.
+            unsafe {
+                let y = (out.ptr as *mut f32).add(n * ys[0] + ch + 4 * ti * ys[3] + 4 * tj * ys[4]);
+                super::wino4_x86::output16_channels_last(m[tl * cols + l0..].as_ptr(), ms, y, ys[3], ys[4], rows, wcols, mask, b, relu);
+            }
+        }
+    }
+    true
 }
 
 simd!(transform_run(m: &[f32], ms: usize, cols: usize, tl: usize, len: usize, klive: usize, span: usize, stage: &mut [f32]) {

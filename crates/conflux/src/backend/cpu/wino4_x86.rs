@@ -93,12 +93,10 @@ unsafe fn a_rows(m: [__m512; 6]) -> [__m512; 4] {
 }
 
 /// Y = A''ᵀ m A'' / 576 for 16 filters (lanes) of one tile: m[ξ] at m + ξ·ms (16 values);
-/// output (r, s) of filter l goes to stage + (4l + r)·span + s.
-///
-/// # Safety
-/// AVX-512F; the 36 rows readable; the 64 destinations (4 per row) writable.
+/// element 4r + s of the result is output (r, s) of the 16 filters.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
+#[inline]
+unsafe fn output_lanes(m: *const f32, ms: usize) -> [__m512; 16] {
     let mut t = [[_mm512_setzero_ps(); 6]; 4]; // t[i][col]
     for col in 0..6 {
         let r = a_rows(std::array::from_fn(|i| _mm512_loadu_ps(m.add((6 * i + col) * ms))));
@@ -117,6 +115,16 @@ pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
             y[4 * i + j] = _mm512_fmadd_ps(res, r9, q);
         }
     }
+    y
+}
+
+/// `output_lanes`, with output (r, s) of filter l going to stage + (4l + r)·span + s.
+///
+/// # Safety
+/// AVX-512F; the 36 rows readable; the 64 destinations (4 per row) writable.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
+    let y = output_lanes(m, ms);
     // Lanes are filters; the stage wants each filter's 4×4 block as four rows of four.
     let tr = transpose16(y);
     for (l, v) in tr.iter().enumerate() {
@@ -125,6 +133,30 @@ pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
         _mm_storeu_ps(dst.add(span), _mm512_extractf32x4_ps::<1>(*v));
         _mm_storeu_ps(dst.add(2 * span), _mm512_extractf32x4_ps::<2>(*v));
         _mm_storeu_ps(dst.add(3 * span), _mm512_extractf32x4_ps::<3>(*v));
+    }
+}
+
+/// `output_lanes` stored into an f32 output whose channels are consecutive (NHWC): output
+/// (r, s) of the 16 filters (the `mask` lanes) at y + r·rs + s·cs, plus `bias` (null: none),
+/// then ReLU; only `rows` × `cols` outputs of the tile exist. No transpose: the lanes are
+/// already the channel run of one position.
+///
+/// # Safety
+/// AVX-512F; the 36 rows of m readable; the addressed outputs writable; a non-null bias
+/// covers the mask lanes.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn output16_channels_last(m: *const f32, ms: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: bool) {
+    let v = output_lanes(m, ms);
+    let zero = _mm512_setzero_ps();
+    let b = if bias.is_null() { zero } else { _mm512_maskz_loadu_ps(mask, bias) };
+    for r in 0..rows {
+        for c in 0..cols {
+            let o = _mm512_add_ps(v[4 * r + c], b);
+            // o first: a NaN o gives 0, as the generic ReLU.
+            let o = if relu { _mm512_max_ps(o, zero) } else { o };
+            _mm512_mask_storeu_ps(y.add(r * rs + c * cs), mask, o);
+        }
     }
 }
 
