@@ -103,8 +103,7 @@ impl Solver for CpuGemm1x1 {
 
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
         let kern = conv1x1_kernel::best().ok_or_else(|| Error::unsupported("CpuConvGemm1x1: needs AVX-512"))?;
-        let constant = problem.conv_problem().is_some_and(|c| c.conv.weights_constant());
-        Ok(Arc::new(Gemm1x1Invoker { problem: problem.clone(), kern, packed: constant.then(WeightCache::default) }))
+        Ok(Arc::new(Gemm1x1Invoker { problem: problem.clone(), kern, packed: WeightCache::if_promised(problem) }))
     }
 }
 
@@ -138,11 +137,10 @@ impl Invoker for Gemm1x1Invoker {
             })
             .collect();
         let per_group = packed_len(&problems[0]);
-        let w_bytes = self.problem.conv_problem().map_or(0, |c| c.w.num_bytes());
-        // SAFETY: W is the filter tensor the descriptors describe (w_bytes readable); each
-        // group's slice holds packed_len values.
+        // SAFETY: W is the filter tensor the descriptors describe; each group's slice holds
+        // packed_len values.
         let packed = self.packed.as_ref().map(|cache| unsafe {
-            cache.get_or_make(r.ptrs.w as *const u8, w_bytes, per_group * g.groups, |dst| {
+            cache.filter(&self.problem, r.ptrs.w, per_group * g.groups, |dst| {
                 for (p, d) in problems.iter().zip(dst.chunks_mut(per_group)) {
                     pack_all(p, &self.kern, d);
                 }

@@ -62,10 +62,7 @@ impl Solver for CpuWinograd4 {
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
         match backward_data_forward(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))? {
             Some(forward) => Ok(Arc::new(BackwardDataInvoker { problem: problem.clone(), forward })),
-            None => {
-                let constant = problem.conv_problem().is_some_and(|c| c.conv.weights_constant());
-                Ok(Arc::new(ForwardInvoker { problem: problem.clone(), transformed: constant.then(WeightCache::default) }))
-            }
+            None => Ok(Arc::new(ForwardInvoker { problem: problem.clone(), transformed: WeightCache::if_promised(problem) })),
         }
     }
 }
@@ -97,9 +94,8 @@ impl Invoker for ForwardInvoker {
             return Ok(());
         };
         let (kern, fv) = (gemm::best(), FilterView::of(&g));
-        let w_bytes = self.problem.conv_problem().map_or(0, |c| c.w.num_bytes());
-        // SAFETY: w is the filter tensor the descriptors describe, w_bytes long.
-        let u = unsafe { cache.get_or_make(r.ptrs.w as *const u8, w_bytes, wino4::transformed_len(kern, &g), |u| wino4::transform_filters(kern, true, &g, fv, r.ptrs, u)) };
+        // SAFETY: w is the filter tensor the descriptors describe.
+        let u = unsafe { cache.filter(&self.problem, r.ptrs.w, wino4::transformed_len(kern, &g), |u| wino4::transform_filters(kern, true, &g, fv, r.ptrs, u)) };
         wino4::forward_with(kern, true, &g, fv, r.ptrs, r.alpha, r.beta, &r.epi, Some(u.as_slice()));
         Ok(())
     }

@@ -11,6 +11,7 @@
 //! compared on every call (a few hundred nanoseconds): a filter that differs at any sampled
 //! word is transformed again. An edit that misses every sampled word is not seen.
 
+use crate::fusion::FusedProblem;
 use std::sync::{Arc, Mutex};
 
 /// Addresses kept per invoker: a plan alternating between a few weight sets (e.g. two models
@@ -67,6 +68,21 @@ pub struct WeightCache {
 }
 
 impl WeightCache {
+    /// A cache for `problem`'s invoker when its descriptor promises constant weights, else
+    /// None (every call transforms the filter).
+    pub fn if_promised(problem: &FusedProblem) -> Option<WeightCache> {
+        problem.conv_problem().is_some_and(|c| c.conv.weights_constant()).then(WeightCache::default)
+    }
+
+    /// `get_or_make` for the filter tensor of `problem` at address `w`.
+    ///
+    /// # Safety
+    /// `w` addresses the filter `problem`'s descriptors describe.
+    pub unsafe fn filter(&self, problem: &FusedProblem, w: u64, len: usize, fill: impl FnOnce(&mut [f32])) -> Arc<Transformed> {
+        let bytes = problem.conv_problem().map_or(0, |c| c.w.num_bytes());
+        self.get_or_make(w as *const u8, bytes, len, fill)
+    }
+
     /// The transformed filter of the `bytes` bytes at `w`, made by `fill` (given `len` zeroed
     /// values) on the first call with this address, or when the sampled words changed. Two
     /// threads meeting a new address may both transform it; one result is kept.

@@ -430,11 +430,9 @@ fn pad_planes(cx: &Ctx, planes: &mut [f32]) {
     }
     planes.par_chunks_mut(ph * pw).enumerate().for_each(|(i, pln)| {
         let base = (i / g.c) * xs[0] + (i % g.c) * xs[1];
-        pln[..pt * pw].fill(0.0);
+        zero_borders(cx, pln);
         for r in 0..h {
             let row = &mut pln[(pt + r) * pw..(pt + r + 1) * pw];
-            row[..pl].fill(0.0);
-            row[pl + w..].fill(0.0);
             let o = base + r * xs[3];
             if cx.p.dt == DataType::Float && xs[4] == 1 {
                 // SAFETY: w consecutive elements of one row of x.
@@ -446,8 +444,20 @@ fn pad_planes(cx: &Ctx, planes: &mut [f32]) {
                 }
             }
         }
-        pln[(pt + h) * pw..].fill(0.0);
     });
+}
+
+/// Zero the padding of one plane: the rows above and below the input and the columns beside it.
+fn zero_borders(cx: &Ctx, pln: &mut [f32]) {
+    let (g, pw) = (cx.g, cx.pw);
+    let ([_, h, w], pt, pl) = (g.input, g.pad[1], g.pad[2]);
+    pln[..pt * pw].fill(0.0);
+    for r in 0..h {
+        let row = &mut pln[(pt + r) * pw..(pt + r + 1) * pw];
+        row[..pl].fill(0.0);
+        row[pl + w..].fill(0.0);
+    }
+    pln[(pt + h) * pw..].fill(0.0);
 }
 
 /// `pad_planes` for f32 x with consecutive channels (NHWC): the borders of every plane first,
@@ -459,15 +469,7 @@ fn pad_planes_channels_last(cx: &Ctx, planes: &mut [f32]) {
     let (xs, [_, h, w]) = (g.x_strides, g.input);
     let (pw, pt, pl) = (cx.pw, g.pad[1], g.pad[2]);
     let plane = cx.ph * pw;
-    planes.par_chunks_mut(plane).for_each(|pln| {
-        pln[..pt * pw].fill(0.0);
-        for r in 0..h {
-            let row = &mut pln[(pt + r) * pw..(pt + r + 1) * pw];
-            row[..pl].fill(0.0);
-            row[pl + w..].fill(0.0);
-        }
-        pln[(pt + h) * pw..].fill(0.0);
-    });
+    planes.par_chunks_mut(plane).for_each(|pln| zero_borders(cx, pln));
     let dst = Shared(planes.as_mut_ptr());
     let x = cx.p.x;
     (0..g.n * h).into_par_iter().for_each(|nr| {
