@@ -9,6 +9,8 @@ mod support;
 
 use conflux::backend::cpu::conv1x1::{forward_with, Problem, Split};
 use conflux::backend::cpu::conv1x1_kernel::available;
+use conflux::backend::cpu::conv1x1_pos::{self, PosSplit};
+use conflux::backend::cpu::conv1x1_pos_kernel;
 use conflux::reference::fill::{fill_normal, fill_small_int};
 use support::Rng;
 
@@ -54,28 +56,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
             }
         }
     }
-    for kern in available() {
-        let mut y = vec![f32::NAN; n * ys0];
-        let p = Problem {
-            n,
-            c,
-            k,
-            hw,
-            x: x.as_ptr(),
-            xs: [xs0, xs1],
-            xp,
-            w: w.as_ptr(),
-            ws0,
-            y: y.as_mut_ptr(),
-            ys: [ys0, ys1],
-            yp,
-            bias: if bias { b.as_ptr() } else { std::ptr::null() },
-            relu,
-        };
-        let split = split.unwrap_or_else(|| Split::choose(&p, 2));
-        // SAFETY: the vectors cover every stride above; y is separate.
-        unsafe { forward_with(&p, &kern, split, None) };
-        let what = format!("{} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?}", kern.name);
+    let check = |y: &[f32], what: &str| {
         for (i, (g, want)) in y.iter().zip(&want).enumerate() {
             let g = *g as f64;
             if want.is_nan() {
@@ -88,6 +69,43 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
                 assert!((g - want).abs() <= tol, "{what}: element {i}: {g} vs {want}");
             }
         }
+    };
+    let problem = |y: &mut [f32]| Problem {
+        n,
+        c,
+        k,
+        hw,
+        x: x.as_ptr(),
+        xs: [xs0, xs1],
+        xp,
+        w: w.as_ptr(),
+        ws0,
+        y: y.as_mut_ptr(),
+        ys: [ys0, ys1],
+        yp,
+        bias: if bias { b.as_ptr() } else { std::ptr::null() },
+        relu,
+    };
+    for kern in available() {
+        let mut y = vec![f32::NAN; n * ys0];
+        let p = problem(&mut y);
+        let split = split.unwrap_or_else(|| Split::choose(&p, 2));
+        // SAFETY: the vectors cover every stride above; y is separate.
+        unsafe { forward_with(&p, &kern, split, None) };
+        check(&y, &format!("{} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?}", kern.name));
+    }
+    if nhwc {
+        return;
+    }
+    // The positions-in-lanes driver on the same NCHW problem, whatever `suits` says: the
+    // chosen split, and the caller's split read as (tile blocks, row groups).
+    for kern in conv1x1_pos_kernel::available() {
+        let mut y = vec![f32::NAN; n * ys0];
+        let p = problem(&mut y);
+        let split = split.map_or_else(|| PosSplit::choose(&p, 2), |s| PosSplit { tile_blocks: s.mb, row_groups: s.gp });
+        // SAFETY: as above.
+        unsafe { conv1x1_pos::forward(&p, &kern, split) };
+        check(&y, &format!("positions {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?}", kern.name));
     }
 }
 

@@ -388,8 +388,11 @@ fn gemm1x1_random_forward() {
         let cg = if case % 6 == 5 { 300 } else { rng.range(1, 40) };
         let kg = rng.range(1, 70);
         let mut x = vec![rng.range(1, 3), g * cg];
+        // Cases 2 and 10: NCHW images of 256..1023 positions, which the positions-in-lanes
+        // driver takes (`conv1x1_pos::suits`).
+        let mid = nd == 2 && case % 8 == 2;
         for _ in 0..nd {
-            x.push(rng.range(1, if nd == 3 { 5 } else { 16 }));
+            x.push(if mid { rng.range(16, 31) } else { rng.range(1, if nd == 3 { 5 } else { 16 }) });
         }
         let w = [vec![g * kg, cg], vec![1; nd]].concat();
         let mut geo = make_geo(&vec![0; nd], &vec![1; nd], &vec![1; nd], g, x, w).unwrap();

@@ -7,6 +7,9 @@
 //! With constant weights (`ConvDesc::weights_constant`) W is packed once per filter address
 //! (`conv1x1::pack_all`) and kept on the invoker.
 //!
+//! Mid-sized NCHW images (28×28-like, `conv1x1_pos::suits`) go to a second driver with the
+//! positions in the lanes instead, which packs and transposes nothing.
+//!
 //! α = 1, β = 0 is the fast path; other α/β (known only at run time) go through the generic
 //! GEMM convolution (`conv_gemm::forward`), which blends them in.
 
@@ -14,6 +17,8 @@ use super::cpu_conv::{conv_of, run_parts};
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
 use crate::backend::cpu::conv1x1_kernel::{self, Kernels};
+use crate::backend::cpu::conv1x1_pos::{self, PosSplit};
+use crate::backend::cpu::conv1x1_pos_kernel::{self, PosKernels};
 use crate::backend::cpu::conv_gemm;
 use crate::backend::cpu::weight_cache::WeightCache;
 use crate::conv::Geom;
@@ -28,6 +33,8 @@ pub struct CpuGemm1x1;
 struct Gemm1x1Invoker {
     problem: FusedProblem,
     kern: Kernels,
+    /// Positions-in-lanes tiles for large NCHW images (`conv1x1_pos`).
+    pos: Option<PosKernels>,
     /// Packed W by filter address, when the caller promised constant weights.
     packed: Option<WeightCache>,
 }
@@ -103,7 +110,7 @@ impl Solver for CpuGemm1x1 {
 
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
         let kern = conv1x1_kernel::best().ok_or_else(|| Error::unsupported("CpuConvGemm1x1: needs AVX-512"))?;
-        Ok(Arc::new(Gemm1x1Invoker { problem: problem.clone(), kern, packed: WeightCache::if_promised(problem) }))
+        Ok(Arc::new(Gemm1x1Invoker { problem: problem.clone(), kern, pos: conv1x1_pos_kernel::best(), packed: WeightCache::if_promised(problem) }))
     }
 }
 
@@ -136,6 +143,14 @@ impl Invoker for Gemm1x1Invoker {
                 relu,
             })
             .collect();
+        let threads = rayon::current_num_threads();
+        if let (Some(pos), true) = (&self.pos, conv1x1_pos::suits(&problems[0])) {
+            for p in &problems {
+                // SAFETY: as below; `suits` established NCHW x and y.
+                unsafe { conv1x1_pos::forward(p, pos, PosSplit::choose(p, threads)) };
+            }
+            return Ok(());
+        }
         let per_group = packed_len(&problems[0]);
         // SAFETY: W is the filter tensor the descriptors describe; each group's slice holds
         // packed_len values.
@@ -150,7 +165,7 @@ impl Invoker for Gemm1x1Invoker {
             let w = packed.as_ref().map(|t| &t.as_slice()[group * per_group..(group + 1) * per_group]);
             // SAFETY: the descriptors were checked against the buffers by the caller; `check`
             // established the geometry, the layout and the CPU features.
-            unsafe { forward_with(p, &self.kern, Split::choose(p, rayon::current_num_threads()), w) };
+            unsafe { forward_with(p, &self.kern, Split::choose(p, threads), w) };
         }
         Ok(())
     }

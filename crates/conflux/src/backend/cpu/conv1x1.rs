@@ -47,7 +47,7 @@ const KC_MAX: usize = 256;
 const KC_MAX_PAGED: usize = 64;
 
 /// The K block limit for `p`'s x (see `KC_MAX_PAGED`).
-fn kc_max(p: &Problem) -> usize {
+pub(crate) fn kc_max(p: &Problem) -> usize {
     if p.xs[1] * 4 >= 4096 { KC_MAX_PAGED } else { KC_MAX }
 }
 

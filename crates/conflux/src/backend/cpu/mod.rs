@@ -6,6 +6,8 @@ pub mod bias;
 pub mod bn;
 pub mod conv1x1;
 pub mod conv1x1_kernel;
+pub mod conv1x1_pos;
+pub mod conv1x1_pos_kernel;
 pub mod conv_gemm;
 pub mod conv_gemm_bwd;
 pub mod conv_direct;

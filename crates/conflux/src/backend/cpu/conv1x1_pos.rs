@@ -1,0 +1,119 @@
+//! Forward 1×1 convolution (stride 1, no padding) of f32 NCHW images with the spatial positions
+//! in the vector lanes: per image and group, y (K × HW) = W (K × C) · x (C × HW), with x, W and
+//! y all used in place.
+//!
+//! Why beside `conv1x1.rs` (channels in the lanes): nothing is packed or transposed. That
+//! driver transposes W into 32-channel panels on every call (unless the weights are
+//! constant) and every finished tile in registers before the NCHW store. The price here is
+//! the last tile of each image, masked to what is left (a 14×14 image fills 196 of 224
+//! lanes), and every tile reading all of W, so this driver takes mid-sized images only
+//! (`suits`).
+
+use super::conv1x1::{kc_max, Problem};
+use super::conv1x1_pos_kernel::{Finish, PosKernels, PosTile, KR, PR};
+use rayon::prelude::*;
+
+/// Fewest positions per image. 14×14 (196) measured 1.6–1.8× slower than the
+/// channels-in-lanes driver (1024-14-14-256 and 256-14-14-1024, N=1 and 8).
+pub const MIN_POSITIONS: usize = 256;
+/// Largest channel row of x and y (bytes): rows of 4 KiB and more each sit in a page of their
+/// own, and a tile touches kc + K of them. 55×55 (12100 bytes) measured 1.15–1.35× slower than
+/// the channels-in-lanes driver (64-55-55-64, 64-55-55-256, 256-55-55-64), whatever the K
+/// block.
+pub const MAX_ROW_BYTES: usize = 4096;
+/// Largest W (bytes): every tile reads all of W, which must stay in the 2 MiB L2.
+pub const MAX_W_BYTES: usize = 1 << 20;
+
+/// Whether `p` is NCHW on both sides with images of a size where this driver beats the
+/// channels-in-lanes one: 28×28 (`bench_cpu one CFG N NCHW Gemm 0.4 const`, medians, same
+/// runs): 512-28-28-128 N=1 427 → 365 µs, N=8 2.96 → 2.64 ms; 128-28-28-512 N=8 2.74 → 2.59
+/// ms, N=1 equal.
+pub fn suits(p: &Problem) -> bool {
+    let row_bytes = p.xs[1].max(p.ys[1]) * 4;
+    p.xp == 1 && p.yp == 1 && p.hw >= MIN_POSITIONS && row_bytes < MAX_ROW_BYTES && p.c * p.k * 4 <= MAX_W_BYTES
+}
+
+/// Work split: tasks of consecutive position tiles (numbered across the batch) × groups of
+/// filter row blocks. Enough tasks for three per thread; row groups only when there are too
+/// few tiles for that.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PosSplit {
+    pub tile_blocks: usize,
+    pub row_groups: usize,
+}
+
+impl PosSplit {
+    pub fn choose(p: &Problem, threads: usize) -> PosSplit {
+        let tiles = p.n * p.hw.div_ceil(PR);
+        let want = 3 * threads.max(1);
+        let row_groups = want
+            .div_ceil(tiles.max(1))
+            .clamp(1, p.k.div_ceil(KR).max(1));
+        PosSplit {
+            tile_blocks: tiles.min(want.div_ceil(row_groups)).max(1),
+            row_groups,
+        }
+    }
+}
+
+/// Part `i` of `0..len` cut into `parts` ranges that differ by at most one.
+fn part(len: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
+    i * len / parts..(i + 1) * len / parts
+}
+
+/// y = ReLU?(conv(x, W) + bias?) for an NCHW `p` (xp = yp = 1).
+///
+/// # Safety
+/// The pointers and strides of `p` address valid tensors; `kern` runs on this CPU; y does not
+/// overlap x or W.
+pub unsafe fn forward(p: &Problem, kern: &PosKernels, split: PosSplit) {
+    assert!(
+        p.xp == 1 && p.yp == 1,
+        "conv1x1_pos: positions must be consecutive in x and y"
+    );
+    if p.n == 0 || p.k == 0 || p.hw == 0 {
+        return;
+    }
+    let per_image = p.hw.div_ceil(PR);
+    let tiles = p.n * per_image;
+    let rblocks = p.k.div_ceil(KR);
+    let kblocks = p.c.div_ceil(kc_max(p)).max(1);
+    let (tb, rg) = (
+        split.tile_blocks.clamp(1, tiles),
+        split.row_groups.clamp(1, rblocks),
+    );
+    (0..tb * rg).into_par_iter().for_each(|task| {
+        let (ti, gi) = (task / rg, task % rg);
+        let rows = part(rblocks, rg, gi);
+        for t in part(tiles, tb, ti) {
+            let (n, p0) = (t / per_image, t % per_image * PR);
+            let live = PR.min(p.hw - p0);
+            for kb in 0..kblocks {
+                let cs = part(p.c, kblocks, kb);
+                for r in rows.clone() {
+                    let ks = part(p.k, rblocks, r);
+                    let tile = PosTile {
+                        rows: ks.len(),
+                        live,
+                        kc: cs.len(),
+                        w: p.w.add(ks.start * p.ws0 + cs.start),
+                        ws: p.ws0,
+                        x: p.x.add(n * p.xs[0] + cs.start * p.xs[1] + p0),
+                        xs: p.xs[1],
+                        y: p.y.add(n * p.ys[0] + ks.start * p.ys[1] + p0),
+                        ys: p.ys[1],
+                        first: kb == 0,
+                        prefetch: r == rows.start,
+                    };
+                    let bias = if p.bias.is_null() {
+                        p.bias
+                    } else {
+                        p.bias.add(ks.start)
+                    };
+                    let fin = Finish { bias, relu: p.relu };
+                    (kern.tile)(&tile, (kb + 1 == kblocks).then_some(&fin));
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,184 @@
+//! Micro-tiles of the 1×1 NCHW forward convolution with the spatial positions in the vector
+//! lanes (`conv1x1_pos.rs`): `rows` filters × up to 64 consecutive positions of one image.
+//!
+//! Both operands are read in place: filter i's channel p at `w + i·ws + p` (broadcast), the
+//! positions of channel p at `x + p·xs` (V vectors, masked to `live` positions). The tile
+//! accumulates one K block into y's rows (filter i at `y + i·ys`): `first` starts from zero,
+//! otherwise from what y holds; `last` adds the bias of each filter and applies ReLU.
+
+/// Vectors of 16 positions per tile row.
+pub const V: usize = 2;
+/// Positions per tile.
+pub const PR: usize = 16 * V;
+/// Filters per full tile: KR × V accumulators = 28 of the 32 zmm registers.
+pub const KR: usize = 28 / V;
+
+/// The finishing step of a tile's last K block: bias (one value per filter, or null) and ReLU.
+#[derive(Clone, Copy, Debug)]
+pub struct Finish {
+    pub bias: *const f32,
+    pub relu: bool,
+}
+
+/// One tile's operands (see the module comment).
+#[derive(Clone, Copy, Debug)]
+pub struct PosTile {
+    pub rows: usize,
+    pub live: usize,
+    pub kc: usize,
+    pub w: *const f32,
+    pub ws: usize,
+    pub x: *const f32,
+    pub xs: usize,
+    pub y: *mut f32,
+    pub ys: usize,
+    pub first: bool,
+    /// Prefetch the next tile's positions of each channel into L2 (set for the first filter
+    /// block of a tile).
+    pub prefetch: bool,
+}
+
+/// `tile(t, finish)` with rows in 1..=KR and live in 1..=PR.
+pub type PosTileFn = unsafe fn(&PosTile, Option<&Finish>);
+
+/// Plain loops: the tests' second opinion.
+///
+/// # Safety
+/// `t.w` covers rows filters × kc channels, `t.x` kc channels × live positions, `t.y` rows ×
+/// live writable values (read unless `first`); a non-null bias covers `rows` values.
+pub unsafe fn tile_portable(t: &PosTile, fin: Option<&Finish>) {
+    for i in 0..t.rows {
+        for l in 0..t.live {
+            let mut s = 0f32;
+            for p in 0..t.kc {
+                s += *t.w.add(i * t.ws + p) * *t.x.add(p * t.xs + l);
+            }
+            let y = t.y.add(i * t.ys + l);
+            let mut v = if t.first { s } else { s + *y };
+            if let Some(f) = fin {
+                if !f.bias.is_null() {
+                    v += *f.bias.add(i);
+                }
+                // NaN becomes 0, like the generic ReLU.
+                if f.relu && !(v > 0.0) {
+                    v = 0.0;
+                }
+            }
+            *y = v;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use super::{Finish, PosTile, KR, V};
+    use std::arch::x86_64::*;
+
+    /// `R` × V vectors of accumulators over kc channels. `PF`: prefetch the next tile's lines
+    /// of each channel into L2 (x is read in place, V lines per channel per tile: too many
+    /// streams for the hardware prefetchers; into L1 they were evicted by W before use). A function of its own, like `conv1x1_kernel`'s: with the
+    /// loop inside the tile the accumulators were spilled to the stack (2.5× slower). V = 4 with R = 7 needs 33 registers and spilled too.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn acc<const R: usize, const PF: bool>(kc: usize, w: *const f32, ws: usize, x: *const f32, xs: usize, m: [__mmask16; V]) -> [[__m512; V]; R] {
+        let mut acc = [[_mm512_setzero_ps(); V]; R];
+        let rows: [*const f32; R] = std::array::from_fn(|i| w.wrapping_add(i * ws));
+        let mut xp = x;
+        for p in 0..kc {
+            let b: [__m512; V] = std::array::from_fn(|h| _mm512_maskz_loadu_ps(m[h], xp.add(16 * h)));
+            if PF {
+                for h in 0..V {
+                    _mm_prefetch::<_MM_HINT_T1>(xp.wrapping_add(16 * (V + h)) as *const i8);
+                }
+            }
+            for i in 0..R {
+                let a = _mm512_set1_ps(*rows[i].add(p));
+                for h in 0..V {
+                    acc[i][h] = _mm512_fmadd_ps(a, b[h], acc[i][h]);
+                }
+            }
+            xp = xp.add(xs);
+        }
+        acc
+    }
+
+    /// One tile of `R` filters.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile<const R: usize>(t: &PosTile, fin: Option<&Finish>) {
+        let mask = |h: usize| -> __mmask16 {
+            let n = t.live.saturating_sub(16 * h).min(16);
+            if n == 16 { 0xffff } else { (1u16 << n) - 1 }
+        };
+        let m: [__mmask16; V] = std::array::from_fn(mask);
+        let acc = if t.prefetch { acc::<R, true>(t.kc, t.w, t.ws, t.x, t.xs, m) } else { acc::<R, false>(t.kc, t.w, t.ws, t.x, t.xs, m) };
+        let zero = _mm512_setzero_ps();
+        for (i, row) in acc.iter().enumerate() {
+            let y = t.y.add(i * t.ys);
+            for (h, v) in row.iter().enumerate() {
+                if m[h] == 0 {
+                    break;
+                }
+                let mut v = *v;
+                if !t.first {
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m[h], y.add(16 * h)));
+                }
+                if let Some(f) = fin {
+                    if !f.bias.is_null() {
+                        v = _mm512_add_ps(v, _mm512_set1_ps(*f.bias.add(i)));
+                    }
+                    // v first: a NaN v gives 0.
+                    if f.relu {
+                        v = _mm512_max_ps(v, zero);
+                    }
+                }
+                _mm512_mask_storeu_ps(y.add(16 * h), m[h], v);
+            }
+        }
+    }
+
+    /// `tile::<rows>` for rows in 1..=KR.
+    ///
+    /// # Safety
+    /// As `tile_portable`; AVX-512F must be available.
+    pub unsafe fn tile_avx512(t: &PosTile, fin: Option<&Finish>) {
+        macro_rules! by_rows {
+            ($($r:literal)*) => {
+                match t.rows {
+                    $($r => tile::<$r>(t, fin),)*
+                    _ => unreachable!("conv1x1 position tile of {} rows", t.rows),
+                }
+            };
+        }
+        const _: () = assert!(KR == 14);
+        by_rows!(1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+    }
+}
+
+/// A tile function with its name.
+#[derive(Clone, Copy, Debug)]
+pub struct PosKernels {
+    pub name: &'static str,
+    pub tile: PosTileFn,
+}
+
+/// The kernel for this CPU (AVX-512 only, as `conv1x1_kernel::best`).
+pub fn best() -> Option<PosKernels> {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        return Some(PosKernels {
+            name: "avx512",
+            tile: x86::tile_avx512,
+        });
+    }
+    None
+}
+
+/// Every kernel this CPU can run (tests run them all).
+pub fn available() -> Vec<PosKernels> {
+    let mut v: Vec<PosKernels> = best().into_iter().collect();
+    v.push(PosKernels {
+        name: "portable",
+        tile: tile_portable,
+    });
+    v
+}
