@@ -175,3 +175,24 @@ fn direct_stores_with_bias_and_relu() {
         }
     }
 }
+
+#[test]
+fn prefetching_kernel_matches_the_plain_one() {
+    // `Kernel::fb` only adds prefetches: the same tile, bit for bit, from zero and accumulating.
+    for kern in available() {
+        let kc = 37;
+        let a: Vec<f32> = (0..kc * kern.mr).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.25).collect();
+        let b: Vec<f32> = (0..kc * kern.nr).map(|i| ((i * 5 % 13) as f32 - 6.0) * 0.5).collect();
+        for accumulate in [false, true] {
+            let start: Vec<f32> = (0..kern.mr * kern.nr).map(|i| i as f32).collect();
+            let (mut c, mut cb) = (start.clone(), start);
+            // SAFETY: panels of kc·mr and kc·nr values, an mr×nr tile with row stride nr.
+            unsafe {
+                (kern.f)(kc, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), kern.nr, accumulate);
+                (kern.fb)(kc, a.as_ptr(), b.as_ptr(), cb.as_mut_ptr(), kern.nr, accumulate);
+            }
+            assert_eq!(c, cb, "{} accumulate {accumulate}", kern.name);
+            assert!(c.iter().any(|v| *v != 0.0));
+        }
+    }
+}

@@ -401,11 +401,13 @@ fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: u
                                 #[cfg(target_arch = "x86_64")]
                                 if live < mr && rows_kernel {
                                     // SAFETY: as below, for the first `live` rows only.
-                                    unsafe { super::wino4_x86::gemm_rows(live, cl, ap, bp, cp, cols, c0 > 0) };
+                                    unsafe { super::wino4_x86::gemm_rows(live, cl, ap, bp, cp, cols, c0 > 0, tj == 0) };
                                     continue;
                                 }
+                                // The first tile panel streams this U panel in (`Kernel::fb`).
+                                let f = if tj == 0 { cx.kern.fb } else { cx.kern.f };
                                 // SAFETY: panels of cl·mr and cl·nr values; the mr×nr tile lies in m.
-                                unsafe { (cx.kern.f)(cl, ap, bp, cp, cols, c0 > 0) };
+                                unsafe { f(cl, ap, bp, cp, cols, c0 > 0) };
                             }
                         }
                     }

@@ -164,11 +164,14 @@ pub unsafe fn output16_channels_last(m: *const f32, ms: usize, y: *mut f32, rs: 
 /// kernel (A rows at a stride of 12), computing and storing only the first R rows: the last
 /// tile panel of a small layer is mostly padding (16 tiles = 12 + 4).
 #[target_feature(enable = "avx512f")]
-unsafe fn rows_kernel<const R: usize>(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+unsafe fn rows_kernel<const R: usize, const PF: bool>(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
     let mut acc = [[_mm512_setzero_ps(); 2]; R];
     for p in 0..kc {
         let b0 = _mm512_loadu_ps(b.add(p * 32));
         let b1 = _mm512_loadu_ps(b.add(p * 32 + 16));
+        if PF {
+            super::gemm::kernel::x86::prefetch_b(b.wrapping_add(p * 32));
+        }
         let ap = a.add(p * 12);
         for (i, row) in acc.iter_mut().enumerate() {
             let av = _mm512_set1_ps(*ap.add(i));
@@ -185,23 +188,21 @@ unsafe fn rows_kernel<const R: usize>(kc: usize, a: *const f32, b: *const f32, c
     }
 }
 
-/// `rows_kernel` for 1 ≤ rows ≤ 11 (12 is the full kernel).
+/// `rows_kernel` for 1 ≤ rows ≤ 11 (12 is the full kernel); `prefetch`: B streams from memory
+/// (as `Kernel::fb`).
 ///
 /// # Safety
 /// AVX-512F; panels of kc·12 and kc·32 values; the rows×32 tile of C writable.
-pub unsafe fn gemm_rows(rows: usize, kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
-    let f = match rows {
-        1 => rows_kernel::<1>,
-        2 => rows_kernel::<2>,
-        3 => rows_kernel::<3>,
-        4 => rows_kernel::<4>,
-        5 => rows_kernel::<5>,
-        6 => rows_kernel::<6>,
-        7 => rows_kernel::<7>,
-        8 => rows_kernel::<8>,
-        9 => rows_kernel::<9>,
-        10 => rows_kernel::<10>,
-        _ => rows_kernel::<11>,
-    };
-    f(kc, a, b, c, ldc, accumulate)
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_rows(rows: usize, kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool, prefetch: bool) {
+    macro_rules! by_rows {
+        ($($r:literal)*) => {
+            match (rows, prefetch) {
+                $(($r, false) => rows_kernel::<$r, false>(kc, a, b, c, ldc, accumulate),
+                  ($r, true) => rows_kernel::<$r, true>(kc, a, b, c, ldc, accumulate),)*
+                _ => unreachable!("wino4 GEMM rows {rows}"),
+            }
+        };
+    }
+    by_rows!(1 2 3 4 5 6 7 8 9 10 11)
 }

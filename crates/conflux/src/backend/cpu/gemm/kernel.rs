@@ -8,6 +8,11 @@
 
 use std::sync::OnceLock;
 
+/// How far ahead (values: 12 rows of 32) the B-prefetching kernels fetch. Swept on
+/// 512-7-7-512 N=1 Winograd: 128 / 256 / 384 / 512 values within 3% of each other, 4096 lost
+/// most of the gain.
+pub const B_PREFETCH_AHEAD: usize = 384;
+
 /// `kernel(kc, a, b, c, ldc, accumulate)`: a points to kc·MR packed values, b to kc·NR, c to
 /// an MR×NR tile with row stride ldc (always fully writable: callers pad their C buffers).
 pub type KernelFn = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
@@ -37,6 +42,12 @@ pub struct Kernel {
     pub mr: usize,
     pub nr: usize,
     pub f: KernelFn,
+    /// `f` prefetching B ahead, for a B panel's first pass when it streams from memory
+    /// (Winograd at small batches reads each transformed filter panel once or twice; the
+    /// hardware prefetchers left the 4-row kernel at ~21 GB/s per core: 512-7-7-512 N=1 median
+    /// 1063–1091 → 830–873 µs). Later passes find B in cache, where it measured slower (up to
+    /// 8% on 64-55-55-64). Kernels without a variant repeat `f`.
+    pub fb: KernelFn,
     /// The same tile reading A in place (`kernel_a.rs`).
     pub fa: super::kernel_a::KernelFnA,
     /// Packed-A and in-place-A tiles that store through a `TileOut` (AVX-512 only; the GEMM
@@ -97,7 +108,7 @@ unsafe fn body<const MR: usize, const NR: usize, const FMA: bool>(
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) mod x86 {
+pub(in crate::backend::cpu) mod x86 {
     use std::arch::x86_64::*;
 
     /// Write an accumulator tile of two zmm per row to C (row stride `ldc`), adding C's old
@@ -155,15 +166,19 @@ pub(super) mod x86 {
         }
     }
 
-    /// 12×32 accumulators: two B vectors, A broadcast from memory.
+    /// 12×32 accumulators: two B vectors, A broadcast from memory. `PF`: prefetch B
+    /// `B_PREFETCH_AHEAD` values ahead (see `Kernel::fb`).
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn acc_avx512(kc: usize, a: *const f32, b: *const f32) -> [[__m512; 2]; 12] {
+    unsafe fn acc_avx512<const PF: bool>(kc: usize, a: *const f32, b: *const f32) -> [[__m512; 2]; 12] {
         const MR: usize = 12;
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         for p in 0..kc {
             let b0 = _mm512_loadu_ps(b.add(p * 32));
             let b1 = _mm512_loadu_ps(b.add(p * 32 + 16));
+            if PF {
+                prefetch_b(b.wrapping_add(p * 32));
+            }
             let ap = a.add(p * MR);
             for (i, row) in acc.iter_mut().enumerate() {
                 let av = _mm512_set1_ps(*ap.add(i));
@@ -174,17 +189,32 @@ pub(super) mod x86 {
         acc
     }
 
+    /// Both lines of the 32-value B row `B_PREFETCH_AHEAD` values past `row` (never
+    /// dereferenced: prefetches do not fault).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub unsafe fn prefetch_b(row: *const f32) {
+        _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(super::B_PREFETCH_AHEAD) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(super::B_PREFETCH_AHEAD + 16) as *const i8);
+    }
+
+    /// `k_avx512` prefetching B (`Kernel::fb`).
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn k_avx512_pf(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+        store_tile_512(&acc_avx512::<true>(kc, a, b), c, ldc, accumulate);
+    }
+
     /// 12×32: 24 zmm accumulators.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn k_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
-        store_tile_512(&acc_avx512(kc, a, b), c, ldc, accumulate);
+        store_tile_512(&acc_avx512::<false>(kc, a, b), c, ldc, accumulate);
     }
 
     /// The same, stored through a `TileOut` (`lda` unused: A is packed).
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn k_avx512_out(kc: usize, a: *const f32, _lda: usize, b: *const f32, c: *const f32, ldc: usize, accumulate: bool, out: &super::TileOut) {
-        store_tile_512_out(&acc_avx512(kc, a, b), c, ldc, accumulate, out);
+        store_tile_512_out(&acc_avx512::<false>(kc, a, b), c, ldc, accumulate, out);
     }
 
     /// 6×16: 12 ymm accumulators (16 ymm registers without AVX-512).
@@ -221,15 +251,16 @@ pub fn available() -> Vec<Kernel> {
                 mr: 12,
                 nr: 32,
                 f: x86::k_avx512,
+                fb: x86::k_avx512_pf,
                 fa: super::kernel_a::x86::k_avx512_a,
                 fe: Some((x86::k_avx512_out, super::kernel_a::x86::k_avx512_a_out)),
             });
         }
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            v.push(Kernel { name: "avx2", mr: 6, nr: 16, f: x86::k_avx2, fa: super::kernel_a::x86::k_avx2_a, fe: None });
+            v.push(Kernel { name: "avx2", mr: 6, nr: 16, f: x86::k_avx2, fb: x86::k_avx2, fa: super::kernel_a::x86::k_avx2_a, fe: None });
         }
     }
-    v.push(Kernel { name: "portable", mr: 4, nr: 8, f: k_portable, fa: super::kernel_a::k_portable_a, fe: None });
+    v.push(Kernel { name: "portable", mr: 4, nr: 8, f: k_portable, fb: k_portable, fa: super::kernel_a::k_portable_a, fe: None });
     v
 }
 
