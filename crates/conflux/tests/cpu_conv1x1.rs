@@ -7,7 +7,7 @@
 
 mod support;
 
-use conflux::backend::cpu::conv1x1::{forward_with, Problem, Split};
+use conflux::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
 use conflux::backend::cpu::conv1x1_kernel::available;
 use conflux::backend::cpu::conv1x1_pos::{self, PosSplit};
 use conflux::backend::cpu::conv1x1_pos_kernel;
@@ -93,6 +93,15 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
         // SAFETY: the vectors cover every stride above; y is separate.
         unsafe { forward_with(&p, &kern, split, None) };
         check(&y, &format!("{} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?}", kern.name));
+        // W packed whole beforehand (constant weights; the first tile of a panel prefetches).
+        let mut packed = vec![f32::NAN; packed_len(&p)];
+        y.fill(f32::NAN);
+        // SAFETY: as above; `packed` holds packed_len values.
+        unsafe {
+            pack_all(&p, &kern, &mut packed);
+            forward_with(&p, &kern, split, Some(&packed));
+        }
+        check(&y, &format!("packed {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?}", kern.name));
     }
     if nhwc {
         return;

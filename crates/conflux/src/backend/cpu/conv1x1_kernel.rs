@@ -80,12 +80,15 @@ pub mod x86 {
     /// `R` × 32 accumulators over kc channels, x positions consecutive (NCHW: ps = 1).
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn acc<const R: usize>(kc: usize, a: *const f32, cs: usize, b: *const f32) -> [[__m512; 2]; R] {
+    unsafe fn acc<const R: usize, const PF: bool>(kc: usize, a: *const f32, cs: usize, b: *const f32) -> [[__m512; 2]; R] {
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
             let b0 = _mm512_loadu_ps(bp);
             let b1 = _mm512_loadu_ps(bp.add(16));
+            if PF {
+                super::super::gemm::kernel::x86::prefetch_b(bp);
+            }
             // The next tile's positions of this channel (x is read in place, one line per
             // channel per tile: too many streams for the hardware prefetchers).
             _mm_prefetch::<_MM_HINT_T0>(ap.add(32) as *const i8);
@@ -104,12 +107,15 @@ pub mod x86 {
     /// ps): `R` rows read front to back from one pointer each.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn acc_rows<const R: usize>(kc: usize, a: *const f32, ps: usize, b: *const f32) -> [[__m512; 2]; R] {
+    unsafe fn acc_rows<const R: usize, const PF: bool>(kc: usize, a: *const f32, ps: usize, b: *const f32) -> [[__m512; 2]; R] {
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
         let rows: [*const f32; R] = std::array::from_fn(|i| a.wrapping_add(i * ps));
         for p in 0..kc {
             let b0 = _mm512_loadu_ps(b.add(p * NR));
             let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
+            if PF {
+                super::super::gemm::kernel::x86::prefetch_b(b.wrapping_add(p * NR));
+            }
             for i in 0..R {
                 let av = _mm512_set1_ps(*rows[i].add(p));
                 acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
@@ -122,8 +128,8 @@ pub mod x86 {
     /// One tile of `R` positions (see the module comment).
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile<const R: usize>(kc: usize, a: *const f32, cs: usize, ps: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
-        let mut acc = if ps == 1 { acc::<R>(kc, a, cs, b) } else { acc_rows::<R>(kc, a, ps, b) };
+    unsafe fn tile<const R: usize, const PF: bool>(kc: usize, a: *const f32, cs: usize, ps: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
+        let mut acc = if ps == 1 { acc::<R, PF>(kc, a, cs, b) } else { acc_rows::<R, PF>(kc, a, ps, b) };
         if !first {
             for (i, row) in acc.iter_mut().enumerate() {
                 for (h, v) in row.iter_mut().enumerate() {
@@ -205,10 +211,24 @@ pub mod x86 {
     /// As `tile_portable`; AVX-512F must be available.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn tile_avx512(rows: usize, kc: usize, a: *const f32, cs: usize, ps: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
+        by_rows::<false>(rows, kc, a, cs, ps, b, c, ldc, first, out)
+    }
+
+    /// `tile_avx512` prefetching the W panel ahead (`Kernels::tile_pf`).
+    ///
+    /// # Safety
+    /// As `tile_avx512`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn tile_avx512_pf(rows: usize, kc: usize, a: *const f32, cs: usize, ps: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
+        by_rows::<true>(rows, kc, a, cs, ps, b, c, ldc, first, out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn by_rows<const PF: bool>(rows: usize, kc: usize, a: *const f32, cs: usize, ps: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
         macro_rules! by_rows {
             ($($r:literal)*) => {
                 match rows {
-                    $($r => tile::<$r>(kc, a, cs, ps, b, c, ldc, first, out),)*
+                    $($r => tile::<$r, PF>(kc, a, cs, ps, b, c, ldc, first, out),)*
                     _ => unreachable!("conv1x1 tile of {rows} rows"),
                 }
             };
@@ -226,6 +246,9 @@ pub type Transpose = unsafe fn(*const f32, usize, *mut f32);
 pub struct Kernels {
     pub name: &'static str,
     pub tile: TileFn,
+    /// `tile` prefetching the W panel ahead: for the first tile over a panel when the
+    /// panels stream from memory (as `gemm::Kernel::fb`).
+    pub tile_pf: TileFn,
     pub transpose: Option<Transpose>,
 }
 
@@ -234,7 +257,7 @@ pub struct Kernels {
 pub fn best() -> Option<Kernels> {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") {
-        return Some(Kernels { name: "avx512", tile: x86::tile_avx512, transpose: Some(x86::transpose_16x32) });
+        return Some(Kernels { name: "avx512", tile: x86::tile_avx512, tile_pf: x86::tile_avx512_pf, transpose: Some(x86::transpose_16x32) });
     }
     None
 }
@@ -242,6 +265,6 @@ pub fn best() -> Option<Kernels> {
 /// Every set this CPU can run (tests run them all).
 pub fn available() -> Vec<Kernels> {
     let mut v: Vec<Kernels> = best().into_iter().collect();
-    v.push(Kernels { name: "portable", tile: tile_portable, transpose: None });
+    v.push(Kernels { name: "portable", tile: tile_portable, tile_pf: tile_portable, transpose: None });
     v
 }
