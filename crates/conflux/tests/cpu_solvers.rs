@@ -275,12 +275,12 @@ fn winograd4_tile_blocks() {
     }
 }
 
-/// The F(4×4) driver with every GEMM micro-kernel this CPU has, with and without the AVX-512
-/// intrinsic transforms (on other CPUs the lane-array transforms run), forward and
-/// backward-data (the filter read flipped in place).
+/// The Winograd driver, F(4×4) and F(2×2), with every GEMM micro-kernel this CPU has, with
+/// and without the AVX-512 intrinsic transforms (F(4×4) only; on other CPUs the lane-array
+/// transforms run), forward and backward-data (the filter read flipped in place).
 #[test]
 fn winograd4_every_kernel_and_transform_path() {
-    use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, gemm, wino4};
+    use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, gemm, wino4, wino4::Variant};
     let h = Handle::cpu();
     let geo = make_geo(&[1, 1], &[1, 1], &[1, 1], 2, vec![2, 24, 11, 13], vec![42, 12, 3, 3]).unwrap();
     for dt in [DataType::Float, DataType::BFloat16] {
@@ -292,14 +292,14 @@ fn winograd4_every_kernel_and_transform_path() {
             r::conv_forward_alpha_beta(1.0, 0.0, &geo.conv, &xd, &x.host, &wd, &w.host, &yd, &mut want).unwrap();
             let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
             let g = conflux::conv::Geom::of(fp.conv_problem().unwrap());
-            for kern in gemm::available() {
+            for (kern, v) in gemm::available().into_iter().flat_map(|k| [(k, Variant::F4), (k, Variant::F2)]) {
                 for intrinsics in [false, true] {
                     let y = poisoned(&h, &yd);
                     let epi = CpuEpilogue::new(&[], &[], &yd, 1).unwrap();
                     let p = ConvPtrs { x: x.ptr().0, w: w.ptr().0, y: y.ptr().0, dt };
-                    wino4::forward_with(kern, intrinsics, &g, wino4::FilterView::of(&g), p, 1.0, 0.0, &epi, None);
+                    wino4::forward_with(kern, v, intrinsics, &g, wino4::FilterView::of(&g), p, 1.0, 0.0, &epi, None);
                     let got = logical(&yd, &download(&h, &y));
-                    assert_close(&format!("{} intrinsics={intrinsics} {dt:?} {lay:?}", kern.name), &got, &logical(&yd, &want), tolerance(dt));
+                    assert_close(&format!("{} {v:?} intrinsics={intrinsics} {dt:?} {lay:?}", kern.name), &got, &logical(&yd, &want), tolerance(dt));
                 }
             }
             // Backward-data: dx = conv(dy, flipped w) with the filter read flipped in place.
@@ -310,14 +310,14 @@ fn winograd4_every_kernel_and_transform_path() {
             let fwd = bwd.conv_problem().unwrap().backward_data_as_forward(Layout::NCHW).unwrap();
             let g = conflux::conv::Geom::of(&fwd);
             let fv = wino4::FilterView::flipped(&wd, geo.conv.groups());
-            for kern in gemm::available() {
+            for (kern, v) in gemm::available().into_iter().flat_map(|k| [(k, Variant::F4), (k, Variant::F2)]) {
                 for intrinsics in [false, true] {
                     let dx = poisoned(&h, &xd);
                     let epi = CpuEpilogue::new(&[], &[], &xd, 1).unwrap();
                     let p = ConvPtrs { x: dy.ptr().0, w: w.ptr().0, y: dx.ptr().0, dt };
-                    wino4::forward_with(kern, intrinsics, &g, fv, p, 1.0, 0.0, &epi, None);
+                    wino4::forward_with(kern, v, intrinsics, &g, fv, p, 1.0, 0.0, &epi, None);
                     let got = logical(&xd, &download(&h, &dx));
-                    assert_close(&format!("bwd-data {} intrinsics={intrinsics} {dt:?} {lay:?}", kern.name), &got, &logical(&xd, &want), tolerance(dt));
+                    assert_close(&format!("bwd-data {} {v:?} intrinsics={intrinsics} {dt:?} {lay:?}", kern.name), &got, &logical(&xd, &want), tolerance(dt));
                 }
             }
         }

@@ -1,14 +1,25 @@
-//! Winograd F(2×2, 3×3) forward convolution on the CPU (`backend/cpu/winograd.rs`): 2-D,
-//! 3×3, stride 1, dilation 1, any padding, groups, layout and type, with the fused epilogue.
-//! Backward-data is not implemented (the GEMM solver serves it).
+//! Winograd F(2×2, 3×3) forward convolution on the CPU: the `wino4` pipeline with
+//! `Variant::F2` (2-D, 3×3, stride 1, dilation 1, any padding, groups, layout and type, the
+//! fused epilogue, constant weights as in `cpu_winograd4`). 2.25× fewer multiplies than direct
+//! against F(4×4)'s 4×, with transformed filters 16/36 the size. It comes after F(4×4) in the
+//! registry, so it runs where that one declines, or where Find times it faster.
+//!
+//! Measured against F(4×4) (`bench_cpu one CFG N NCHW Winograd 0.4 [const]`, medians, F(4×4)
+//! made to decline; 2026-11-25): 512-7-7-512 N=1 constant weights 844–855 vs 832–841 µs, where
+//! its U is a third of F(4×4)'s 37.7 MB; without the promise 1.77–1.85 vs 1.07–1.09 ms (the
+//! lane-array filter transform); 256-14-14-256 N=1 0.72 vs 0.43 ms; 512-7-7-512 N=8 5.0 vs
+//! 2.8 ms. Its GEMM runs near the F(4×4) rate; the lane-array input transform is 15% of the
+//! 7×7 call. (Until the fourteenth session this solver had a driver of its own, ~20 ms on
+//! 512-7-7-512 N=1.)
+//!
+//! Backward-data is not implemented (F(4×4) and the GEMM solvers serve it).
 
-use super::cpu_conv::{conv_of, run_parts};
-use super::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::epilogue::CpuEpilogue;
-use crate::backend::cpu::winograd;
-use crate::backend::cpu::conv_naive::ConvPtrs;
+use super::cpu_conv::conv_of;
+use super::cpu_winograd4::ForwardInvoker;
+use super::{Invoker, Solver};
+use crate::backend::cpu::wino4::{self, Variant};
 use crate::conv::Geom;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
 use crate::types::{ConvAlgorithm, Direction};
@@ -27,21 +38,11 @@ pub(crate) fn winograd_check(problem: &FusedProblem) -> std::result::Result<Geom
         return Err(format!("forward only (this is {:?})", conv.direction));
     }
     let g = Geom::of(conv);
-    winograd::supports(&g)?;
+    wino4::supports(&g)?;
     if g.cg() < MIN_CHANNELS || g.kg() < MIN_CHANNELS {
         return Err(format!("{} input / {} output channels per group (< {MIN_CHANNELS})", g.cg(), g.kg()));
     }
     Ok(g)
-}
-
-/// A Winograd kernel's entry point: forward convolution with α/β and the epilogue.
-pub(crate) type WinogradForward = fn(&Geom, ConvPtrs, f32, f32, &CpuEpilogue);
-
-/// Invoker of either Winograd solver: the problem and the kernel that runs it.
-pub(crate) struct WinogradInvoker {
-    pub problem: FusedProblem,
-    pub name: &'static str,
-    pub forward: WinogradForward,
 }
 
 impl Solver for CpuWinograd {
@@ -55,22 +56,11 @@ impl Solver for CpuWinograd {
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
-        // 2.25× fewer multiplies than the GEMM solvers, at a lower rate (~100 GFLOP/s).
-        problem.conv_problem().map(|c| 2.0 * c.macs() / 2.25 / 100e9 * 1e3 + 0.01).unwrap_or(f64::MAX)
+        // 2.25× fewer multiplies than direct, at ~250 GFLOP/s of them on 2 AVX-512 cores.
+        problem.conv_problem().map(|c| 2.0 * c.macs() / 2.25 / 250e9 * 1e3 + 0.01).unwrap_or(f64::MAX)
     }
 
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
-        Ok(Arc::new(WinogradInvoker { problem: problem.clone(), name: self.name(), forward: winograd::forward }))
-    }
-}
-
-impl Invoker for WinogradInvoker {
-    fn run(&self, _handle: &Handle, a: &RunArgs) -> Result<()> {
-        let (g, dir, r) = run_parts(&self.problem, a, self.name)?;
-        if dir != Direction::Forward {
-            return Err(Error::internal(format!("{}: forward only", self.name)));
-        }
-        (self.forward)(&g, r.ptrs, r.alpha, r.beta, &r.epi);
-        Ok(())
+        Ok(Arc::new(ForwardInvoker::new(problem, self.name(), Variant::F2)))
     }
 }

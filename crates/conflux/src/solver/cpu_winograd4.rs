@@ -14,7 +14,7 @@ use super::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::conv_naive::ConvPtrs;
 use crate::backend::cpu::gemm;
 use crate::backend::cpu::weight_cache::WeightCache;
-use crate::backend::cpu::wino4::{self, FilterView};
+use crate::backend::cpu::wino4::{self, FilterView, Variant};
 use crate::conv::{ConvProblem, Geom};
 use crate::error::{Error, Result};
 use crate::fusion::FusedProblem;
@@ -62,7 +62,7 @@ impl Solver for CpuWinograd4 {
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
         match backward_data_forward(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))? {
             Some(forward) => Ok(Arc::new(BackwardDataInvoker { problem: problem.clone(), forward })),
-            None => Ok(Arc::new(ForwardInvoker { problem: problem.clone(), transformed: WeightCache::if_promised(problem) })),
+            None => Ok(Arc::new(ForwardInvoker::new(problem, self.name(), Variant::F4))),
         }
     }
 }
@@ -76,27 +76,35 @@ fn backward_data_forward(problem: &FusedProblem) -> std::result::Result<Option<C
     }
 }
 
-/// y = α·conv(x, w) + β·y, with the filters transformed per call or kept by address.
-struct ForwardInvoker {
+/// y = α·conv(x, w) + β·y through `wino4` with one `Variant`, with the filters transformed
+/// per call or kept by address (both Winograd solvers).
+pub(crate) struct ForwardInvoker {
     problem: FusedProblem,
+    name: &'static str,
+    variant: Variant,
     /// U by filter address, when the caller promised constant weights.
     transformed: Option<WeightCache>,
 }
 
+impl ForwardInvoker {
+    pub(crate) fn new(problem: &FusedProblem, name: &'static str, variant: Variant) -> ForwardInvoker {
+        ForwardInvoker { problem: problem.clone(), name, variant, transformed: WeightCache::if_promised(problem) }
+    }
+}
+
 impl Invoker for ForwardInvoker {
     fn run(&self, _handle: &Handle, a: &RunArgs) -> Result<()> {
-        let (g, dir, r) = run_parts(&self.problem, a, "CpuConvWinogradF4x3")?;
+        let (g, dir, r) = run_parts(&self.problem, a, self.name)?;
         if dir != Direction::Forward {
-            return Err(Error::internal("CpuConvWinogradF4x3: forward invoker on another direction"));
+            return Err(Error::internal(format!("{}: forward invoker on another direction", self.name)));
         }
-        let Some(cache) = &self.transformed else {
-            wino4::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi);
-            return Ok(());
+        let (kern, fv, v) = (gemm::best(), FilterView::of(&g), self.variant);
+        let u = match &self.transformed {
+            // SAFETY: w is the filter tensor the descriptors describe.
+            Some(cache) => Some(unsafe { cache.filter(&self.problem, r.ptrs.w, wino4::transformed_len(kern, v, &g), |u| wino4::transform_filters(kern, v, true, &g, fv, r.ptrs, u)) }),
+            None => None,
         };
-        let (kern, fv) = (gemm::best(), FilterView::of(&g));
-        // SAFETY: w is the filter tensor the descriptors describe.
-        let u = unsafe { cache.filter(&self.problem, r.ptrs.w, wino4::transformed_len(kern, &g), |u| wino4::transform_filters(kern, true, &g, fv, r.ptrs, u)) };
-        wino4::forward_with(kern, true, &g, fv, r.ptrs, r.alpha, r.beta, &r.epi, Some(u.as_slice()));
+        wino4::forward_with(kern, v, true, &g, fv, r.ptrs, r.alpha, r.beta, &r.epi, u.as_ref().map(|u| u.as_slice()));
         Ok(())
     }
 }

@@ -25,7 +25,6 @@ mod pool;
 mod pointwise_dense;
 pub mod store_fast;
 pub mod weight_cache;
-pub mod winograd;
 pub mod wino4;
 mod wino4_math;
 #[cfg(target_arch = "x86_64")]

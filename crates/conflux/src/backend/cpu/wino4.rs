@@ -1,9 +1,10 @@
 //! Winograd F(4×4, 3×3) forward convolution (2-D, 3×3, stride 1, dilation 1, any padding,
-//! groups, layout and type; transforms in `wino4_math.rs`). Four parallel phases:
+//! groups, layout and type; transforms in `wino4_math.rs`), and F(2×2, 3×3) through the same
+//! phases (`Variant`). Four parallel phases:
 //! 1. x into zero-padded f32 planes, so layout, type and padding are handled once;
 //! 2. input transform once per (tile, channel) into A panels V[group][ξ][tile panel][c][mr];
 //! 3. filter transform once per (filter, channel) into B panels U[group][ξ][filter panel][c][nr];
-//! 4. tasks of (tile block, filter block): the 36 GEMMs M_ξ = V_ξ·U_ξ through the packed
+//! 4. tasks of (tile block, filter block): the 36 (F(2×2): 16) GEMMs M_ξ = V_ξ·U_ξ through the packed
 //!    micro-kernel into a task-local buffer, then the output transform, α/β and the epilogue
 //!    straight into y while M is still in cache.
 //!
@@ -22,7 +23,29 @@ use crate::types::DataType;
 use rayon::prelude::*;
 use std::ops::Range;
 
-/// Sizes shared by the phases (per group unless noted).
+/// The output tile: F(4×4, 3×3) (6×6 transforms, 36 GEMMs, 4× fewer multiplies than direct)
+/// or F(2×2, 3×3) (4×4, 16 GEMMs, 2.25×). F(2×2)'s transformed filters are 16/36 the size,
+/// which wins where they stream from memory for few tiles (`cpu_winograd` says where). The
+/// AVX-512 intrinsic transforms are F(4×4) only; F(2×2) runs the lane-array ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    F4,
+    F2,
+}
+
+impl Variant {
+    /// Output rows and columns per tile.
+    pub fn m(self) -> usize {
+        match self {
+            Variant::F4 => 4,
+            Variant::F2 => 2,
+        }
+    }
+
+    /// Transform points per tile (GEMMs): (m + 2)².
+    pub fn points(self) -> usize { (self.m() + 2) * (self.m() + 2) }
+}
+
 /// Where the 3×3 taps of filter k, input channel c of a group are in w (element offsets): the
 /// forward problem's own filter, or, for a stride-1 backward-data problem run as a forward
 /// one, the caller's filter read transposed and flipped in place (no copy).
@@ -50,12 +73,18 @@ impl FilterView {
     }
 }
 
+/// Sizes shared by the phases (per group unless noted).
 struct Ctx<'a> {
     g: &'a Geom,
     p: ConvPtrs,
     fv: FilterView,
     kern: Kernel,
-    /// AVX-512 intrinsic transforms (else the lane-array versions).
+    v: Variant,
+    /// Output tile side (`Variant::m`) and transform points.
+    m: usize,
+    xi: usize,
+    /// AVX-512 with intrinsics allowed: the GEMM's row kernels, and for F(4×4) the intrinsic
+    /// transforms (else the lane-array versions).
     fast: bool,
     cg: usize,
     kg: usize,
@@ -154,28 +183,43 @@ macro_rules! simd {
     };
 }
 
-/// y = epilogue(α·conv(x, w) + β·y) for a geometry `winograd::supports` accepts.
+/// Whether `wino4` computes this geometry (2-D, 3×3, stride 1, dilation 1), else why not.
+pub fn supports(g: &Geom) -> Result<(), String> {
+    if g.input[0] != 1 || g.filter[0] != 1 {
+        return Err("3-D convolution (2-D only)".into());
+    }
+    if g.filter[1..] != [3, 3] {
+        return Err(format!("filter {}×{} (3×3 only)", g.filter[1], g.filter[2]));
+    }
+    if g.stride[1..] != [1, 1] || g.dilation[1..] != [1, 1] {
+        return Err("stride or dilation ≠ 1".into());
+    }
+    Ok(())
+}
+
+/// y = epilogue(α·conv(x, w) + β·y) for a geometry `supports` accepts.
 pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
     forward_view(g, FilterView::of(g), p, alpha, beta, epi)
 }
 
 /// `forward` reading the filter through `fv` (backward-data: the caller's filter flipped).
 pub fn forward_view(g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    forward_with(best(), true, g, fv, p, alpha, beta, epi, None)
+    forward_with(best(), Variant::F4, true, g, fv, p, alpha, beta, epi, None)
 }
 
-/// Values of the transformed filters U of every group of `g` for `kern` (`transform_filters`).
-pub fn transformed_len(kern: Kernel, g: &Geom) -> usize {
-    g.groups * 36 * slab(g.kg().div_ceil(kern.nr) * kern.nr * g.cg())
+/// Values of the transformed filters U of every group of `g` for `kern` and `v`
+/// (`transform_filters`).
+pub fn transformed_len(kern: Kernel, v: Variant, g: &Geom) -> usize {
+    g.groups * v.points() * slab(g.kg().div_ceil(kern.nr) * kern.nr * g.cg())
 }
 
 /// The filters (read through `fv` from `p.w`) transformed into `u` (`transformed_len` values),
 /// in the layout `forward_with` reads when it is given them: for callers that keep them
 /// across calls (constant weights).
-pub fn transform_filters(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p: ConvPtrs, u: &mut [f32]) {
-    let cx = Ctx::new(kern, intrinsics, g, fv, p);
-    assert_eq!(u.len(), transformed_len(kern, g), "wino4: transformed filter buffer");
-    let ulen = 36 * cx.ux;
+pub fn transform_filters(kern: Kernel, v: Variant, intrinsics: bool, g: &Geom, fv: FilterView, p: ConvPtrs, u: &mut [f32]) {
+    let cx = Ctx::new(kern, v, intrinsics, g, fv, p);
+    assert_eq!(u.len(), transformed_len(kern, v, g), "wino4: transformed filter buffer");
+    let ulen = cx.xi * cx.ux;
     let up = Shared(u.as_mut_ptr());
     let kpanels = cx.kpad / kern.nr;
     let cchunk = 32;
@@ -190,16 +234,19 @@ pub fn transform_filters(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterVie
 }
 
 impl<'a> Ctx<'a> {
-    fn new(kern: Kernel, intrinsics: bool, g: &'a Geom, fv: FilterView, p: ConvPtrs) -> Ctx<'a> {
-        let (cg, kg) = (g.cg(), g.kg());
+    fn new(kern: Kernel, v: Variant, intrinsics: bool, g: &'a Geom, fv: FilterView, p: ConvPtrs) -> Ctx<'a> {
+        let (cg, kg, m) = (g.cg(), g.kg(), v.m());
         let [_, oh, ow] = g.output;
-        let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
+        let (th, tw) = (oh.div_ceil(m), ow.div_ceil(m));
         let tiles = g.n * th * tw;
         Ctx {
             g,
             p,
             fv,
             kern,
+            v,
+            m,
+            xi: v.points(),
             fast: intrinsics && level() == 2,
             cg,
             kg,
@@ -208,12 +255,15 @@ impl<'a> Ctx<'a> {
             tiles,
             tpad: tiles.div_ceil(kern.mr) * kern.mr,
             kpad: kg.div_ceil(kern.nr) * kern.nr,
-            ph: 4 * th + 2,
-            pw: 4 * tw + 2,
+            ph: m * th + 2,
+            pw: m * tw + 2,
             vx: slab(tiles.div_ceil(kern.mr) * kern.mr * cg),
             ux: slab(kg.div_ceil(kern.nr) * kern.nr * cg),
         }
     }
+
+    /// The AVX-512 intrinsic transforms apply (F(4×4) only).
+    fn f4_intrinsics(&self) -> bool { self.fast && self.v == Variant::F4 }
 }
 
 /// `forward` with a chosen GEMM micro-kernel, and the AVX-512 intrinsic transforms allowed
@@ -221,11 +271,11 @@ impl<'a> Ctx<'a> {
 /// `transform_filters` left them with the same kernel (then they are not read).
 #[doc(hidden)]
 #[allow(clippy::too_many_arguments)]
-pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue, transformed: Option<&[f32]>) {
-    let cx = Ctx::new(kern, intrinsics, g, fv, p);
+pub fn forward_with(kern: Kernel, v: Variant, intrinsics: bool, g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue, transformed: Option<&[f32]>) {
+    let cx = Ctx::new(kern, v, intrinsics, g, fv, p);
     let sp_off = spatial_offsets(g.output, g.y_strides);
     let out = OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
-    let (vlen, ulen) = (36 * cx.vx, 36 * cx.ux); // per group
+    let (vlen, ulen) = (cx.xi * cx.vx, cx.xi * cx.ux); // per group
     with_scratch(Slot::Conv, g.n * g.c * cx.ph * cx.pw, |planes| {
         pad_planes(&cx, planes);
         let planes = &*planes;
@@ -241,7 +291,7 @@ pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p:
             });
             let blk = Blocks::choose(&cx);
             if let Some(u) = transformed {
-                assert_eq!(u.len(), transformed_len(kern, g), "wino4: transformed filters of another problem");
+                assert_eq!(u.len(), transformed_len(kern, cx.v, g), "wino4: transformed filters of another problem");
                 return gemm_and_output(&cx, &blk, v, Some(u), vlen, ulen, &out);
             }
             // U materialized once when it is reused by several tile blocks and small; else
@@ -250,7 +300,7 @@ pub fn forward_with(kern: Kernel, intrinsics: bool, g: &Geom, fv: FilterView, p:
             let fused = blk.tblocks <= FUSE_UP_TO_TILE_BLOCKS || 4 * g.groups * ulen > FUSE_ABOVE_BYTES;
             with_scratch(Slot::PackBAll, if fused { 0 } else { g.groups * ulen }, |u| {
                 if !fused {
-                    transform_filters(kern, intrinsics, g, fv, p, u);
+                    transform_filters(kern, cx.v, intrinsics, g, fv, p, u);
                 }
                 let uopt = if fused { None } else { Some(&*u) };
                 gemm_and_output(&cx, &blk, v, uopt, vlen, ulen, &out);
@@ -305,7 +355,7 @@ impl Blocks {
 /// dst + ξ·xi_stride + (c − c0)·nr + lane.
 fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
     #[cfg(target_arch = "x86_64")]
-    if cx.fast && cx.p.dt == DataType::Float && cx.kern.nr.is_multiple_of(16) && cx.fv.k < (i32::MAX / 16) as usize {
+    if cx.f4_intrinsics() && cx.p.dt == DataType::Float && cx.kern.nr.is_multiple_of(16) && cx.fv.k < (i32::MAX / 16) as usize {
         let (nr, fv) = (cx.kern.nr, cx.fv);
         let idx: [i32; 16] = std::array::from_fn(|l| (l * fv.k) as i32);
         for c in c0..c1 {
@@ -333,7 +383,7 @@ fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Sh
 #[allow(clippy::too_many_arguments)]
 fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
     #[cfg(target_arch = "x86_64")]
-    if cx.fast && cx.kern.mr <= 16 {
+    if cx.f4_intrinsics() && cx.kern.mr <= 16 {
         let (mr, pw, plane) = (cx.kern.mr, cx.pw, cx.ph * cx.pw);
         let live = mr.min(cx.tiles - tp * mr);
         let base: [usize; 16] = std::array::from_fn(|l| {
@@ -376,8 +426,8 @@ fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: u
         let kps = ki * kb..((ki + 1) * kb).min(kpanels);
         let (rows, cols) = (tps.len() * mr, kps.len() * nr);
         let ms = slab(rows * cols);
-        with_scratch(Slot::Task, 36 * ms, |m| {
-            with_scratch(Slot::PackB, if u.is_some() { 0 } else { 36 * slab(cols * chunk.min(cg)) }, |ul| {
+        with_scratch(Slot::Task, cx.xi * ms, |m| {
+            with_scratch(Slot::PackB, if u.is_some() { 0 } else { cx.xi * slab(cols * chunk.min(cg)) }, |ul| {
                 for c0 in (0..cg).step_by(chunk) {
                     let cl = chunk.min(cg - c0);
                     if u.is_none() {
@@ -386,7 +436,7 @@ fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: u
                             filter_panel(cx, group, kp, c0, c0 + cl, dst, slab(cols * cl));
                         }
                     }
-                    for xi in 0..36 {
+                    for xi in 0..cx.xi {
                         let vx = &v[group * vlen + xi * cx.vx + c0 * mr..];
                         let mx = &mut m[xi * ms..];
                         for (kj, kp) in kps.clone().enumerate() {
@@ -492,12 +542,13 @@ fn pad_planes_channels_last(cx: &Ctx, planes: &mut [f32]) {
 
 simd!(input_panel_lanes(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
     // Plane offsets of the panel's tiles (tiles past the end read tile 0 and are zeroed later).
-    let (mr, pw) = (cx.kern.mr, cx.pw);
+    let (mr, pw, tm) = (cx.kern.mr, cx.pw, cx.m);
+    let a = tm + 2;
     let mut base = [0usize; L];
     for (l, b) in base.iter_mut().enumerate().take(mr) {
         let t = (tp * mr + l).min(cx.tiles - 1);
         let (n, i, j) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
-        *b = (n * cx.g.c + group * cx.cg) * cx.ph * pw + 4 * i * pw + 4 * j;
+        *b = (n * cx.g.c + group * cx.cg) * cx.ph * pw + tm * i * pw + tm * j;
     }
     let live = mr.min(cx.tiles - tp * mr);
     let plane = cx.ph * pw;
@@ -505,14 +556,17 @@ simd!(input_panel_lanes(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: u
         let mut d = [[0f32; L]; 36];
         for (l, &b) in base.iter().enumerate().take(live) {
             let src = &planes[b + c * plane..];
-            for r in 0..6 {
-                for s in 0..6 {
-                    d[6 * r + s][l] = src[r * pw + s];
+            for r in 0..a {
+                for s in 0..a {
+                    d[a * r + s][l] = src[r * pw + s];
                 }
             }
         }
-        let v = wm::input(&d);
-        for (xi, row) in v.iter().enumerate() {
+        let v = match cx.v {
+            Variant::F4 => wm::input(&d),
+            Variant::F2 => wm::f2::input(&d),
+        };
+        for (xi, row) in v.iter().enumerate().take(cx.xi) {
             let o = group * vlen + xi * cx.vx + tp * mr * cx.cg + c * mr;
             // SAFETY: this item alone writes panel tp, channel c of every ξ.
             unsafe { copy_lanes(row, vp.0.add(o), mr) };
@@ -548,8 +602,11 @@ simd!(filter_panel_lanes(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize
                 }
             }
             for (ci, c) in (cb..ce).enumerate() {
-                let u = wm::filter(&f[ci]);
-                for (xi, row) in u.iter().enumerate() {
+                let u = match cx.v {
+                    Variant::F4 => wm::filter(&f[ci]),
+                    Variant::F2 => wm::f2::filter(&f[ci]),
+                };
+                for (xi, row) in u.iter().enumerate().take(cx.xi) {
                     // SAFETY: this caller alone writes these elements.
                     unsafe { copy_lanes(row, dst.0.add(xi * xi_stride + (c - c0) * nr + l0), lanes) };
                 }
@@ -579,8 +636,9 @@ unsafe fn copy_lanes(src: &Lanes, dst: *mut f32, n: usize) {
     }
 }
 
-/// Output transform of a task's M (36 slabs of `ms` holding rows × cols; rows = tiles from
-/// t0, cols = filters from k0) into y: per run of tiles in one tile row, four output rows per filter.
+/// Output transform of a task's M (`cx.xi` slabs of `ms` holding rows × cols; rows = tiles
+/// from t0, cols = filters from k0) into y: per run of tiles in one tile row, m output rows
+/// per filter.
 #[allow(clippy::too_many_arguments)]
 fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) {
     #[cfg(target_arch = "x86_64")]
@@ -588,15 +646,16 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
         return;
     }
     let [_, oh, ow] = cx.g.output;
-    let span = 4 * cx.tw;
-    with_scratch(Slot::Task2, klive * 4 * span, |stage| {
+    let tm = cx.m;
+    let span = tm * cx.tw;
+    with_scratch(Slot::Task2, klive * tm * span, |stage| {
         let mut tl = 0;
         while tl < tlive {
             let t = t0 + tl;
             let (n, ti, tj0) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
             let len = (cx.tw - tj0).min(tlive - tl);
             #[cfg(target_arch = "x86_64")]
-            if cx.fast {
+            if cx.f4_intrinsics() {
                 for i in 0..len {
                     let mut l0 = 0;
                     while l0 + 16 <= klive {
@@ -606,20 +665,20 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
                         l0 += 16;
                     }
                     if l0 < klive {
-                        transform_run(&m[l0..], ms, cols, tl + i, 1, klive - l0, span, &mut stage[l0 * 4 * span + 4 * i..]);
+                        transform_run(cx.v, &m[l0..], ms, cols, tl + i, 1, klive - l0, span, &mut stage[l0 * 4 * span + 4 * i..]);
                     }
                 }
             } else {
-                transform_run(m, ms, cols, tl, len, klive, span, stage);
+                transform_run(cx.v, m, ms, cols, tl, len, klive, span, stage);
             }
             #[cfg(not(target_arch = "x86_64"))]
-            transform_run(m, ms, cols, tl, len, klive, span, stage);
-            let (ow0, wlen) = (4 * tj0, (4 * len).min(ow - 4 * tj0));
+            transform_run(cx.v, m, ms, cols, tl, len, klive, span, stage);
+            let (ow0, wlen) = (tm * tj0, (tm * len).min(ow - tm * tj0));
             for k in 0..klive {
-                for r in 0..4 {
-                    let o = 4 * ti + r;
+                for r in 0..tm {
+                    let o = tm * ti + r;
                     if o < oh {
-                        let row = &mut stage[(k * 4 + r) * span..][..wlen];
+                        let row = &mut stage[(k * tm + r) * span..][..wlen];
                         // SAFETY: this task alone owns these (n, filter, tile) outputs.
                         unsafe { out.write_span(row, n, group * cx.kg + k0 + k, o * ow + ow0) };
                     }
@@ -639,7 +698,7 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
 #[allow(clippy::too_many_arguments)]
 fn write_block_channels_last(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) -> bool {
     let ys = cx.g.y_strides;
-    if !cx.fast || out.dt != DataType::Float || ys[1] != 1 || out.alpha != 1.0 || out.beta != 0.0 || cols % 16 != 0 {
+    if !cx.f4_intrinsics() || out.dt != DataType::Float || ys[1] != 1 || out.alpha != 1.0 || out.beta != 0.0 || cols % 16 != 0 {
         return false;
     }
     let Some((bias, relu)) = out.epi.bias_relu_all() else { return false };
@@ -665,13 +724,14 @@ fn write_block_channels_last(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, co
     true
 }
 
-simd!(transform_run(m: &[f32], ms: usize, cols: usize, tl: usize, len: usize, klive: usize, span: usize, stage: &mut [f32]) {
+simd!(transform_run(v: Variant, m: &[f32], ms: usize, cols: usize, tl: usize, len: usize, klive: usize, span: usize, stage: &mut [f32]) {
     // Lanes are filters: M's rows hold consecutive filters of one tile.
+    let tm = v.m();
     for i in 0..len {
         for l0 in (0..klive).step_by(L) {
             let lanes = L.min(klive - l0);
             let mut mv = [[0f32; L]; 36];
-            for (xi, e) in mv.iter_mut().enumerate() {
+            for (xi, e) in mv.iter_mut().enumerate().take(v.points()) {
                 let src = &m[xi * ms + (tl + i) * cols + l0..];
                 if lanes == L {
                     *e = src[..L].try_into().unwrap();
@@ -679,12 +739,15 @@ simd!(transform_run(m: &[f32], ms: usize, cols: usize, tl: usize, len: usize, kl
                     e[..lanes].copy_from_slice(&src[..lanes]);
                 }
             }
-            let y: [Lanes; 16] = wm::output(&mv);
+            let y: [Lanes; 16] = match v {
+                Variant::F4 => wm::output(&mv),
+                Variant::F2 => wm::f2::output(&mv),
+            };
             for l in 0..lanes {
-                for r in 0..4 {
-                    let dst = &mut stage[((l0 + l) * 4 + r) * span + 4 * i..][..4];
-                    for s in 0..4 {
-                        dst[s] = y[4 * r + s][l];
+                for r in 0..tm {
+                    let dst = &mut stage[((l0 + l) * tm + r) * span + tm * i..][..tm];
+                    for s in 0..tm {
+                        dst[s] = y[tm * r + s][l];
                     }
                 }
             }

@@ -1,4 +1,4 @@
-//! Winograd F(4×4, 3×3) transforms (points 0, ±1, ±2, ∞) on lanes: every value is an array of
+//! Winograd F(4×4, 3×3) transforms (points 0, ±1, ±2, ∞), and F(2×2, 3×3) in `f2`, on lanes: every value is an array of
 //! `L` independent problems (tiles, filters or output channels), so the loops vectorize.
 //!
 //! The textbook filter matrix G has entries 1/4, 1/6, 1/12, 1/24, which would make
@@ -127,9 +127,143 @@ pub fn output(m: &[Lanes; 36]) -> [Lanes; 16] {
     y
 }
 
+/// Winograd F(2×2, 3×3) (points 0, ±1, ∞) on lanes, in the first 16 entries of the same
+/// 36-entry arrays (row-major 4×4). The textbook G has entries ½; G' = diag(1, 2, 2, 1)·G is
+/// integer, undone by A'' = diag(2, 1, 1, 2)·A: Y = A''ᵀ (U' ⊙ V) A'' / 4, exact for
+/// small-integer data.
+pub mod f2 {
+    use super::{Lanes, L};
+
+    /// G' applied to one column (a, b, c) of a 3×3 filter: four rows.
+    #[inline(always)]
+    fn g_rows(a: &Lanes, b: &Lanes, c: &Lanes) -> [Lanes; 4] {
+        let mut r = [[0f32; L]; 4];
+        for l in 0..L {
+            let (a, b, c) = (a[l], b[l], c[l]);
+            r[0][l] = a;
+            r[1][l] = (a + c) + b;
+            r[2][l] = (a + c) - b;
+            r[3][l] = c;
+        }
+        r
+    }
+
+    /// U' = G' g G'ᵀ (4×4 in the first 16 entries) of 3×3 filters g (row-major).
+    #[inline(always)]
+    pub fn filter(g: &[Lanes; 9]) -> [Lanes; 36] {
+        let mut t = [[[0f32; L]; 3]; 4]; // t[i][col] = (G' g)[i][col]
+        for col in 0..3 {
+            let r = g_rows(&g[col], &g[3 + col], &g[6 + col]);
+            for i in 0..4 {
+                t[i][col] = r[i];
+            }
+        }
+        let mut u = [[0f32; L]; 36];
+        for i in 0..4 {
+            let r = g_rows(&t[i][0], &t[i][1], &t[i][2]);
+            u[4 * i..4 * i + 4].copy_from_slice(&r);
+        }
+        u
+    }
+
+    /// Bᵀ applied to four values.
+    #[inline(always)]
+    fn b_rows(d: [&Lanes; 4]) -> [Lanes; 4] {
+        let mut r = [[0f32; L]; 4];
+        for l in 0..L {
+            let [d0, d1, d2, d3] = d.map(|v| v[l]);
+            r[0][l] = d0 - d2;
+            r[1][l] = d1 + d2;
+            r[2][l] = d2 - d1;
+            r[3][l] = d1 - d3;
+        }
+        r
+    }
+
+    /// V = Bᵀ d B of 4×4 input tiles d (the first 16 entries, row-major).
+    #[inline(always)]
+    pub fn input(d: &[Lanes; 36]) -> [Lanes; 36] {
+        let mut t = [[[0f32; L]; 4]; 4]; // t[i][col] = (Bᵀ d)[i][col]
+        for col in 0..4 {
+            let r = b_rows([&d[col], &d[4 + col], &d[8 + col], &d[12 + col]]);
+            for i in 0..4 {
+                t[i][col] = r[i];
+            }
+        }
+        let mut v = [[0f32; L]; 36];
+        for i in 0..4 {
+            let c = &t[i];
+            let r = b_rows([&c[0], &c[1], &c[2], &c[3]]);
+            v[4 * i..4 * i + 4].copy_from_slice(&r);
+        }
+        v
+    }
+
+    /// A''ᵀ applied to four values: two rows.
+    #[inline(always)]
+    fn a_rows(m: [&Lanes; 4]) -> [Lanes; 2] {
+        let mut r = [[0f32; L]; 2];
+        for l in 0..L {
+            let [m0, m1, m2, m3] = m.map(|v| v[l]);
+            r[0][l] = (2.0 * m0 + m1) + m2;
+            r[1][l] = (m1 - m2) - 2.0 * m3;
+        }
+        r
+    }
+
+    /// Y = A''ᵀ m A'' / 4: the 2×2 outputs (row-major, the first 4 entries) of the 16 GEMM
+    /// results m (4×4).
+    #[inline(always)]
+    pub fn output(m: &[Lanes; 36]) -> [Lanes; 16] {
+        let mut t = [[[0f32; L]; 4]; 2]; // t[i][col] = (A''ᵀ m)[i][col]
+        for col in 0..4 {
+            let r = a_rows([&m[col], &m[4 + col], &m[8 + col], &m[12 + col]]);
+            for i in 0..2 {
+                t[i][col] = r[i];
+            }
+        }
+        let mut y = [[0f32; L]; 16];
+        for i in 0..2 {
+            let c = &t[i];
+            let r = a_rows([&c[0], &c[1], &c[2], &c[3]]);
+            for (j, row) in r.iter().enumerate() {
+                y[2 * i + j] = row.map(|v| v * 0.25);
+            }
+        }
+        y
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One 4×4 tile and one filter through the F(2×2) transforms equals the direct 2×2
+    /// correlation.
+    #[test]
+    fn f2_transforms_compute_the_correlation() {
+        let mut s = 11u64;
+        let mut rnd = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 33) % 7) as f32 - 3.0
+        };
+        let mut d = [[0f32; L]; 36];
+        for e in d.iter_mut().take(16) {
+            *e = std::array::from_fn(|_| rnd());
+        }
+        let g: [Lanes; 9] = std::array::from_fn(|_| std::array::from_fn(|_| rnd()));
+        let (u, v) = (f2::filter(&g), f2::input(&d));
+        let m: [Lanes; 36] = std::array::from_fn(|x| std::array::from_fn(|l| u[x][l] * v[x][l]));
+        let y = f2::output(&m);
+        for l in 0..L {
+            for i in 0..2 {
+                for j in 0..2 {
+                    let want: f32 = (0..9).map(|r| d[(i + r / 3) * 4 + j + r % 3][l] * g[r][l]).sum();
+                    assert_eq!(y[2 * i + j][l], want, "lane {l} output ({i}, {j})");
+                }
+            }
+        }
+    }
 
     /// One 6×6 tile and one filter through the transforms equals the direct 4×4 correlation.
     #[test]
