@@ -86,6 +86,9 @@ struct Ctx<'a> {
     /// AVX-512 with intrinsics allowed: the GEMM's row kernels, and for F(4×4) the intrinsic
     /// transforms (else the lane-array versions).
     fast: bool,
+    /// The input transform gathers straight from x (f32, F(4×4) intrinsics, offsets within
+    /// i32), with padding and missing tiles masked, instead of from zero-padded planes.
+    direct_x: bool,
     cg: usize,
     kg: usize,
     /// Tiles per row and column of an image, tiles in all images, padded to whole panels.
@@ -248,6 +251,7 @@ impl<'a> Ctx<'a> {
             m,
             xi: v.points(),
             fast: intrinsics && level() == 2,
+            direct_x: intrinsics && level() == 2 && v == Variant::F4 && p.dt == DataType::Float && x_span(g) < (i32::MAX / 4) as usize,
             cg,
             kg,
             th,
@@ -266,6 +270,16 @@ impl<'a> Ctx<'a> {
     fn f4_intrinsics(&self) -> bool { self.fast && self.v == Variant::F4 }
 }
 
+/// Elements from x's first to one past its last (all strides, all dimensions), widened by
+/// the padding and a tile's overhang on both sides: a bound on the offsets between any two
+/// window elements of the direct input transform.
+fn x_span(g: &Geom) -> usize {
+    let [_, h, w] = g.input;
+    let s = g.x_strides;
+    let span = 1 + (g.n.max(1) - 1) * s[0] + (g.c.max(1) - 1) * s[1] + (h.max(1) - 1) * s[3] + (w.max(1) - 1) * s[4];
+    span + 2 * ((g.pad[1] + 6) * s[3] + (g.pad[2] + 6) * s[4])
+}
+
 /// `forward` with a chosen GEMM micro-kernel, and the AVX-512 intrinsic transforms allowed
 /// or not (tests run every combination this CPU has); `transformed`: the filters as
 /// `transform_filters` left them with the same kernel (then they are not read).
@@ -276,8 +290,11 @@ pub fn forward_with(kern: Kernel, v: Variant, intrinsics: bool, g: &Geom, fv: Fi
     let sp_off = spatial_offsets(g.output, g.y_strides);
     let out = OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
     let (vlen, ulen) = (cx.xi * cx.vx, cx.xi * cx.ux); // per group
-    with_scratch(Slot::Conv, g.n * g.c * cx.ph * cx.pw, |planes| {
-        pad_planes(&cx, planes);
+    // Zero-padded planes only where the input transform cannot read x itself.
+    with_scratch(Slot::Conv, if cx.direct_x { 0 } else { g.n * g.c * cx.ph * cx.pw }, |planes| {
+        if !cx.direct_x {
+            pad_planes(&cx, planes);
+        }
         let planes = &*planes;
         with_scratch(Slot::PackA, g.groups * vlen, |v| {
             let vp = Shared(v.as_mut_ptr());
@@ -384,25 +401,39 @@ fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Sh
 fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
     #[cfg(target_arch = "x86_64")]
     if cx.f4_intrinsics() && cx.kern.mr <= 16 {
-        let (mr, pw, plane) = (cx.kern.mr, cx.pw, cx.ph * cx.pw);
+        let mr = cx.kern.mr;
         let live = mr.min(cx.tiles - tp * mr);
-        let base: [usize; 16] = std::array::from_fn(|l| {
-            let t = (tp * mr + l.min(live - 1)).min(cx.tiles - 1);
+        // Each lane's window start (element offset, before the tensor for border tiles with
+        // direct_x), and which of its six rows and columns exist.
+        let (g, mut base, mut rows, mut cols) = (cx.g, [0isize; 16], [0u16; 6], [0u16; 6]);
+        let (rs, cs, ch) = if cx.direct_x { (g.x_strides[3], g.x_strides[4], g.x_strides[1]) } else { (cx.pw, 1, cx.ph * cx.pw) };
+        for (l, b) in base.iter_mut().enumerate().take(live) {
+            let t = tp * mr + l;
             let (n, i, j) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
-            (n * cx.g.c + group * cx.cg) * plane + 4 * i * pw + 4 * j
-        });
-        if base[live - 1] - base[0] < (i32::MAX / 2) as usize {
-            let idx: [i32; 16] = std::array::from_fn(|l| (base[l] - base[0]) as i32);
-            let mask = (1u16 << live) - 1;
+            let (r0, s0) = if cx.direct_x { (4 * i as isize - g.pad[1] as isize, 4 * j as isize - g.pad[2] as isize) } else { (4 * i as isize, 4 * j as isize) };
+            let (h, w) = if cx.direct_x { (g.input[1] as isize, g.input[2] as isize) } else { (cx.ph as isize, cx.pw as isize) };
+            let image = if cx.direct_x { n * g.x_strides[0] } else { n * g.c * ch };
+            *b = (image + group * cx.cg * ch) as isize + r0 * rs as isize + s0 * cs as isize;
+            for k in 0..6 {
+                rows[k] |= u16::from((0..h).contains(&(r0 + k as isize))) << l;
+                cols[k] |= u16::from((0..w).contains(&(s0 + k as isize))) << l;
+            }
+        }
+        // Relative offsets fit in i32: `x_span` bounds them for direct_x (which has no planes to
+        // fall back to); plane offsets are checked.
+        if cx.direct_x || base[live - 1].abs_diff(base[0]) < (i32::MAX / 2) as usize {
+            let idx: [i32; 16] = std::array::from_fn(|l| if l < live { (base[l] - base[0]) as i32 } else { 0 });
             let store_mask = ((1u32 << mr) - 1) as u16;
+            let src: *const f32 = if cx.direct_x { cx.p.x as *const f32 } else { planes.as_ptr() };
             for c in c0..c1 {
-                // SAFETY: AVX-512 was detected; the gathered 6×6 windows lie in the planes of
-                // (n, group·cg + c); the panel row of channel c holds mr values per ξ.
+                // SAFETY: AVX-512 was detected; the masks let through only elements of x (or of
+                // the planes of (n, group·cg + c)) inside each lane's window; the panel row of
+                // channel c holds mr values per ξ.
                 unsafe {
                     let idx = std::arch::x86_64::_mm512_loadu_si512(idx.as_ptr() as *const _);
-                    let src = planes.as_ptr().add(base[0] + c * plane);
+                    let p = src.wrapping_offset(base[0] + (c * ch) as isize);
                     let dst = vp.0.add(group * vlen + tp * mr * cx.cg + c * mr);
-                    super::wino4_x86::input16_masked(src, idx, mask, store_mask, pw, dst, cx.vx);
+                    super::wino4_x86::input16_masked(p, idx, rows, cols, rs, cs, store_mask, dst, cx.vx);
                 }
             }
             return;

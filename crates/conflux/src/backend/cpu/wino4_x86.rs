@@ -55,18 +55,21 @@ unsafe fn b_rows(d: [__m512; 6]) -> [__m512; 6] {
 }
 
 /// V of up to 16 tiles (lanes) of one channel: element (r, s) of lane l's 6×6 tile is at
-/// p + idx[l] + r·pw + s (lanes off in `mask` read as 0); V[ξ] lanes in `store` go to
-/// dst + ξ·xi_stride.
+/// p + idx[l] + r·rs + s·cs, read where lane l is set in both rows[r] and cols[s] and 0
+/// elsewhere (padding, lanes past the last tile); V[ξ] lanes in `store` go to
+/// dst + ξ·xi_stride. `p` itself need not point into the tensor (a border tile's window
+/// starts before it); only the read elements are dereferenced.
 ///
 /// # Safety
-/// AVX-512F; every addressed element readable; every destination lane writable.
+/// AVX-512F; every element read (per the masks) readable; every destination lane writable.
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-pub unsafe fn input16_masked(p: *const f32, idx: __m512i, mask: __mmask16, store: __mmask16, pw: usize, dst: *mut f32, xi_stride: usize) {
+pub unsafe fn input16_masked(p: *const f32, idx: __m512i, rows: [__mmask16; 6], cols: [__mmask16; 6], rs: usize, cs: usize, store: __mmask16, dst: *mut f32, xi_stride: usize) {
     let z = _mm512_setzero_ps();
     // Bᵀ down each column, then Bᵀ along each row of the result.
     let mut t = [[z; 6]; 6]; // t[i][col]
     for col in 0..6 {
-        let d: [__m512; 6] = std::array::from_fn(|r| _mm512_mask_i32gather_ps::<4>(z, mask, idx, p.add(r * pw + col)));
+        let d: [__m512; 6] = std::array::from_fn(|r| _mm512_mask_i32gather_ps::<4>(z, rows[r] & cols[col], idx, p.wrapping_add(r * rs + col * cs)));
         for (i, v) in b_rows(d).into_iter().enumerate() {
             t[i][col] = v;
         }
