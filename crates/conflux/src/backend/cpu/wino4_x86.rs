@@ -139,6 +139,32 @@ pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
     }
 }
 
+/// `output_lanes` stored into an f32 output whose rows are consecutive (NCHW-like): output
+/// (r, s) of filter l < `live` at y + l·ks + r·rs + s, plus bias[l] (null: none), then ReLU;
+/// only `rows` × `cols` outputs of the tile exist. One 16×16 transpose makes each filter's
+/// 4×4 block one vector; each of its rows is a masked store.
+///
+/// # Safety
+/// AVX-512F; the 36 rows of m readable; the addressed outputs writable; a non-null bias
+/// covers `live` values.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn output16_rows(m: *const f32, ms: usize, y: *mut f32, ks: usize, rs: usize, rows: usize, cols: usize, live: usize, bias: *const f32, relu: bool) {
+    let tr = transpose16(output_lanes(m, ms));
+    let zero = _mm512_setzero_ps();
+    let cmask = (1u16 << cols) - 1;
+    for (l, v) in tr.iter().enumerate().take(live) {
+        let o = if bias.is_null() { *v } else { _mm512_add_ps(*v, _mm512_set1_ps(*bias.add(l))) };
+        // o first: a NaN o gives 0, as the generic ReLU.
+        let o = if relu { _mm512_max_ps(o, zero) } else { o };
+        for r in 0..rows {
+            // Lanes 4r.. of the vector are row r: store them from a base 4r values back.
+            let dst = y.add(l * ks + r * rs).wrapping_sub(4 * r);
+            _mm512_mask_storeu_ps(dst, cmask << (4 * r), o);
+        }
+    }
+}
+
 /// `output_lanes` stored into an f32 output whose channels are consecutive (NHWC): output
 /// (r, s) of the 16 filters (the `mask` lanes) at y + r·rs + s·cs, plus `bias` (null: none),
 /// then ReLU; only `rows` × `cols` outputs of the tile exist. No transpose: the lanes are
