@@ -146,16 +146,29 @@ fn fusion_plan_with_constant_weights() {
 
 #[test]
 fn winograd_takes_wide_filters_at_small_batches_only_with_the_promise() {
-    // 1024×1024 filters for one output tile: transformed per call it would cost more than it
-    // saves, so the solver refuses; with constant weights the transform is made once.
+    // 1024×2048 filters for five output tiles: transformed per call it would cost more than
+    // it saves, so the solver refuses; with constant weights the transform is made once.
     let h = Handle::cpu();
     for constant in [false, true] {
-        let c = case(WINOGRAD4, [1, 1024, 4, 4], [1024, 1024, 3, 3], 1, constant);
+        let c = case(WINOGRAD4, [1, 2048, 4, 20], [1024, 2048, 3, 3], 1, constant);
         let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
         let verdict = conflux::solver::find_by_id(WINOGRAD4).unwrap().check(&fp, &h);
         match constant {
             false => assert!(verdict.as_ref().is_err_and(|why| why.contains("filter transform")), "{verdict:?}"),
             true => assert!(verdict.is_ok(), "{verdict:?}"),
         }
+    }
+}
+
+#[test]
+fn winograd_f2_takes_layers_of_few_tiles() {
+    // One 4×4 output tile: F(4×4) declines whatever the promise, F(2×2) (id 3) takes it.
+    let h = Handle::cpu();
+    for constant in [false, true] {
+        let c = case(WINOGRAD4, [1, 64, 4, 4], [64, 64, 3, 3], 1, constant);
+        let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
+        let f4 = conflux::solver::find_by_id(WINOGRAD4).unwrap().check(&fp, &h);
+        assert!(f4.as_ref().is_err_and(|why| why.contains("F(2×2) is faster")), "{f4:?}");
+        assert!(conflux::solver::find_by_id(3).unwrap().check(&fp, &h).is_ok());
     }
 }

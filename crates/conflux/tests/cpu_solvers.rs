@@ -238,7 +238,7 @@ fn winograd4_wide_and_deep() {
         make_geo(&[0, 0], &[1, 1], &[1, 1], 2, vec![2, 12, 13, 11], vec![66, 6, 3, 3]).unwrap(),
     ];
     let deep = [
-        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 150, 8, 8], vec![40, 150, 3, 3]).unwrap(),
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 150, 8, 12], vec![40, 150, 3, 3]).unwrap(),
         make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![3, 70, 15, 17], vec![33, 70, 3, 3]).unwrap(),
     ];
     for (gi, geo) in exact.iter().chain(&deep).enumerate() {

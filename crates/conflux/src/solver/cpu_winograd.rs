@@ -2,15 +2,10 @@
 //! `Variant::F2` (2-D, 3×3, stride 1, dilation 1, any padding, groups, layout and type, the
 //! fused epilogue, constant weights as in `cpu_winograd4`). 2.25× fewer multiplies than direct
 //! against F(4×4)'s 4×, with transformed filters 16/36 the size. It comes after F(4×4) in the
-//! registry, so it runs where that one declines, or where Find times it faster.
-//!
-//! Measured against F(4×4) (`bench_cpu one CFG N NCHW Winograd 0.4 [const]`, medians, F(4×4)
-//! made to decline; 2026-11-25): 512-7-7-512 N=1 constant weights 844–855 vs 832–841 µs, where
-//! its U is a third of F(4×4)'s 37.7 MB; without the promise 1.77–1.85 vs 1.07–1.09 ms (the
-//! lane-array filter transform); 256-14-14-256 N=1 0.72 vs 0.43 ms; 512-7-7-512 N=8 5.0 vs
-//! 2.8 ms. Its GEMM runs near the F(4×4) rate; the lane-array input transform is 15% of the
-//! 7×7 call. (Until the fourteenth session this solver had a driver of its own, ~20 ms on
-//! 512-7-7-512 N=1.)
+//! registry, so it runs where that one declines (forward problems of at most four 4×4 output
+//! tiles, where U streams from memory: `cpu_winograd4::MIN_FORWARD_TILES` has the
+//! measurements), or where Find times it faster. (Until the fourteenth session this solver
+//! had a driver of its own, ~20 ms on 512-7-7-512 N=1; now 0.6 ms with constant weights.)
 //!
 //! Backward-data is not implemented (F(4×4) and the GEMM solvers serve it).
 

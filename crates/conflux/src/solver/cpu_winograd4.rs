@@ -28,6 +28,15 @@ use std::sync::Arc;
 /// 1024-7-7-1024 and 512-4-4-512 at 262144 per tile 5.2 vs 6.7 ms and 1.02 vs 0.95 ms).
 const MAX_FILTERS_PER_TILE: usize = 262144;
 
+/// Fewest 4×4 output tiles (all images) of a forward problem: with fewer, each transformed
+/// filter serves at most four tiles and streams from memory, and F(2×2) (`cpu_winograd`, next
+/// in the registry) is faster. Measured (`bench_cpu one CFG N NCHW Winograd 0.4 [const]`,
+/// medians, 2026-11-25): 4 tiles, 512-7-7-512 N=1: F(2×2) 595–615 vs 797–808 µs with
+/// constant weights, 940–984 vs 990–1044 without; 256-7-7-256 N=1: 191 vs 228 const, 272 vs
+/// 259 plain. 8 tiles (512-7-7-512 N=2): F(4×4) 842 vs 1243 const, 1246 vs 1469 plain; 16
+/// tiles (256-14-14-256 N=1): 408–427 vs 522–525 const.
+const MIN_FORWARD_TILES: usize = 5;
+
 pub struct CpuWinograd4;
 
 impl Solver for CpuWinograd4 {
@@ -37,11 +46,14 @@ impl Solver for CpuWinograd4 {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, _handle: &Handle) -> std::result::Result<(), String> {
-        let g = match backward_data_forward(problem)? {
-            Some(fwd) => winograd_check(&FusedProblem::conv(fwd))?,
-            None => winograd_check(problem)?,
+        let (g, forward) = match backward_data_forward(problem)? {
+            Some(fwd) => (winograd_check(&FusedProblem::conv(fwd))?, false),
+            None => (winograd_check(problem)?, true),
         };
         let tiles = g.n * g.output[1].div_ceil(4) * g.output[2].div_ceil(4);
+        if forward && tiles < MIN_FORWARD_TILES {
+            return Err(format!("{tiles} output tiles (< {MIN_FORWARD_TILES}): F(2×2) is faster there (transformed filters 16/36 the size)"));
+        }
         let constant = problem.conv_problem().is_some_and(|c| c.direction == Direction::Forward && c.conv.weights_constant());
         if !constant && g.cg() * g.kg() > MAX_FILTERS_PER_TILE * tiles {
             return Err(format!(

@@ -25,8 +25,8 @@ use std::ops::Range;
 
 /// The output tile: F(4×4, 3×3) (6×6 transforms, 36 GEMMs, 4× fewer multiplies than direct)
 /// or F(2×2, 3×3) (4×4, 16 GEMMs, 2.25×). F(2×2)'s transformed filters are 16/36 the size,
-/// which wins where they stream from memory for few tiles (`cpu_winograd` says where). The
-/// AVX-512 intrinsic transforms are F(4×4) only; F(2×2) runs the lane-array ones.
+/// which can win where they stream from memory for few tiles (`cpu_winograd` says where).
+/// Both have AVX-512 input and filter transforms; the output transform's are F(4×4) only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     F4,
@@ -83,11 +83,12 @@ struct Ctx<'a> {
     /// Output tile side (`Variant::m`) and transform points.
     m: usize,
     xi: usize,
-    /// AVX-512 with intrinsics allowed: the GEMM's row kernels, and for F(4×4) the intrinsic
-    /// transforms (else the lane-array versions).
+    /// AVX-512 with intrinsics allowed: the GEMM's row kernels and the intrinsic input and
+    /// filter transforms (else the lane-array versions); the intrinsic output transforms are
+    /// F(4×4) only (`f4_intrinsics`).
     fast: bool,
-    /// The input transform gathers straight from x (f32, F(4×4) intrinsics, offsets within
-    /// i32), with padding and missing tiles masked, instead of from zero-padded planes.
+    /// The input transform gathers straight from x (f32, intrinsics, offsets within i32), with
+    /// padding and missing tiles masked, instead of from zero-padded planes.
     direct_x: bool,
     cg: usize,
     kg: usize,
@@ -251,7 +252,7 @@ impl<'a> Ctx<'a> {
             m,
             xi: v.points(),
             fast: intrinsics && level() == 2,
-            direct_x: intrinsics && level() == 2 && v == Variant::F4 && p.dt == DataType::Float && x_span(g) < (i32::MAX / 4) as usize,
+            direct_x: intrinsics && level() == 2 && p.dt == DataType::Float && x_span(g) < (i32::MAX / 4) as usize,
             cg,
             kg,
             th,
@@ -266,7 +267,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The AVX-512 intrinsic transforms apply (F(4×4) only).
+    /// The AVX-512 intrinsic output transforms apply (F(4×4) only).
     fn f4_intrinsics(&self) -> bool { self.fast && self.v == Variant::F4 }
 }
 
@@ -372,7 +373,7 @@ impl Blocks {
 /// dst + ξ·xi_stride + (c − c0)·nr + lane.
 fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Shared, xi_stride: usize) {
     #[cfg(target_arch = "x86_64")]
-    if cx.f4_intrinsics() && cx.p.dt == DataType::Float && cx.kern.nr.is_multiple_of(16) && cx.fv.k < (i32::MAX / 16) as usize {
+    if cx.fast && cx.p.dt == DataType::Float && cx.kern.nr.is_multiple_of(16) && cx.fv.k < (i32::MAX / 16) as usize {
         let (nr, fv) = (cx.kern.nr, cx.fv);
         let idx: [i32; 16] = std::array::from_fn(|l| (l * fv.k) as i32);
         for c in c0..c1 {
@@ -387,7 +388,8 @@ fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Sh
                 unsafe {
                     let w = (cx.p.w as *const f32).add(group * fv.group + k * fv.k + c * fv.c);
                     let idx = std::arch::x86_64::_mm512_loadu_si512(idx.as_ptr() as *const _);
-                    super::wino4_x86::filter16(w, idx, mask, &fv.taps, dst.0.add((c - c0) * nr + l0), xi_stride);
+                    let f = if cx.v == Variant::F4 { super::wino4_x86::filter16 } else { super::wino4_x86::filter16_f2 };
+                    f(w, idx, mask, &fv.taps, dst.0.add((c - c0) * nr + l0), xi_stride);
                 }
             }
         }
@@ -400,8 +402,8 @@ fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Sh
 #[allow(clippy::too_many_arguments)]
 fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
     #[cfg(target_arch = "x86_64")]
-    if cx.f4_intrinsics() && cx.kern.mr <= 16 {
-        let mr = cx.kern.mr;
+    if cx.fast && cx.kern.mr <= 16 {
+        let (mr, tm) = (cx.kern.mr, cx.m as isize);
         let live = mr.min(cx.tiles - tp * mr);
         // Each lane's window start (element offset, before the tensor for border tiles with
         // direct_x), and which of its six rows and columns exist.
@@ -410,7 +412,7 @@ fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1:
         for (l, b) in base.iter_mut().enumerate().take(live) {
             let t = tp * mr + l;
             let (n, i, j) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
-            let (r0, s0) = if cx.direct_x { (4 * i as isize - g.pad[1] as isize, 4 * j as isize - g.pad[2] as isize) } else { (4 * i as isize, 4 * j as isize) };
+            let (r0, s0) = if cx.direct_x { (tm * i as isize - g.pad[1] as isize, tm * j as isize - g.pad[2] as isize) } else { (tm * i as isize, tm * j as isize) };
             let (h, w) = if cx.direct_x { (g.input[1] as isize, g.input[2] as isize) } else { (cx.ph as isize, cx.pw as isize) };
             let image = if cx.direct_x { n * g.x_strides[0] } else { n * g.c * ch };
             *b = (image + group * cx.cg * ch) as isize + r0 * rs as isize + s0 * cs as isize;
@@ -433,7 +435,8 @@ fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1:
                     let idx = std::arch::x86_64::_mm512_loadu_si512(idx.as_ptr() as *const _);
                     let p = src.wrapping_offset(base[0] + (c * ch) as isize);
                     let dst = vp.0.add(group * vlen + tp * mr * cx.cg + c * mr);
-                    super::wino4_x86::input16_masked(p, idx, rows, cols, rs, cs, store_mask, dst, cx.vx);
+                    let f = if cx.v == Variant::F4 { super::wino4_x86::input16_masked } else { super::wino4_x86::input16_masked_f2 };
+                    f(p, idx, rows, cols, rs, cs, store_mask, dst, cx.vx);
                 }
             }
             return;

@@ -37,6 +37,61 @@ pub unsafe fn filter16(w: *const f32, idx: __m512i, mask: __mmask16, taps: &[usi
     }
 }
 
+/// F(2×2): G' applied to one column (a, b, c): four rows (`wino4_math::f2`).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn g_rows2(a: __m512, b: __m512, c: __m512) -> [__m512; 4] {
+    let ac = _mm512_add_ps(a, c);
+    [a, _mm512_add_ps(ac, b), _mm512_sub_ps(ac, b), c]
+}
+
+/// `filter16` for F(2×2): U' (4×4) of 16 filters for one channel.
+///
+/// # Safety
+/// As `filter16`.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn filter16_f2(w: *const f32, idx: __m512i, mask: __mmask16, taps: &[usize; 9], dst: *mut f32, xi_stride: usize) {
+    let z = _mm512_setzero_ps();
+    let g: [__m512; 9] = std::array::from_fn(|t| _mm512_mask_i32gather_ps::<4>(z, mask, idx, w.add(taps[t])));
+    let cols: [[__m512; 4]; 3] = std::array::from_fn(|col| g_rows2(g[col], g[3 + col], g[6 + col]));
+    for i in 0..4 {
+        let r = g_rows2(cols[0][i], cols[1][i], cols[2][i]);
+        for (j, v) in r.iter().enumerate() {
+            _mm512_storeu_ps(dst.add((4 * i + j) * xi_stride), *v);
+        }
+    }
+}
+
+/// F(2×2): Bᵀ applied to four values.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn b_rows2(d: [__m512; 4]) -> [__m512; 4] {
+    let [d0, d1, d2, d3] = d;
+    [_mm512_sub_ps(d0, d2), _mm512_add_ps(d1, d2), _mm512_sub_ps(d2, d1), _mm512_sub_ps(d1, d3)]
+}
+
+/// `input16_masked` for F(2×2): 4×4 windows (rows and cols: their first four masks).
+///
+/// # Safety
+/// As `input16_masked`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn input16_masked_f2(p: *const f32, idx: __m512i, rows: [__mmask16; 6], cols: [__mmask16; 6], rs: usize, cs: usize, store: __mmask16, dst: *mut f32, xi_stride: usize) {
+    let z = _mm512_setzero_ps();
+    let mut t = [[z; 4]; 4]; // t[i][col]
+    for col in 0..4 {
+        let d: [__m512; 4] = std::array::from_fn(|r| _mm512_mask_i32gather_ps::<4>(z, rows[r] & cols[col], idx, p.wrapping_add(r * rs + col * cs)));
+        for (i, v) in b_rows2(d).into_iter().enumerate() {
+            t[i][col] = v;
+        }
+    }
+    for (i, row) in t.iter().enumerate() {
+        for (j, v) in b_rows2(*row).iter().enumerate() {
+            _mm512_mask_storeu_ps(dst.add((4 * i + j) * xi_stride), store, *v);
+        }
+    }
+}
+
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn b_rows(d: [__m512; 6]) -> [__m512; 6] {
