@@ -676,7 +676,7 @@ unsafe fn copy_lanes(src: &Lanes, dst: *mut f32, n: usize) {
 #[allow(clippy::too_many_arguments)]
 fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) {
     #[cfg(target_arch = "x86_64")]
-    if write_block_channels_last(cx, out, m, ms, cols, group, t0, tlive, k0, klive) || write_block_rows(cx, out, m, ms, cols, group, t0, tlive, k0, klive) {
+    if write_block_direct(cx, out, m, ms, cols, group, t0, tlive, k0, klive) {
         return;
     }
     let [_, oh, ow] = cx.g.output;
@@ -723,48 +723,21 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
     });
 }
 
-/// `write_block` for f32 y with consecutive positions in a row (NCHW), α = 1, β = 0 and a
-/// none / bias / ReLU / bias + ReLU epilogue: each filter's 4×4 block is stored straight from
-/// the output transform (`output16_rows`) instead of through the per-channel stage and a
-/// second pass. False when the block does not qualify (then nothing was written).
+/// `write_block` for f32 y, α = 1, β = 0 and a none / bias / ReLU / bias + ReLU epilogue,
+/// stored straight from the output transform (F(4×4) intrinsics), 16 filters at a time:
+/// - channels consecutive (NHWC): each position's 16-filter run from the transform's lanes
+///   (`output16_channels_last`). Through the per-channel stage, NHWC y was written one element
+///   per cache line (a fifth of 128-28-28-128 N=1).
+/// - positions consecutive in a row (NCHW): each filter's 4×4 block after one transpose
+///   (`output16_rows`), instead of the stage and a second pass (64-55-55-64 N=8 −4 to −11%).
+///
+/// False when the block does not qualify (then nothing was written).
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-fn write_block_rows(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) -> bool {
+fn write_block_direct(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) -> bool {
     let ys = cx.g.y_strides;
-    if !cx.f4_intrinsics() || out.dt != DataType::Float || ys[4] != 1 || out.alpha != 1.0 || out.beta != 0.0 || cols % 16 != 0 {
-        return false;
-    }
-    let Some((bias, relu)) = out.epi.bias_relu_all() else { return false };
-    let [_, oh, ow] = cx.g.output;
-    for tl in 0..tlive {
-        let t = t0 + tl;
-        let (n, ti, tj) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
-        let (rows, wcols) = ((oh - 4 * ti).min(4), (ow - 4 * tj).min(4));
-        for l0 in (0..klive).step_by(16) {
-            let ch = group * cx.kg + k0 + l0;
-            let b = bias.map_or(std::ptr::null(), |b| b[ch..].as_ptr());
-            // SAFETY: AVX-512 was detected (cx.f4_intrinsics); M holds 36 slabs of `ms` with this
-            // tile's row of `cols` (a multiple of 16) filters, so 16 lanes from l0 are readable;
-            // the stored outputs are this task's (n, channel, tile) elements of y.
-            unsafe {
-                let y = (out.ptr as *mut f32).add(n * ys[0] + ch * ys[1] + 4 * ti * ys[3] + 4 * tj);
-                super::wino4_x86::output16_rows(m[tl * cols + l0..].as_ptr(), ms, y, ys[1], ys[3], rows, wcols, (klive - l0).min(16), b, relu);
-            }
-        }
-    }
-    true
-}
-
-/// `write_block` for f32 y with consecutive channels (NHWC), α = 1, β = 0 and a none / bias /
-/// ReLU / bias + ReLU epilogue: each position's 16-filter run is stored straight from the
-/// output transform's lanes (`output16_channels_last`). Through the per-channel stage, NHWC y
-/// was written one element per cache line (a fifth of 128-28-28-128 N=1). False when the
-/// block does not qualify (then nothing was written).
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-fn write_block_channels_last(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) -> bool {
-    let ys = cx.g.y_strides;
-    if !cx.f4_intrinsics() || out.dt != DataType::Float || ys[1] != 1 || out.alpha != 1.0 || out.beta != 0.0 || cols % 16 != 0 {
+    let channels_last = ys[1] == 1;
+    if !cx.f4_intrinsics() || out.dt != DataType::Float || !(channels_last || ys[4] == 1) || out.alpha != 1.0 || out.beta != 0.0 || cols % 16 != 0 {
         return false;
     }
     let Some((bias, relu)) = out.epi.bias_relu_all() else { return false };
@@ -775,15 +748,20 @@ fn write_block_channels_last(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, co
         let (rows, wcols) = ((oh - 4 * ti).min(4), (ow - 4 * tj).min(4));
         for l0 in (0..klive).step_by(16) {
             let live = (klive - l0).min(16);
-            let mask: u16 = if live == 16 { 0xffff } else { (1u16 << live) - 1 };
             let ch = group * cx.kg + k0 + l0;
             let b = bias.map_or(std::ptr::null(), |b| b[ch..].as_ptr());
-            // SAFETY: AVX-512 was detected (cx.fast); M holds 36 slabs of `ms` with this tile's
-            // row of `cols` (a multiple of 16) filters, so 16 lanes from l0 are readable; the
-            // stored outputs are this task's (n, channel, tile) elements of y.
+            // SAFETY: AVX-512 was detected (cx.f4_intrinsics); M holds 36 slabs of `ms` with this
+            // tile's row of `cols` (a multiple of 16) filters, so 16 lanes from l0 are readable;
+            // the stored outputs are this task's (n, channel, tile) elements of y.
             unsafe {
-                let y = (out.ptr as *mut f32).add(n * ys[0] + ch + 4 * ti * ys[3] + 4 * tj * ys[4]);
-                super::wino4_x86::output16_channels_last(m[tl * cols + l0..].as_ptr(), ms, y, ys[3], ys[4], rows, wcols, mask, b, relu);
+                let y = (out.ptr as *mut f32).add(n * ys[0] + ch * ys[1] + 4 * ti * ys[3] + 4 * tj * ys[4]);
+                let mv = m[tl * cols + l0..].as_ptr();
+                if channels_last {
+                    let mask: u16 = if live == 16 { 0xffff } else { (1u16 << live) - 1 };
+                    super::wino4_x86::output16_channels_last(mv, ms, y, ys[3], ys[4], rows, wcols, mask, b, relu);
+                } else {
+                    super::wino4_x86::output16_rows(mv, ms, y, ys[1], ys[3], rows, wcols, live, b, relu);
+                }
             }
         }
     }
