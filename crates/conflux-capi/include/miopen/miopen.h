@@ -1193,7 +1193,7 @@ miopenConvolutionBiasActivationForward(miopenHandle_t handle,
 /* Convolution attribute: does the caller promise constant weights? 0 (default): every call
  * reads the filter. 1: the values behind a filter address do not change from call to call
  * (an inference engine's frozen weights), so conflux may transform the filter once per
- * address and reuse the result (CPU: the 1x1 and Winograd F(4x4) forward solvers keep the
+ * address and reuse the result (CPU: the 1x1 and Winograd F(4x4) and F(2x2) forward solvers keep the
  * transformed filter of the last few addresses per compiled problem or fusion plan; the GPU
  * ignores it). Writing new values at the same address is then the caller's error: results
  * keep using the old ones. To change weights, pass them at another address, or use a
