@@ -76,8 +76,10 @@ pub mod x86 {
 
     /// `R` × V vectors of accumulators over kc channels. `PF`: prefetch the next tile's lines
     /// of each channel into L2 (x is read in place, V lines per channel per tile: too many
-    /// streams for the hardware prefetchers; into L1 they were evicted by W before use). A function of its own, like `conv1x1_kernel`'s: with the
-    /// loop inside the tile the accumulators were spilled to the stack (2.5× slower). V = 4 with R = 7 needs 33 registers and spilled too.
+    /// streams for the hardware prefetchers; into L1 they were evicted by W before use).
+    /// A function of its own, like `conv1x1_kernel`'s: with the loop inside the tile the
+    /// accumulators were spilled to the stack (2.5× slower). V = 4 with R = 7 needs 33
+    /// registers and spilled too.
     #[target_feature(enable = "avx512f")]
     #[inline]
     unsafe fn acc<const R: usize, const PF: bool>(kc: usize, w: *const f32, ws: usize, x: *const f32, xs: usize, m: [__mmask16; V]) -> [[__m512; V]; R] {
