@@ -51,8 +51,10 @@ impl Solver for CpuWinograd {
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
-        // 2.25× fewer multiplies than direct, at ~250 GFLOP/s of them on 2 AVX-512 cores.
-        problem.conv_problem().map(|c| 2.0 * c.macs() / 2.25 / 250e9 * 1e3 + 0.01).unwrap_or(f64::MAX)
+        // ~230 direct-equivalent GFLOP/s on 2 AVX-512 cores, about 0.78× F(4×4)'s rate where
+        // both apply (256-14-14-256 N=1: 522 vs 408 µs), so immediate mode ranks it after
+        // F(4×4) (`cpu_winograd4` assumes 300).
+        problem.conv_problem().map(|c| 2.0 * c.macs() / 230e9 * 1e3 + 0.01).unwrap_or(f64::MAX)
     }
 
     fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
