@@ -10,6 +10,7 @@
 //! (`suits`).
 
 use super::conv1x1::{kc_max, Problem};
+use super::even_part as part;
 use super::conv1x1_pos_kernel::{Finish, PosKernels, PosTile, KR, PR};
 use rayon::prelude::*;
 
@@ -25,9 +26,9 @@ pub const MAX_ROW_BYTES: usize = 4096;
 pub const MAX_W_BYTES: usize = 1 << 20;
 
 /// Whether `p` is NCHW on both sides with images of a size where this driver beats the
-/// channels-in-lanes one: 28×28 (`bench_cpu one CFG N NCHW Gemm 0.4 const`, medians, same
-/// runs): 512-28-28-128 N=1 427 → 365 µs, N=8 2.96 → 2.64 ms; 128-28-28-512 N=8 2.74 → 2.59
-/// ms, N=1 equal.
+/// channels-in-lanes one on the whole: 28×28 (`bench_cpu one CFG N NCHW Gemm 0.4 const`,
+/// medians, same runs): 512-28-28-128 N=1 427 → 365 µs, N=8 2.96 → 2.64 ms; 128-28-28-512
+/// N=8 2.74 → 2.59 ms, but N=1 5–8% slower (329 → 357 µs).
 pub fn suits(p: &Problem) -> bool {
     let row_bytes = p.xs[1].max(p.ys[1]) * 4;
     p.xp == 1 && p.yp == 1 && p.hw >= MIN_POSITIONS && row_bytes < MAX_ROW_BYTES && p.c * p.k * 4 <= MAX_W_BYTES
@@ -46,19 +47,9 @@ impl PosSplit {
     pub fn choose(p: &Problem, threads: usize) -> PosSplit {
         let tiles = p.n * p.hw.div_ceil(PR);
         let want = 3 * threads.max(1);
-        let row_groups = want
-            .div_ceil(tiles.max(1))
-            .clamp(1, p.k.div_ceil(KR).max(1));
-        PosSplit {
-            tile_blocks: tiles.min(want.div_ceil(row_groups)).max(1),
-            row_groups,
-        }
+        let row_groups = want.div_ceil(tiles.max(1)).clamp(1, p.k.div_ceil(KR).max(1));
+        PosSplit { tile_blocks: tiles.min(want.div_ceil(row_groups)).max(1), row_groups }
     }
-}
-
-/// Part `i` of `0..len` cut into `parts` ranges that differ by at most one.
-fn part(len: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
-    i * len / parts..(i + 1) * len / parts
 }
 
 /// y = ReLU?(conv(x, W) + bias?) for an NCHW `p` (xp = yp = 1).
@@ -67,10 +58,7 @@ fn part(len: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
 /// The pointers and strides of `p` address valid tensors; `kern` runs on this CPU; y does not
 /// overlap x or W.
 pub unsafe fn forward(p: &Problem, kern: &PosKernels, split: PosSplit) {
-    assert!(
-        p.xp == 1 && p.yp == 1,
-        "conv1x1_pos: positions must be consecutive in x and y"
-    );
+    assert!(p.xp == 1 && p.yp == 1, "conv1x1_pos: positions must be consecutive in x and y");
     if p.n == 0 || p.k == 0 || p.hw == 0 {
         return;
     }
@@ -78,10 +66,7 @@ pub unsafe fn forward(p: &Problem, kern: &PosKernels, split: PosSplit) {
     let tiles = p.n * per_image;
     let rblocks = p.k.div_ceil(KR);
     let kblocks = p.c.div_ceil(kc_max(p)).max(1);
-    let (tb, rg) = (
-        split.tile_blocks.clamp(1, tiles),
-        split.row_groups.clamp(1, rblocks),
-    );
+    let (tb, rg) = (split.tile_blocks.clamp(1, tiles), split.row_groups.clamp(1, rblocks));
     (0..tb * rg).into_par_iter().for_each(|task| {
         let (ti, gi) = (task / rg, task % rg);
         let rows = part(rblocks, rg, gi);
@@ -105,11 +90,7 @@ pub unsafe fn forward(p: &Problem, kern: &PosKernels, split: PosSplit) {
                         first: kb == 0,
                         prefetch: r == rows.start,
                     };
-                    let bias = if p.bias.is_null() {
-                        p.bias
-                    } else {
-                        p.bias.add(ks.start)
-                    };
+                    let bias = if p.bias.is_null() { p.bias } else { p.bias.add(ks.start) };
                     let fin = Finish { bias, relu: p.relu };
                     (kern.tile)(&tile, (kb + 1 == kblocks).then_some(&fin));
                 }

@@ -167,10 +167,7 @@ pub struct PosKernels {
 pub fn best() -> Option<PosKernels> {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") {
-        return Some(PosKernels {
-            name: "avx512",
-            tile: x86::tile_avx512,
-        });
+        return Some(PosKernels { name: "avx512", tile: x86::tile_avx512 });
     }
     None
 }
@@ -178,9 +175,6 @@ pub fn best() -> Option<PosKernels> {
 /// Every kernel this CPU can run (tests run them all).
 pub fn available() -> Vec<PosKernels> {
     let mut v: Vec<PosKernels> = best().into_iter().collect();
-    v.push(PosKernels {
-        name: "portable",
-        tile: tile_portable,
-    });
+    v.push(PosKernels { name: "portable", tile: tile_portable });
     v
 }

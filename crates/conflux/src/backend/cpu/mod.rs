@@ -33,3 +33,9 @@ mod wino4_x86;
 mod transpose_x86;
 
 pub use pool::on_pool;
+
+/// Part `i` of `0..len` cut into `parts` ranges that differ in length by at most one (task
+/// blocks of equal work: a short last block leaves a core idle).
+pub(crate) fn even_part(len: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
+    i * len / parts..(i + 1) * len / parts
+}

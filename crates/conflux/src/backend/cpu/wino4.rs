@@ -1,12 +1,13 @@
 //! Winograd F(4×4, 3×3) forward convolution (2-D, 3×3, stride 1, dilation 1, any padding,
 //! groups, layout and type; transforms in `wino4_math.rs`), and F(2×2, 3×3) through the same
 //! phases (`Variant`). Four parallel phases:
-//! 1. x into zero-padded f32 planes, so layout, type and padding are handled once;
+//! 1. x into zero-padded f32 planes, so layout, type and padding are handled once (skipped
+//!    for f32 x with the AVX-512 transforms, which gather from x with the padding masked);
 //! 2. input transform once per (tile, channel) into A panels V[group][ξ][tile panel][c][mr];
 //! 3. filter transform once per (filter, channel) into B panels U[group][ξ][filter panel][c][nr];
-//! 4. tasks of (tile block, filter block): the 36 (F(2×2): 16) GEMMs M_ξ = V_ξ·U_ξ through the packed
-//!    micro-kernel into a task-local buffer, then the output transform, α/β and the epilogue
-//!    straight into y while M is still in cache.
+//! 4. tasks of (tile block, filter block): the 36 (F(2×2): 16) GEMMs M_ξ = V_ξ·U_ξ through
+//!    the packed micro-kernel into a task-local buffer, then the output transform, α/β and the
+//!    epilogue straight into y while M is still in cache.
 //!
 //! Tiles are the GEMM rows (broadcast operand) and filters the columns (vector operand):
 //! filter counts are multiples of 32 in real networks, tile counts often are not.
@@ -365,7 +366,7 @@ impl Blocks {
     /// one partial panel streamed every filter panel again for a few rows (49 tiles = 4 + 1
     /// panels: that block took 7% of 128-28-28-128 at N=1; 3 + 2 is the same block count).
     fn tile_panels(&self, ti: usize, tpanels: usize) -> Range<usize> {
-        ti * tpanels / self.tblocks..(ti + 1) * tpanels / self.tblocks
+        super::even_part(tpanels, self.tblocks, ti)
     }
 }
 

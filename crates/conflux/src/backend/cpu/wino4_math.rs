@@ -1,5 +1,6 @@
-//! Winograd F(4×4, 3×3) transforms (points 0, ±1, ±2, ∞), and F(2×2, 3×3) in `f2`, on lanes: every value is an array of
-//! `L` independent problems (tiles, filters or output channels), so the loops vectorize.
+//! Winograd F(4×4, 3×3) transforms (points 0, ±1, ±2, ∞), and F(2×2, 3×3) in `f2`, on lanes:
+//! every value is an array of `L` independent problems (tiles, filters or output channels), so
+//! the loops vectorize.
 //!
 //! The textbook filter matrix G has entries 1/4, 1/6, 1/12, 1/24, which would make
 //! small-integer data inexact. We use the scaled G' = diag(4, 6, 6, 24, 24, 1)·G (integer), and
