@@ -38,9 +38,14 @@ fn case(solution: u64, x: [usize; 4], w: [usize; 4], pad: i64, constant: bool) -
 /// The cases whose solver applies on this machine (the 1×1 solver needs AVX-512).
 fn cases(constant: bool) -> Vec<Case> {
     let h = Handle::cpu();
-    // 1×1 with 300 input channels (two K blocks) and 70 filters (a partial panel); Winograd
+    // 1×1 with 300 input channels (two K blocks) and 70 filters (a partial panel); 1×1 on
+    // 272-position images (the positions-in-lanes driver, W packed by row blocks); Winograd
     // with partial last tiles and a partial filter panel.
-    [case(GEMM1X1, [2, 300, 5, 7], [70, 300, 1, 1], 0, constant), case(WINOGRAD4, [2, 12, 9, 11], [40, 12, 3, 3], 1, constant)]
+    [
+        case(GEMM1X1, [2, 300, 5, 7], [70, 300, 1, 1], 0, constant),
+        case(GEMM1X1, [2, 20, 16, 17], [30, 20, 1, 1], 0, constant),
+        case(WINOGRAD4, [2, 12, 9, 11], [40, 12, 3, 3], 1, constant),
+    ]
         .into_iter()
         .filter(|c| {
             let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
@@ -67,7 +72,7 @@ fn forward(h: &Handle, c: &Case, x: &Dev, w: &Dev) -> Vec<f64> {
 fn new_addresses_give_new_results_and_known_ones_the_kept_transform() {
     let h = Handle::cpu();
     for c in cases(true) {
-        let label = format!("solution {}", c.solution);
+        let label = format!("solution {} x {:?}", c.solution, c.x.lens());
         let x = random(&h, &c.x, Fill::SmallInt(-2, 2), 1);
         let w1 = random(&h, &c.w, Fill::SmallInt(-2, 2), 2);
         let w2 = random(&h, &c.w, Fill::SmallInt(-2, 2), 3);

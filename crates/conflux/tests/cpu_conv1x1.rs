@@ -2,14 +2,15 @@
 //! (`backend/cpu/conv1x1.rs`), every tile this machine can run, against an f64 loop: positions
 //! per image that leave 1..13 for the last tile, partial channel panels, several K blocks,
 //! tiles of one task spanning images, forced small splits, gaps after every channel and image
-//! row that must stay untouched, bias and ReLU, exact small-integer data bit for bit. The
-//! solver around it is covered in `cpu_solvers.rs` (`gemm1x1_*`).
+//! row that must stay untouched, bias and ReLU, exact small-integer data bit for bit. NCHW
+//! cases also run the positions-in-lanes driver (`conv1x1_pos.rs`), with W in place and
+//! packed by row blocks. The solver around it is covered in `cpu_solvers.rs` (`gemm1x1_*`).
 
 mod support;
 
 use conflux::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
 use conflux::backend::cpu::conv1x1_kernel::available;
-use conflux::backend::cpu::conv1x1_pos::{self, PosSplit};
+use conflux::backend::cpu::conv1x1_pos::{self, PackedWalk, PosSplit};
 use conflux::backend::cpu::conv1x1_pos_kernel;
 use conflux::reference::fill::{fill_normal, fill_small_int};
 use support::Rng;
@@ -115,6 +116,17 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
         // SAFETY: as above.
         unsafe { conv1x1_pos::forward(&p, &kern, split) };
         check(&y, &format!("positions {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?}", kern.name));
+        // W packed by row blocks (constant weights): the chosen walk, and chunks of one and
+        // two tiles with K blocks of 7 channels (several copy passes per task).
+        let mut packed = vec![f32::NAN; conv1x1_pos::packed_rows_len(&p)];
+        // SAFETY: as above; `packed` holds packed_rows_len values.
+        unsafe { conv1x1_pos::pack_rows(&p, &mut packed) };
+        for walk in [PackedWalk::choose(&p), PackedWalk { chunk: 1, kc: 7 }, PackedWalk { chunk: 2, kc: 7 }] {
+            y.fill(f32::NAN);
+            // SAFETY: as above.
+            unsafe { conv1x1_pos::forward_packed(&p, &kern, split, walk, &packed) };
+            check(&y, &format!("positions packed {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?} {walk:?}", kern.name));
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use super::cpu_conv::{conv_of, run_parts};
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
 use crate::backend::cpu::conv1x1_kernel::{self, Kernels};
-use crate::backend::cpu::conv1x1_pos::{self, PosSplit};
+use crate::backend::cpu::conv1x1_pos::{self, PackedWalk, PosSplit};
 use crate::backend::cpu::conv1x1_pos_kernel::{self, PosKernels};
 use crate::backend::cpu::conv_gemm;
 use crate::backend::cpu::weight_cache::WeightCache;
@@ -35,7 +35,8 @@ struct Gemm1x1Invoker {
     kern: Kernels,
     /// Positions-in-lanes tiles for large NCHW images (`conv1x1_pos`).
     pos: Option<PosKernels>,
-    /// Packed W by filter address, when the caller promised constant weights.
+    /// Packed W by filter address, when the caller promised constant weights: laid out by
+    /// `conv1x1_pos::pack_rows` where `conv1x1_pos::suits`, else by `conv1x1::pack_all`.
     packed: Option<WeightCache>,
 }
 
@@ -145,9 +146,28 @@ impl Invoker for Gemm1x1Invoker {
             .collect();
         let threads = rayon::current_num_threads();
         if let (Some(pos), true) = (&self.pos, conv1x1_pos::suits(&problems[0])) {
-            for p in &problems {
-                // SAFETY: as below; `suits` established NCHW x and y.
-                unsafe { conv1x1_pos::forward(p, pos, PosSplit::choose(p, threads)) };
+            // (`suits` depends on the descriptors only, so a kept W always has this layout.)
+            let Some(cache) = &self.packed else {
+                for p in &problems {
+                    // SAFETY: as below; `suits` established NCHW x and y.
+                    unsafe { conv1x1_pos::forward(p, pos, PosSplit::choose(p, threads)) };
+                }
+                return Ok(());
+            };
+            let per_group = conv1x1_pos::packed_rows_len(&problems[0]);
+            // SAFETY: as below; each group's slice holds packed_rows_len values.
+            let packed = unsafe {
+                cache.filter(&self.problem, r.ptrs.w, per_group * g.groups, |dst| {
+                    for (p, d) in problems.iter().zip(dst.chunks_mut(per_group)) {
+                        conv1x1_pos::pack_rows(p, d);
+                    }
+                })
+            };
+            for (group, p) in problems.iter().enumerate() {
+                let w = &packed.as_slice()[group * per_group..(group + 1) * per_group];
+                // SAFETY: as below; `suits` established NCHW x and y, `w` is this group's W
+                // packed by `pack_rows`.
+                unsafe { conv1x1_pos::forward_packed(p, pos, PosSplit::choose(p, threads), PackedWalk::choose(p), w) };
             }
             return Ok(());
         }

@@ -12,6 +12,7 @@
 use super::conv1x1::{kc_max, Problem};
 use super::even_part as part;
 use super::conv1x1_pos_kernel::{Finish, PosKernels, PosTile, KR, PR};
+use super::gemm::{with_scratch, Slot};
 use rayon::prelude::*;
 
 /// Fewest positions per image. 14×14 (196) measured 1.6–1.8× slower than the
@@ -83,12 +84,14 @@ pub unsafe fn forward(p: &Problem, kern: &PosKernels, split: PosSplit) {
                         kc: cs.len(),
                         w: p.w.add(ks.start * p.ws0 + cs.start),
                         ws: p.ws0,
+                        wc: 1,
                         x: p.x.add(n * p.xs[0] + cs.start * p.xs[1] + p0),
                         xs: p.xs[1],
                         y: p.y.add(n * p.ys[0] + ks.start * p.ys[1] + p0),
                         ys: p.ys[1],
                         first: kb == 0,
                         prefetch: r == rows.start,
+                        copy_to: std::ptr::null_mut(),
                     };
                     let bias = if p.bias.is_null() { p.bias } else { p.bias.add(ks.start) };
                     let fin = Finish { bias, relu: p.relu };
@@ -96,5 +99,111 @@ pub unsafe fn forward(p: &Problem, kern: &PosKernels, split: PosSplit) {
                 }
             }
         }
+    });
+}
+
+/// Largest K block of `forward_packed`: a row block of packed W (14 filters × 512 channels,
+/// 28 KiB) stays in L1 while the x tiles stream through from L2.
+const KC_PACKED: usize = 512;
+/// Most bytes of x one task copies out at a time (a chunk of tiles): the chunk is read again
+/// from L2 for every row block of W.
+const CHUNK_BYTES: usize = 256 << 10;
+
+/// How `forward_packed` walks a task: `chunk` tiles of x copied out at a time, K blocks of
+/// at most `kc` channels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PackedWalk {
+    pub chunk: usize,
+    pub kc: usize,
+}
+
+impl PackedWalk {
+    pub fn choose(p: &Problem) -> PackedWalk {
+        PackedWalk { chunk: (CHUNK_BYTES / (p.c.max(1) * PR * 4)).max(1), kc: KC_PACKED }
+    }
+}
+
+/// Values of W packed by `pack_rows`.
+pub fn packed_rows_len(p: &Problem) -> usize { p.k * p.c }
+
+/// W packed for `forward_packed`: K split evenly into K.div_ceil(KR) row blocks, block `ks`
+/// stored as [channel][ks.len()] from `ks.start·C`, so a tile's broadcasts come from one
+/// pointer and each K block of a row block is contiguous.
+///
+/// # Safety
+/// `p.w` addresses K filters of C values at row stride `p.ws0`; `dst` has `packed_rows_len(p)`
+/// values.
+pub unsafe fn pack_rows(p: &Problem, dst: &mut [f32]) {
+    let rblocks = p.k.div_ceil(KR);
+    for r in 0..rblocks {
+        let ks = part(p.k, rblocks, r);
+        let block = &mut dst[ks.start * p.c..ks.end * p.c];
+        for (i, k) in ks.clone().enumerate() {
+            for c in 0..p.c {
+                // SAFETY: filter k < K, channel c < C.
+                block[c * ks.len() + i] = unsafe { *p.w.add(k * p.ws0 + c) };
+            }
+        }
+    }
+}
+
+/// y = ReLU?(conv(x, W) + bias?) for an NCHW `p` with W packed by `pack_rows` (`w`, the
+/// constant-weights path). Per task and chunk of tiles: the first row block of W reads x in
+/// place and copies it out ([tile][channel][32 positions], zeros past the image's end); the
+/// other row blocks read the copy, one contiguous run per tile, while their block of W stays
+/// in L1. Against `forward`: no address arithmetic per filter, and W read from L1, not L2.
+///
+/// # Safety
+/// As `forward`; `w` holds `pack_rows`'s result for this W.
+pub unsafe fn forward_packed(p: &Problem, kern: &PosKernels, split: PosSplit, walk: PackedWalk, w: &[f32]) {
+    assert!(p.xp == 1 && p.yp == 1, "conv1x1_pos: positions must be consecutive in x and y");
+    assert!(w.len() >= packed_rows_len(p), "conv1x1_pos: packed W too short");
+    if p.n == 0 || p.k == 0 || p.hw == 0 {
+        return;
+    }
+    let per_image = p.hw.div_ceil(PR);
+    let tiles = p.n * per_image;
+    let rblocks = p.k.div_ceil(KR);
+    let kblocks = p.c.div_ceil(walk.kc.max(1));
+    let chunk = walk.chunk.max(1);
+    let (tb, rg) = (split.tile_blocks.clamp(1, tiles), split.row_groups.clamp(1, rblocks));
+    let at = |t: usize| (t / per_image, t % per_image * PR);
+    (0..tb * rg).into_par_iter().for_each(|task| {
+        let (ti, gi) = (task / rg, task % rg);
+        let (rows, task_tiles) = (part(rblocks, rg, gi), part(tiles, tb, ti));
+        with_scratch(Slot::Task, chunk.min(task_tiles.len()) * p.c * PR, |xt| {
+            for first_tile in task_tiles.clone().step_by(chunk) {
+                let chunk_tiles = first_tile..(first_tile + chunk).min(task_tiles.end);
+                for kb in 0..kblocks {
+                    let cs = part(p.c, kblocks, kb);
+                    for r in rows.clone() {
+                        let ks = part(p.k, rblocks, r);
+                        let bias = if p.bias.is_null() { p.bias } else { p.bias.add(ks.start) };
+                        let fin = Finish { bias, relu: p.relu };
+                        let copying = r == rows.start;
+                        for (j, t) in chunk_tiles.clone().enumerate() {
+                            let (n, p0) = at(t);
+                            let copy = xt[(j * p.c + cs.start) * PR..].as_mut_ptr();
+                            let tile = PosTile {
+                                rows: ks.len(),
+                                live: PR.min(p.hw - p0),
+                                kc: cs.len(),
+                                w: w[ks.start * p.c + cs.start * ks.len()..].as_ptr(),
+                                ws: 1,
+                                wc: ks.len(),
+                                x: if copying { p.x.add(n * p.xs[0] + cs.start * p.xs[1] + p0) } else { copy },
+                                xs: if copying { p.xs[1] } else { PR },
+                                y: p.y.add(n * p.ys[0] + ks.start * p.ys[1] + p0),
+                                ys: p.ys[1],
+                                first: kb == 0,
+                                prefetch: copying,
+                                copy_to: if copying { copy } else { std::ptr::null_mut() },
+                            };
+                            (kern.tile)(&tile, (kb + 1 == kblocks).then_some(&fin));
+                        }
+                    }
+                }
+            }
+        });
     });
 }

@@ -1,8 +1,10 @@
 //! Micro-tiles of the 1×1 NCHW forward convolution with the spatial positions in the vector
 //! lanes (`conv1x1_pos.rs`): `rows` filters × up to 64 consecutive positions of one image.
 //!
-//! Both operands are read in place: filter i's channel p at `w + i·ws + p` (broadcast), the
-//! positions of channel p at `x + p·xs` (V vectors, masked to `live` positions). The tile
+//! Filter i's channel p is at `w + i·ws + p·wc` (broadcast): W in place has wc = 1, W packed
+//! per row block as [channel][rows] (`conv1x1_pos::pack_rows`) ws = 1 and wc = rows. The
+//! positions of channel p are at `x + p·xs` (V vectors, masked to `live` positions): x in
+//! place, or a tile of it copied out (`conv1x1_pos::forward_packed`). The tile
 //! accumulates one K block into y's rows (filter i at `y + i·ys`): `first` starts from zero,
 //! otherwise from what y holds; `last` adds the bias of each filter and applies ReLU.
 
@@ -28,14 +30,18 @@ pub struct PosTile {
     pub kc: usize,
     pub w: *const f32,
     pub ws: usize,
+    pub wc: usize,
     pub x: *const f32,
     pub xs: usize,
     pub y: *mut f32,
     pub ys: usize,
     pub first: bool,
     /// Prefetch the next tile's positions of each channel into L2 (set for the first filter
-    /// block of a tile).
+    /// block of a tile; with packed W the copying tiles always prefetch).
     pub prefetch: bool,
+    /// Where to copy the x tile while it is read, or null: kc channels of PR values at
+    /// channel stride PR, zeros past `live`. Packed W only.
+    pub copy_to: *mut f32,
 }
 
 /// `tile(t, finish)` with rows in 1..=KR and live in 1..=PR.
@@ -45,13 +51,21 @@ pub type PosTileFn = unsafe fn(&PosTile, Option<&Finish>);
 ///
 /// # Safety
 /// `t.w` covers rows filters × kc channels, `t.x` kc channels × live positions, `t.y` rows ×
-/// live writable values (read unless `first`); a non-null bias covers `rows` values.
+/// live writable values (read unless `first`); a non-null bias covers `rows` values; a
+/// non-null `t.copy_to` kc·PR writable values.
 pub unsafe fn tile_portable(t: &PosTile, fin: Option<&Finish>) {
+    if !t.copy_to.is_null() {
+        for p in 0..t.kc {
+            for l in 0..PR {
+                *t.copy_to.add(p * PR + l) = if l < t.live { *t.x.add(p * t.xs + l) } else { 0.0 };
+            }
+        }
+    }
     for i in 0..t.rows {
         for l in 0..t.live {
             let mut s = 0f32;
             for p in 0..t.kc {
-                s += *t.w.add(i * t.ws + p) * *t.x.add(p * t.xs + l);
+                s += *t.w.add(i * t.ws + p * t.wc) * *t.x.add(p * t.xs + l);
             }
             let y = t.y.add(i * t.ys + l);
             let mut v = if t.first { s } else { s + *y };
@@ -74,32 +88,47 @@ pub mod x86 {
     use super::{Finish, PosTile, KR, V};
     use std::arch::x86_64::*;
 
-    /// `R` × V vectors of accumulators over kc channels. `PF`: prefetch the next tile's lines
-    /// of each channel into L2 (x is read in place, V lines per channel per tile: too many
-    /// streams for the hardware prefetchers; into L1 they were evicted by W before use).
+    /// `R` × V vectors of accumulators over the tile's kc channels.
+    /// - `PACKED`: W packed as [channel][R] (`ws` = 1, `wc` = R), so the broadcasts come from
+    ///   one pointer at fixed offsets; else each filter row read in place (`wc` = 1).
+    /// - `PF`: prefetch the next tile's lines of each channel into L2 (x read in place, V lines
+    ///   per channel per tile: too many streams for the hardware prefetchers; into L1 they were
+    ///   evicted by W before use).
+    /// - `FULL`: all PR positions live, so x is loaded without masks (masked loads measured a
+    ///   few per cent slower in a tile running from L1).
+    /// - `COPY`: also store each channel's x vectors to `copy_to` (stride PR), the dead lanes
+    ///   as zeros.
+    ///
     /// A function of its own, like `conv1x1_kernel`'s: with the loop inside the tile the
     /// accumulators were spilled to the stack (2.5× slower). V = 4 with R = 7 needs 33
     /// registers and spilled too.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn acc<const R: usize, const PF: bool>(kc: usize, w: *const f32, ws: usize, x: *const f32, xs: usize, m: [__mmask16; V]) -> [[__m512; V]; R] {
+    unsafe fn acc<const R: usize, const PACKED: bool, const PF: bool, const FULL: bool, const COPY: bool>(t: &PosTile, m: [__mmask16; V]) -> [[__m512; V]; R] {
         let mut acc = [[_mm512_setzero_ps(); V]; R];
-        let rows: [*const f32; R] = std::array::from_fn(|i| w.wrapping_add(i * ws));
-        let mut xp = x;
-        for p in 0..kc {
-            let b: [__m512; V] = std::array::from_fn(|h| _mm512_maskz_loadu_ps(m[h], xp.add(16 * h)));
-            if PF {
-                for h in 0..V {
+        let rows: [*const f32; R] = std::array::from_fn(|i| t.w.wrapping_add(i * t.ws));
+        let (mut wp, mut xp, mut dp) = (t.w, t.x, t.copy_to);
+        for p in 0..t.kc {
+            let b: [__m512; V] = std::array::from_fn(|h| if FULL { _mm512_loadu_ps(xp.add(16 * h)) } else { _mm512_maskz_loadu_ps(m[h], xp.add(16 * h)) });
+            for h in 0..V {
+                if PF {
                     _mm_prefetch::<_MM_HINT_T1>(xp.wrapping_add(16 * (V + h)) as *const i8);
                 }
-            }
-            for i in 0..R {
-                let a = _mm512_set1_ps(*rows[i].add(p));
-                for h in 0..V {
-                    acc[i][h] = _mm512_fmadd_ps(a, b[h], acc[i][h]);
+                if COPY {
+                    _mm512_storeu_ps(dp.add(16 * h), b[h]);
                 }
             }
-            xp = xp.add(xs);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let a = _mm512_set1_ps(if PACKED { *wp.add(i) } else { *rows[i].add(p) });
+                for h in 0..V {
+                    row[h] = _mm512_fmadd_ps(a, b[h], row[h]);
+                }
+            }
+            wp = wp.wrapping_add(R);
+            xp = xp.add(t.xs);
+            if COPY {
+                dp = dp.add(16 * V);
+            }
         }
         acc
     }
@@ -112,7 +141,23 @@ pub mod x86 {
             if n == 16 { 0xffff } else { (1u16 << n) - 1 }
         };
         let m: [__mmask16; V] = std::array::from_fn(mask);
-        let acc = if t.prefetch { acc::<R, true>(t.kc, t.w, t.ws, t.x, t.xs, m) } else { acc::<R, false>(t.kc, t.w, t.ws, t.x, t.xs, m) };
+        let full = t.live == 16 * V;
+        let acc = if t.wc == 1 {
+            match (t.prefetch, full) {
+                (true, true) => acc::<R, false, true, true, false>(t, m),
+                (true, false) => acc::<R, false, true, false, false>(t, m),
+                (false, true) => acc::<R, false, false, true, false>(t, m),
+                (false, false) => acc::<R, false, false, false, false>(t, m),
+            }
+        } else {
+            debug_assert!(t.ws == 1 && t.wc == R, "conv1x1 position tile: W neither in place nor packed by rows");
+            match (t.copy_to.is_null(), full) {
+                // Copied tiles hold zeros past `live`.
+                (true, _) => acc::<R, true, false, true, false>(t, m),
+                (false, true) => acc::<R, true, true, true, true>(t, m),
+                (false, false) => acc::<R, true, true, false, true>(t, m),
+            }
+        };
         let zero = _mm512_setzero_ps();
         for (i, row) in acc.iter().enumerate() {
             let y = t.y.add(i * t.ys);
