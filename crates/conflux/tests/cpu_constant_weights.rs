@@ -1,6 +1,6 @@
 //! The constant-weights promise (conflux convolution attribute CONSTANT_WEIGHTS) on the CPU
-//! solvers that keep a transformed filter per filter address: the 1×1 GEMM (8) and Winograd
-//! F(4×4) (7), through the convolution API and a fusion plan. New addresses give new
+//! solvers that keep a transformed filter per filter address: the 1×1 GEMM (8), the 1×1 AMX
+//! solver (9, where the CPU has AMX) and Winograd F(4×4) (7), through the convolution API and a fusion plan. New addresses give new
 //! results; an address seen before with the same values gives the transform made then; a
 //! filter rewritten in place, or another one allocated at a freed address, is seen through
 //! the sampled words (`weight_cache.rs`), but an edit between them is not (the promise is the
@@ -17,6 +17,7 @@ use support::*;
 
 const WINOGRAD4: u64 = 7;
 const GEMM1X1: u64 = 8;
+const AMX1X1: u64 = 9;
 
 struct Case {
     solution: u64,
@@ -44,6 +45,7 @@ fn cases(constant: bool) -> Vec<Case> {
     [
         case(GEMM1X1, [2, 300, 5, 7], [70, 300, 1, 1], 0, constant),
         case(GEMM1X1, [2, 20, 16, 17], [30, 20, 1, 1], 0, constant),
+        case(AMX1X1, [2, 300, 5, 7], [70, 300, 1, 1], 0, constant),
         case(WINOGRAD4, [2, 12, 9, 11], [40, 12, 3, 3], 1, constant),
     ]
         .into_iter()
@@ -114,7 +116,7 @@ fn fusion_plan_with_constant_weights() {
     // transform, and a second weight set at another address is seen.
     let h = Handle::cpu();
     for (c, algo) in cases(true).into_iter().map(|c| {
-        let algo = if c.solution == GEMM1X1 { ConvAlgorithm::Gemm } else { ConvAlgorithm::Winograd };
+        let algo = if c.solution == WINOGRAD4 { ConvAlgorithm::Winograd } else { ConvAlgorithm::Gemm };
         (c, algo)
     }) {
         let k = c.w.lens()[0];
@@ -126,7 +128,14 @@ fn fusion_plan_with_constant_weights() {
         plan.add_activation(ActivationMode::Relu).unwrap();
         plan.compile(&h).unwrap();
         let name = plan.solver_name().unwrap_or("?").to_string();
-        let expected = if c.solution == GEMM1X1 { "CpuConvGemm1x1" } else { "CpuConvWinogradF4x3" };
+        // The AMX solver comes first among the GEMM ones where it applies.
+        let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
+        let amx = conflux::solver::find_by_id(AMX1X1).unwrap().check(&fp, &h).is_ok();
+        let expected = match c.solution {
+            WINOGRAD4 => "CpuConvWinogradF4x3",
+            _ if amx => "CpuConvAmx1x1",
+            _ => "CpuConvGemm1x1",
+        };
         assert_eq!(name, expected);
         let x = random(&h, &c.x, Fill::Normal, 7);
         let b = random(&h, &bd, Fill::Normal, 8);

@@ -8,7 +8,9 @@
 
 mod support;
 
+use conflux::backend::cpu::amx;
 use conflux::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
+use conflux::backend::cpu::conv1x1_amx::{self, AmxSplit, Walk as AmxWalk};
 use conflux::backend::cpu::conv1x1_kernel::available;
 use conflux::backend::cpu::conv1x1_pos::{self, PackedWalk, PosSplit};
 use conflux::backend::cpu::conv1x1_pos_kernel;
@@ -106,6 +108,22 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
     }
     if nhwc {
         return;
+    }
+    // The AMX driver (bf16×6) on the same NCHW problem: the chosen split and walk, and the
+    // caller's split with chunks of one and three tiles.
+    if amx::available() {
+        let mut y = vec![f32::NAN; n * ys0];
+        let p = problem(&mut y);
+        let mut packed = vec![0xffffu16; conv1x1_amx::packed_len(&p)];
+        // SAFETY: as above; `packed` holds packed_len values; AMX implies AVX-512.
+        unsafe { conv1x1_amx::pack_w(&p, &mut packed) };
+        let splits = [AmxSplit::choose(&p, 2), split.map_or(AmxSplit { tile_blocks: 1, filter_groups: 1 }, |s| AmxSplit { tile_blocks: s.mb, filter_groups: s.gp })];
+        for (split, walk) in [(splits[0], AmxWalk::choose(&p)), (splits[1], AmxWalk { chunk: 1 }), (splits[1], AmxWalk { chunk: 3 })] {
+            y.fill(f32::NAN);
+            // SAFETY: as above.
+            unsafe { conv1x1_amx::forward(&p, &packed, split, walk) };
+            check(&y, &format!("amx n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?} {walk:?}"));
+        }
     }
     // The positions-in-lanes driver on the same NCHW problem, whatever `suits` says: the
     // chosen split, and the caller's split read as (tile blocks, row groups).

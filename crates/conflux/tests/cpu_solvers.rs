@@ -24,6 +24,7 @@ const GEMM: u64 = 5;
 const DIRECT: u64 = 6;
 const WINOGRAD4: u64 = 7;
 const GEMM1X1: u64 = 8;
+const AMX1X1: u64 = 9;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Dir {
@@ -380,6 +381,7 @@ fn gemm1x1_random_forward() {
     // exact and random data. The solver needs AVX-512, and must say so elsewhere.
     let h = Handle::cpu();
     let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
+    let amx = conflux::backend::cpu::amx::available();
     let mut rng = Rng(8);
     for case in 0..24usize {
         let nd = if case % 5 == 4 { 3 } else { 2 };
@@ -411,6 +413,12 @@ fn gemm1x1_random_forward() {
         let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
         let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, GEMM1X1, 800 + case as u64 * 10);
         assert_eq!(ran, avx512, "{geo:?}: the 1×1 solver applies exactly when AVX-512 is there");
+        // The AMX solver on the NCHW cases (bf16×6 keeps f32's tolerance; small integers exact).
+        let nchw = case % 4 == 0 || case % 4 == 2;
+        let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, AMX1X1, 805 + case as u64 * 10);
+        if nchw {
+            assert_eq!(ran, amx, "{geo:?}: the AMX solver applies to NCHW exactly where AMX is there");
+        }
         if !avx512 {
             let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
             let why = conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, &h).unwrap_err();
@@ -433,6 +441,7 @@ fn fused_bias_relu_per_algorithm() {
         (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [12, 1, 3, 3], 1),
     ];
     let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
+    let amx = conflux::backend::cpu::amx::available();
     for (algo, name, xl, wl, pad) in cases {
         for (dt, layout) in [(DataType::Float, Layout::NCHW), (DataType::Float, Layout::NHWC), (DataType::Half, Layout::NHWC), (DataType::BFloat16, Layout::NCHW)] {
             for exact in [false, true] {
@@ -452,7 +461,12 @@ fn fused_bias_relu_per_algorithm() {
                 plan.add_activation(ActivationMode::Relu).unwrap();
                 plan.compile(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
                 // The 1×1 solver takes f32 NCHW and NHWC on AVX-512 machines; the generic GEMM the rest.
-                let name = if name == "CpuConvGemm1x1" && !(avx512 && dt == DataType::Float) { "CpuConvGemm" } else { name };
+                // and the AMX solver precedes it on f32 NCHW where the CPU has AMX.
+                let name = match name {
+                    "CpuConvGemm1x1" if dt == DataType::Float && layout == Layout::NCHW && amx => "CpuConvAmx1x1",
+                    "CpuConvGemm1x1" if !(avx512 && dt == DataType::Float) => "CpuConvGemm",
+                    _ => name,
+                };
                 assert_eq!(plan.solver_name(), Some(name), "{algo:?} {dt:?} {layout:?}");
                 let yd = plan.output_desc().clone();
                 let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };

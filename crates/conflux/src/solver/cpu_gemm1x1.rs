@@ -13,7 +13,7 @@
 //! α = 1, β = 0 is the fast path; other α/β (known only at run time) go through the generic
 //! GEMM convolution (`conv_gemm::forward`), which blends them in.
 
-use super::cpu_conv::{conv_of, run_parts};
+use super::cpu_conv::{conv_of, run_parts, RunParts};
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
 use crate::backend::cpu::conv1x1_kernel::{self, Kernels};
@@ -69,6 +69,69 @@ fn geometry_refusal(g: &Geom) -> Option<String> {
     None
 }
 
+/// What every 1×1 forward solver of this file's kind requires: forward, f32, a none / bias /
+/// ReLU / bias + ReLU epilogue, 1×1 stride 1 unpadded, positions or channels consecutive.
+pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), String> {
+    let (conv, epilogue) = conv_of(problem)?;
+    if conv.direction != Direction::Forward {
+        return Err(format!("forward only (this is {:?})", conv.direction));
+    }
+    if conv.dtype() != DataType::Float {
+        return Err(format!("f32 only (this is {:?})", conv.dtype()));
+    }
+    let relu = |op: &EpiOp| matches!(op, EpiOp::Activation { mode: ActivationMode::Relu });
+    let bias = |op: &EpiOp| matches!(op, EpiOp::Bias { .. });
+    let fits = match epilogue {
+        [] => true,
+        [a] => bias(a) || relu(a),
+        [a, b] => bias(a) && relu(b),
+        _ => false,
+    };
+    if !fits {
+        return Err("epilogue other than bias and/or ReLU".into());
+    }
+    if let Some(why) = geometry_refusal(&Geom::of(conv)) {
+        return Err(why);
+    }
+    Ok(())
+}
+
+/// The bias and ReLU of a run with α = 1, β = 0 and such an epilogue (the fast path).
+/// Otherwise the run is done here by the generic GEMM convolution (`conv_gemm::forward`),
+/// which blends other α/β in, and None is returned.
+pub(super) fn direct_epilogue<'a>(g: &Geom, r: &'a RunParts) -> Option<(Option<&'a [f32]>, bool)> {
+    let direct = (r.alpha == 1.0 && r.beta == 0.0).then(|| r.epi.bias_relu_all()).flatten();
+    if direct.is_none() {
+        conv_gemm::forward(g, r.ptrs, r.alpha, r.beta, &r.epi, conv_gemm::FwdB::Implicit);
+    }
+    direct
+}
+
+/// The 1×1 problem of each group of a run (`bias` for all K filters, or none).
+pub(super) fn group_problems(g: &Geom, r: &RunParts, bias: Option<&[f32]>, relu: bool) -> Vec<Problem> {
+    let (kg, cg) = (g.kg(), g.cg());
+    (0..g.groups)
+        .map(|group| Problem {
+            n: g.n,
+            c: cg,
+            k: kg,
+            hw: g.output_size(),
+            x: (r.ptrs.x as *const f32).wrapping_add(group * cg * g.x_strides[1]),
+            xs: [g.x_strides[0], g.x_strides[1]],
+            // One position: its stride never matters (and 1 keeps the tiles on the
+            // channel-stride path).
+            xp: if g.input.iter().product::<usize>() <= 1 { 1 } else { position_stride(g.x_strides, g.input).unwrap_or(1) },
+            w: (r.ptrs.w as *const f32).wrapping_add(group * kg * g.w_strides[0]),
+            ws0: g.w_strides[0],
+            y: (r.ptrs.y as *mut f32).wrapping_add(group * kg * g.y_strides[1]),
+            ys: [g.y_strides[0], g.y_strides[1]],
+            yp: if g.output_size() <= 1 { 1 } else { position_stride(g.y_strides, g.output).unwrap_or(1) },
+            bias: bias.map_or(std::ptr::null(), |b| b[group * kg..].as_ptr()),
+            relu,
+        })
+        .collect()
+}
+
 impl Solver for CpuGemm1x1 {
     fn name(&self) -> &'static str { "CpuConvGemm1x1" }
     fn solution_id(&self) -> u64 { 8 }
@@ -76,27 +139,7 @@ impl Solver for CpuGemm1x1 {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, _handle: &Handle) -> std::result::Result<(), String> {
-        let (conv, epilogue) = conv_of(problem)?;
-        if conv.direction != Direction::Forward {
-            return Err(format!("forward only (this is {:?})", conv.direction));
-        }
-        if conv.dtype() != DataType::Float {
-            return Err(format!("f32 only (this is {:?})", conv.dtype()));
-        }
-        let relu = |op: &EpiOp| matches!(op, EpiOp::Activation { mode: ActivationMode::Relu });
-        let bias = |op: &EpiOp| matches!(op, EpiOp::Bias { .. });
-        let fits = match epilogue {
-            [] => true,
-            [a] => bias(a) || relu(a),
-            [a, b] => bias(a) && relu(b),
-            _ => false,
-        };
-        if !fits {
-            return Err("epilogue other than bias and/or ReLU".into());
-        }
-        if let Some(why) = geometry_refusal(&Geom::of(conv)) {
-            return Err(why);
-        }
+        check_common(problem)?;
         if conv1x1_kernel::best().is_none() {
             return Err("needs AVX-512".into());
         }
@@ -118,32 +161,8 @@ impl Solver for CpuGemm1x1 {
 impl Invoker for Gemm1x1Invoker {
     fn run(&self, _handle: &Handle, a: &RunArgs) -> Result<()> {
         let (g, _, r) = run_parts(&self.problem, a, "CpuConvGemm1x1")?;
-        let direct = (r.alpha == 1.0 && r.beta == 0.0).then(|| r.epi.bias_relu_all()).flatten();
-        let Some((bias, relu)) = direct else {
-            conv_gemm::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi, conv_gemm::FwdB::Implicit);
-            return Ok(());
-        };
-        let (kg, cg) = (g.kg(), g.cg());
-        let problems: Vec<Problem> = (0..g.groups)
-            .map(|group| Problem {
-                n: g.n,
-                c: cg,
-                k: kg,
-                hw: g.output_size(),
-                x: (r.ptrs.x as *const f32).wrapping_add(group * cg * g.x_strides[1]),
-                xs: [g.x_strides[0], g.x_strides[1]],
-                // One position: its stride never matters (and 1 keeps the tiles on the
-                // channel-stride path).
-                xp: if g.input.iter().product::<usize>() <= 1 { 1 } else { position_stride(g.x_strides, g.input).unwrap_or(1) },
-                w: (r.ptrs.w as *const f32).wrapping_add(group * kg * g.w_strides[0]),
-                ws0: g.w_strides[0],
-                y: (r.ptrs.y as *mut f32).wrapping_add(group * kg * g.y_strides[1]),
-                ys: [g.y_strides[0], g.y_strides[1]],
-                yp: if g.output_size() <= 1 { 1 } else { position_stride(g.y_strides, g.output).unwrap_or(1) },
-                bias: bias.map_or(std::ptr::null(), |b| b[group * kg..].as_ptr()),
-                relu,
-            })
-            .collect();
+        let Some((bias, relu)) = direct_epilogue(&g, &r) else { return Ok(()) };
+        let problems = group_problems(&g, &r, bias, relu);
         let threads = rayon::current_num_threads();
         if let (Some(pos), true) = (&self.pos, conv1x1_pos::suits(&problems[0])) {
             // (`suits` depends on the descriptors only, so a kept W always has this layout.)

@@ -2,9 +2,11 @@
 
 pub mod access;
 pub mod act_chunk;
+pub mod amx;
 pub mod bias;
 pub mod bn;
 pub mod conv1x1;
+pub mod conv1x1_amx;
 pub mod conv1x1_kernel;
 pub mod conv1x1_pos;
 pub mod conv1x1_pos_kernel;

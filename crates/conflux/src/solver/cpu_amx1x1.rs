@@ -1,0 +1,103 @@
+//! 1×1 forward convolution of f32 NCHW tensors on AMX tiles at f32 accuracy
+//! (`backend/cpu/conv1x1_amx.rs`: each operand split into three bf16 parts, six part
+//! products per multiply, f32 accumulation; `backend/cpu/amx.rs` says what differs from f32
+//! FMAs). Stride 1, no padding, any groups, with a none / bias / ReLU / bias + ReLU
+//! epilogue, x and y with their positions consecutive. Needs AMX (bf16) and Linux's
+//! permission for the tile state; `CONFLUX_CPU_AMX=0` turns it off.
+//!
+//! W is split per call, or once per filter address under the constant-weights promise
+//! (`ConvDesc::weights_constant`). Other α/β go through the generic GEMM convolution, as in
+//! `CpuConvGemm1x1`.
+
+use super::cpu_conv::run_parts;
+use super::cpu_gemm1x1::{check_common, direct_epilogue, group_problems};
+use super::{Invoker, RunArgs, Solver};
+use crate::backend::cpu::amx;
+use crate::backend::cpu::conv1x1_amx::{self, AmxSplit, Walk};
+use crate::backend::cpu::gemm::{with_scratch, Slot};
+use crate::backend::cpu::weight_cache::WeightCache;
+use crate::conv::Geom;
+use crate::error::Result;
+use crate::fusion::FusedProblem;
+use crate::handle::{DeviceKind, Handle};
+use crate::types::ConvAlgorithm;
+use std::sync::Arc;
+
+pub struct CpuAmx1x1;
+
+struct Amx1x1Invoker {
+    problem: FusedProblem,
+    /// W split by filter address, when the caller promised constant weights (u16 parts
+    /// stored two to an f32 slot).
+    packed: Option<WeightCache>,
+}
+
+impl Solver for CpuAmx1x1 {
+    fn name(&self) -> &'static str { "CpuConvAmx1x1" }
+    fn solution_id(&self) -> u64 { 9 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Gemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cpu }
+
+    fn check(&self, problem: &FusedProblem, _handle: &Handle) -> std::result::Result<(), String> {
+        check_common(problem)?;
+        let g = Geom::of(problem.conv_problem().ok_or("not a convolution problem")?);
+        let consecutive = |s: [usize; 5], sp: [usize; 3]| s[4] == 1 && (s[3] == sp[2] || sp[1] <= 1) && (s[2] == sp[1] * sp[2] || sp[0] <= 1);
+        if !consecutive(g.x_strides, g.input) || !consecutive(g.y_strides, g.output) {
+            return Err("x or y does not have its positions consecutive (NCHW-like)".into());
+        }
+        if !amx::available() {
+            return Err("needs AMX bf16 tiles (and Linux's permission for them), or CONFLUX_CPU_AMX=0 is set".into());
+        }
+        Ok(())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // ~500 GFLOP/s (f32 equivalent) on 2 cores, plus one pass over W.
+        let Some(c) = problem.conv_problem() else { return f64::MAX };
+        (2.0 * c.macs() / 500e9 + c.w.element_space() as f64 * 8.0 / 20e9) * 1e3 + 0.01
+    }
+
+    fn build(&self, problem: &FusedProblem, _handle: &Handle) -> Result<Arc<dyn Invoker>> {
+        Ok(Arc::new(Amx1x1Invoker { problem: problem.clone(), packed: WeightCache::if_promised(problem) }))
+    }
+}
+
+impl Invoker for Amx1x1Invoker {
+    fn run(&self, _handle: &Handle, a: &RunArgs) -> Result<()> {
+        let (g, _, r) = run_parts(&self.problem, a, "CpuConvAmx1x1")?;
+        let Some((bias, relu)) = direct_epilogue(&g, &r) else { return Ok(()) };
+        let problems = group_problems(&g, &r, bias, relu);
+        let threads = rayon::current_num_threads();
+        // u16 parts per group, and the f32 slots that hold them.
+        let per_group = conv1x1_amx::packed_len(&problems[0]);
+        let slots = (per_group * g.groups).div_ceil(2);
+        let run = |w: &[f32]| {
+            let w = w.as_ptr() as *const u16;
+            for (group, p) in problems.iter().enumerate() {
+                // SAFETY: `check` established NCHW-like x and y and AMX; the descriptors were
+                // checked against the buffers by the caller; `w` holds every group's split W.
+                unsafe {
+                    let wg = std::slice::from_raw_parts(w.add(group * per_group), per_group);
+                    conv1x1_amx::forward(p, wg, AmxSplit::choose(p, threads), Walk::choose(p));
+                }
+            }
+        };
+        let pack = |dst: &mut [f32]| {
+            let dst = dst.as_mut_ptr() as *mut u16;
+            for (group, p) in problems.iter().enumerate() {
+                // SAFETY: `dst` holds `slots` f32, that is every group's parts; W is the filter
+                // tensor the descriptors describe; AVX-512 comes with AMX (`amx::available`).
+                unsafe { conv1x1_amx::pack_w(p, std::slice::from_raw_parts_mut(dst.add(group * per_group), per_group)) };
+            }
+        };
+        match &self.packed {
+            // SAFETY: W is the filter the descriptors describe.
+            Some(cache) => run(unsafe { cache.filter(&self.problem, r.ptrs.w, slots, pack) }.as_slice()),
+            None => with_scratch(Slot::PackBAll, slots, |w| {
+                pack(w);
+                run(w);
+            }),
+        }
+        Ok(())
+    }
+}
