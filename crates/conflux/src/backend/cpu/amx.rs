@@ -9,18 +9,19 @@
 //! from f32 FMAs: an infinite operand gives NaN (∞ times a zero part), and parts below
 //! bf16's normal range (|v| < 2⁻¹¹⁰) count as 0.
 //!
-//! Operands: A as three row-major planes of bf16 (`pack_rows`), B as three planes of VNNI rows
-//! (`vnni_rows`: row r holds k = 2r and 2r + 1 side by side for 32 columns, 128 bytes).
-//! `block_32x32` runs one 32 × 32 block of C over all six part pairs.
+//! Operands are stored as whole tiles of 16 rows × 64 bytes, 1 KiB each, per step of 32
+//! along the reduction (k): A, 32 rows, as [part][rows 0–15 | rows 16–31][32 k] (`split16`
+//! per row chunk); B, 32 columns, as [part][columns 0–15 | 16–31][16 VNNI rows: k = 2r and
+//! 2r + 1 side by side] (`vnni_rows`). A step is three parts × two tiles: `STEP` values.
+//! `Tiles::block_32x32` runs one 32 × 32 block of C over the steps.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::{asm, x86_64::*};
 
-/// The part pairs (A part, B part) whose products are summed.
-const PAIRS: [(usize, usize); 6] = [(0, 0), (0, 1), (1, 0), (0, 2), (2, 0), (1, 1)];
-
-/// Bytes of one VNNI row of B: 32 columns × 2 bf16.
-pub const VNNI_ROW: usize = 128;
+/// u16 values of one tile (16 rows × 64 bytes).
+pub const TILE: usize = 512;
+/// u16 values of one operand step: three parts × two tiles.
+pub const STEP: usize = 6 * TILE;
 
 /// Whether this process may use AMX bf16 tiles: the CPU has them, Linux granted the tile
 /// state, AVX-512 is there for packing, and `CONFLUX_CPU_AMX` is not `0`.
@@ -81,50 +82,85 @@ impl Tiles {
         Tiles(())
     }
 
-    /// C (32 × 32 f32 at `c`, rows of 32 values) = Σ over `PAIRS` of A_i · B_j: A_i is 32 rows
-    /// × `kd` bf16 at `a[i]` (row stride `lda` bytes), B_j `kd`/2 VNNI rows at `b[j]`.
+    /// C (32 × 32 f32 at `c`, rows of 32 values) += Σ over the six part pairs of A_i · B_j,
+    /// C starting from zero when `fresh`, over `steps` steps of A at `a` and B at `b` (the
+    /// layouts of the module comment). Per step, 14 tile loads feed 24 multiplies: hi·lo,
+    /// hi·mid, hi·hi with A's hi tiles kept, then lo·hi and mid·hi with B's hi tiles kept,
+    /// then mid·mid. (Ordering each phase's products so the tile loaded next is freed after
+    /// two of them measured no faster: 512-28-28-128 N=8.)
     ///
     /// # Safety
-    /// `kd` is a multiple of 32; the planes hold what is described; `c` has 1024 writable f32.
-    pub unsafe fn block_32x32(&self, a: [*const u16; 3], lda: usize, b: [*const u16; 3], kd: usize, c: *mut f32) {
+    /// The operands hold `steps` steps each; `c` has 1024 f32, readable unless `fresh`, and
+    /// writable.
+    pub unsafe fn block_32x32(&self, a: *const u16, b: *const u16, steps: usize, c: *mut f32, fresh: bool) {
         #[cfg(target_arch = "x86_64")]
         {
-            asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
-            for (i, j) in PAIRS {
-                let (mut ap, mut bp) = (a[i] as *const u8, b[j] as *const u8);
-                for _ in 0..kd / 32 {
-                    // Two A tiles (rows 0–15, 16–31) × two B tiles (columns 0–15, 16–31).
-                    asm!(
-                        "tileloadd tmm4, [{a0} + {lda}*1]",
-                        "tileloadd tmm6, [{b0} + {ldb}*1]",
-                        "tdpbf16ps tmm0, tmm4, tmm6",
-                        "tileloadd tmm7, [{b1} + {ldb}*1]",
-                        "tdpbf16ps tmm1, tmm4, tmm7",
-                        "tileloadd tmm5, [{a1} + {lda}*1]",
-                        "tdpbf16ps tmm2, tmm5, tmm6",
-                        "tdpbf16ps tmm3, tmm5, tmm7",
-                        a0 = in(reg) ap,
-                        a1 = in(reg) ap.wrapping_add(16 * lda),
-                        lda = in(reg) lda,
-                        b0 = in(reg) bp,
-                        b1 = in(reg) bp.wrapping_add(64),
-                        ldb = in(reg) VNNI_ROW,
-                        options(nostack, readonly),
-                    );
-                    ap = ap.add(64);
-                    bp = bp.add(16 * VNNI_ROW);
-                }
+            let (c0, c1, c2, c3, s) = (c, c.wrapping_add(16), c.wrapping_add(16 * 32), c.wrapping_add(16 * 32 + 16), 128usize);
+            if fresh {
+                asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
+            } else {
+                asm!(
+                    "tileloadd tmm0, [{c0} + {s}*1]",
+                    "tileloadd tmm1, [{c1} + {s}*1]",
+                    "tileloadd tmm2, [{c2} + {s}*1]",
+                    "tileloadd tmm3, [{c3} + {s}*1]",
+                    c0 = in(reg) c0, c1 = in(reg) c1, c2 = in(reg) c2, c3 = in(reg) c3, s = in(reg) s,
+                    options(nostack, readonly),
+                );
+            }
+            for step in 0..steps {
+                // Byte offsets in a step: part i, tile t at (2i + t) KiB.
+                asm!(
+                    "tileloadd tmm4, [{a} + {ld}*1]",
+                    "tileloadd tmm5, [{a} + {ld}*1 + 1024]",
+                    "tileloadd tmm6, [{b} + {ld}*1 + 4096]",
+                    "tileloadd tmm7, [{b} + {ld}*1 + 5120]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    "tileloadd tmm6, [{b} + {ld}*1 + 2048]",
+                    "tileloadd tmm7, [{b} + {ld}*1 + 3072]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    "tileloadd tmm6, [{b} + {ld}*1]",
+                    "tileloadd tmm7, [{b} + {ld}*1 + 1024]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    "tileloadd tmm4, [{a} + {ld}*1 + 4096]",
+                    "tileloadd tmm5, [{a} + {ld}*1 + 5120]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    "tileloadd tmm4, [{a} + {ld}*1 + 2048]",
+                    "tileloadd tmm5, [{a} + {ld}*1 + 3072]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    "tileloadd tmm6, [{b} + {ld}*1 + 2048]",
+                    "tileloadd tmm7, [{b} + {ld}*1 + 3072]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    a = in(reg) a.add(step * STEP),
+                    b = in(reg) b.add(step * STEP),
+                    ld = in(reg) 64usize,
+                    options(nostack, readonly),
+                );
             }
             asm!(
                 "tilestored [{c0} + {s}*1], tmm0",
                 "tilestored [{c1} + {s}*1], tmm1",
                 "tilestored [{c2} + {s}*1], tmm2",
                 "tilestored [{c3} + {s}*1], tmm3",
-                c0 = in(reg) c,
-                c1 = in(reg) c.wrapping_add(16),
-                c2 = in(reg) c.wrapping_add(16 * 32),
-                c3 = in(reg) c.wrapping_add(16 * 32 + 16),
-                s = in(reg) 128usize,
+                c0 = in(reg) c0, c1 = in(reg) c1, c2 = in(reg) c2, c3 = in(reg) c3, s = in(reg) s,
                 options(nostack),
             );
         }
@@ -174,44 +210,51 @@ unsafe fn split16(v: __m512) -> [__m512i; 3] {
     [hi, _mm512_maskz_mov_epi32(finite, mid), _mm512_maskz_mov_epi32(finite, _mm512_and_si512(lo, top))]
 }
 
-/// Row `src` (`len` f32) split into the three planes at `dst[i]` (`len` bf16 each, then
-/// zeros up to `padded`).
+/// Up to 16 values at `src` (`live` of them read, zeros after) split, 16 u16 of each part
+/// stored at `dst[i]`.
 ///
 /// # Safety
-/// AVX-512F; `src` has `len` readable values, each `dst[i]` `padded` ≥ `len` writable ones.
+/// AVX-512F; `src` has `live` ≤ 16 readable values; each `dst[i]` 16 writable u16.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-pub unsafe fn split_row(src: *const f32, len: usize, dst: [*mut u16; 3], padded: usize) {
-    for c in (0..padded).step_by(16) {
-        let live = len.saturating_sub(c).min(16);
-        let m: __mmask16 = if live == 16 { 0xffff } else { (1u16 << live) - 1 };
-        let parts = split16(_mm512_maskz_loadu_ps(m, src.wrapping_add(c)));
-        let n = (padded - c).min(16);
-        let store: __mmask16 = if n == 16 { 0xffff } else { (1u16 << n) - 1 };
-        for (i, part) in parts.iter().enumerate() {
-            let halves = _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(*part));
-            _mm256_mask_storeu_epi16(dst[i].add(c) as *mut i16, store, halves);
-        }
+pub unsafe fn split_chunk(src: *const f32, live: usize, dst: [*mut u16; 3]) {
+    let m: __mmask16 = if live >= 16 { 0xffff } else { (1u16 << live) - 1 };
+    let parts = split16(if m == 0 { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(m, src) });
+    for (i, part) in parts.iter().enumerate() {
+        _mm256_storeu_si256(dst[i] as *mut __m256i, _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(*part)));
     }
 }
 
-/// Two rows of B (`k0`, `k1`: 32 columns each, `live` of them read, the rest and a null row
-/// zero) as one VNNI row in each plane (`dst[j]`, 128 bytes).
+/// One tile of B: 32 columns (`live` of them read, zeros after) of `rows` rows at `b` (row
+/// stride `rs`; rows past `rows` are zeros), split into `steps` operand steps at `dst` (the
+/// module comment's layout). Each VNNI row holds rows 2r and 2r + 1 side by side.
 ///
 /// # Safety
-/// AVX-512F; the non-null rows have `live` ≤ 32 readable values; each `dst[j]` 64 writable u16.
+/// AVX-512F; rows `0..rows` have `live` ≤ 32 readable values at `b + row·rs`; `dst` has
+/// `steps · STEP` writable values, and 2·16·steps ≥ rows.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-pub unsafe fn vnni_rows(k0: *const f32, k1: *const f32, live: usize, dst: [*mut u16; 3]) {
-    for h in 0..2 {
+pub unsafe fn vnni_tile(b: *const f32, rs: usize, rows: usize, live: usize, steps: usize, dst: *mut u16) {
+    let masks: [__mmask16; 2] = std::array::from_fn(|h| {
         let n = live.saturating_sub(16 * h).min(16);
-        let m: __mmask16 = if n == 16 { 0xffff } else { (1u16 << n) - 1 };
-        let load = |row: *const f32| if row.is_null() || m == 0 { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(m, row.add(16 * h)) };
-        let (p0, p1) = (split16(load(k0)), split16(load(k1)));
-        for j in 0..3 {
-            // Lane l: row k0's part in the low half, row k1's in the high half.
-            let pair = _mm512_or_si512(_mm512_srli_epi32::<16>(p0[j]), p1[j]);
-            _mm512_storeu_si512(dst[j].add(32 * h) as *mut __m512i, pair);
+        if n == 16 { 0xffff } else { (1u16 << n) - 1 }
+    });
+    for r in 0..16 * steps {
+        let at = dst.add(r / 16 * STEP + r % 16 * 32);
+        for h in 0..2 {
+            let load = |row: usize| {
+                if row < rows && masks[h] != 0 {
+                    _mm512_maskz_loadu_ps(masks[h], b.add(row * rs + 16 * h))
+                } else {
+                    _mm512_setzero_ps()
+                }
+            };
+            let (p0, p1) = (split16(load(2 * r)), split16(load(2 * r + 1)));
+            for j in 0..3 {
+                // Lane l: row 2r's part in the low half, row 2r + 1's in the high half.
+                let pair = _mm512_or_si512(_mm512_srli_epi32::<16>(p0[j]), p1[j]);
+                _mm512_storeu_si512(at.add((2 * j + h) * TILE) as *mut __m512i, pair);
+            }
         }
     }
 }
@@ -242,17 +285,18 @@ mod tests {
         if !std::is_x86_feature_detected!("avx512f") {
             return;
         }
-        let vals: Vec<f32> = (0..37).map(|i| if i == 5 { f32::NAN } else if i == 6 { f32::NEG_INFINITY } else { (i as f32 * 0.377).sin() * 1e3 }).collect();
-        let mut planes = vec![vec![0xffffu16; 48]; 3];
-        let dst = [planes[0].as_mut_ptr(), planes[1].as_mut_ptr(), planes[2].as_mut_ptr()];
-        // SAFETY: 37 values read, 48 written per plane.
-        unsafe { split_row(vals.as_ptr(), 37, dst, 48) };
-        for (c, v) in vals.iter().enumerate() {
-            let want = split(*v);
-            for i in 0..3 {
-                assert_eq!(planes[i][c], want[i], "value {c} part {i}");
+        let vals: Vec<f32> = (0..16).map(|i| if i == 5 { f32::NAN } else if i == 6 { f32::NEG_INFINITY } else { (i as f32 * 0.377).sin() * 1e3 }).collect();
+        for live in [16, 11, 0] {
+            let mut planes = vec![vec![0xffffu16; 16]; 3];
+            let dst = [planes[0].as_mut_ptr(), planes[1].as_mut_ptr(), planes[2].as_mut_ptr()];
+            // SAFETY: `live` values read, 16 written per part.
+            unsafe { split_chunk(vals.as_ptr(), live, dst) };
+            for (c, v) in vals.iter().enumerate() {
+                let want = if c < live { split(*v) } else { [0; 3] };
+                for i in 0..3 {
+                    assert_eq!(planes[i][c], want[i], "live {live}: value {c} part {i}");
+                }
             }
         }
-        assert!(planes.iter().all(|p| p[37..].iter().all(|b| *b == 0)));
     }
 }

@@ -7,7 +7,7 @@
 //! in chunks (`Walk`), then runs every filter block of its group over the chunk, the
 //! finished 32 × 32 blocks going through bias and ReLU to y.
 
-use super::amx::{self, Tiles, VNNI_ROW};
+use super::amx::{self, Tiles, STEP, TILE};
 use super::conv1x1::Problem;
 use super::even_part as part;
 use super::gemm::{with_scratch, Slot};
@@ -18,36 +18,39 @@ const BLOCK: usize = 32;
 /// Most bytes of split x one task keeps per chunk of tiles (in L2 with the filter block).
 const CHUNK_BYTES: usize = 512 << 10;
 
-/// C rounded up to whole tile steps (32 bf16).
-fn c_padded(p: &Problem) -> usize { p.c.div_ceil(32) * 32 }
-/// K rounded up to whole blocks.
-fn k_padded(p: &Problem) -> usize { p.k.div_ceil(BLOCK) * BLOCK }
+/// Steps of 32 channels (C rounded up).
+fn steps(p: &Problem) -> usize { p.c.div_ceil(32) }
 
-/// u16 values of W packed by `pack_w`: three planes of K (padded) rows × C (padded).
-pub fn packed_len(p: &Problem) -> usize { 3 * k_padded(p) * c_padded(p) }
+/// u16 values of W packed by `pack_w`: per block of 32 filters (K rounded up), one operand
+/// step per 32 channels (`amx` module comment).
+pub fn packed_len(p: &Problem) -> usize { p.k.div_ceil(BLOCK) * steps(p) * STEP }
 
-/// W split into three bf16 planes (`amx::split_row`), each K_pad rows of C_pad values, zero
-/// past K and C.
+/// W split into bf16 parts in A's layout (`amx` module comment), zero past K and C.
 ///
 /// # Safety
 /// `p.w` addresses K filters of C values at row stride `p.ws0`; `dst` has `packed_len(p)`
 /// values; AVX-512F.
 pub unsafe fn pack_w(p: &Problem, dst: &mut [u16]) {
-    let (kp, cp) = (k_padded(p), c_padded(p));
-    let plane = kp * cp;
+    let st = steps(p);
     let base = dst.as_mut_ptr() as usize;
-    (0..kp).into_par_iter().for_each(|k| {
-        let rows: [*mut u16; 3] = std::array::from_fn(|i| (base as *mut u16).wrapping_add(i * plane + k * cp));
-        // SAFETY: row k of each plane is inside dst; filter k < K is a row of W (a padding
-        // filter reads nothing).
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            let len = if k < p.k { p.c } else { 0 };
-            amx::split_row(p.w.wrapping_add(k * p.ws0), len, rows, cp)
-        };
+    (0..p.k.div_ceil(BLOCK) * BLOCK).into_par_iter().for_each(|k| {
+        let (fb, row) = (k / BLOCK, k % BLOCK);
+        for chunk in 0..2 * st {
+            let c0 = 16 * chunk;
+            let (s, half) = (chunk / 2, chunk % 2);
+            // Part i of rows 0–15 / 16–31: tile 2i / 2i + 1 of the step.
+            let tile = |i: usize| (fb * st + s) * STEP + (2 * i + row / 16) * TILE + (row % 16) * 32 + 16 * half;
+            let dst: [*mut u16; 3] = std::array::from_fn(|i| (base as *mut u16).wrapping_add(tile(i)));
+            let live = if k < p.k { p.c.saturating_sub(c0).min(16) } else { 0 };
+            // SAFETY: the 16 values of each part lie inside dst; filter k's channels c0..c0 +
+            // live are inside W.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                amx::split_chunk(p.w.wrapping_add(k * p.ws0 + c0), live, dst)
+            };
+        }
     });
 }
-
 /// Work split: tasks of consecutive position tiles (numbered across the batch) × groups of
 /// filter blocks; enough tasks for three per thread, filter groups only when there are too
 /// few tiles for that.
@@ -73,7 +76,7 @@ pub struct Walk {
 }
 
 impl Walk {
-    pub fn choose(p: &Problem) -> Walk { Walk { chunk: (CHUNK_BYTES / (3 * c_padded(p) * 64)).max(1) } }
+    pub fn choose(p: &Problem) -> Walk { Walk { chunk: (CHUNK_BYTES / (steps(p) * STEP * 2)).max(1) } }
 }
 
 /// y = ReLU?(conv(x, W) + bias?) for an NCHW `p` with W packed by `pack_w`.
@@ -88,43 +91,35 @@ pub unsafe fn forward(p: &Problem, w: &[u16], split: AmxSplit, walk: Walk) {
     if p.n == 0 || p.k == 0 || p.hw == 0 {
         return;
     }
-    let (kp, cp) = (k_padded(p), c_padded(p));
+    let st = steps(p);
     let per_image = p.hw.div_ceil(BLOCK);
     let tiles = p.n * per_image;
-    let fblocks = kp / BLOCK;
+    let fblocks = p.k.div_ceil(BLOCK);
     let (tb, fg) = (split.tile_blocks.clamp(1, tiles), split.filter_groups.clamp(1, fblocks));
     let chunk = walk.chunk.max(1);
-    // One tile's split x: C_pad/2 VNNI rows per plane.
-    let tile_len = cp / 2 * (VNNI_ROW / 2);
     let at = |t: usize| (t / per_image, t % per_image * BLOCK);
     (0..tb * fg).into_par_iter().for_each(|task| {
         let (ti, gi) = (task / fg, task % fg);
         let (blocks, task_tiles) = (part(fblocks, fg, gi), part(tiles, tb, ti));
         let tiles_amx = Tiles::configure();
-        with_scratch(Slot::Task, (3 * chunk.min(task_tiles.len()) * tile_len).div_ceil(2), |scratch| {
+        let cl = chunk.min(task_tiles.len()).max(1);
+        with_scratch(Slot::Task, (cl * st * STEP).div_ceil(2), |scratch| {
             let xt = scratch.as_mut_ptr() as *mut u16;
-            let plane_len = chunk.min(task_tiles.len()) * tile_len;
-            for first in task_tiles.clone().step_by(chunk) {
-                let chunk_tiles = first..(first + chunk).min(task_tiles.end);
+            for first in task_tiles.clone().step_by(cl) {
+                let chunk_tiles = first..(first + cl).min(task_tiles.end);
+                // x split into B's layout, tile by tile.
                 for (j, t) in chunk_tiles.clone().enumerate() {
                     let (n, p0) = at(t);
-                    let live = BLOCK.min(p.hw - p0);
-                    for r in 0..cp / 2 {
-                        let row = |c: usize| if c < p.c { p.x.add(n * p.xs[0] + c * p.xs[1] + p0) } else { std::ptr::null() };
-                        let dst: [*mut u16; 3] = std::array::from_fn(|i| xt.add(i * plane_len + j * tile_len + r * (VNNI_ROW / 2)));
-                        #[cfg(target_arch = "x86_64")]
-                        amx::vnni_rows(row(2 * r), row(2 * r + 1), live, dst);
-                    }
+                    #[cfg(target_arch = "x86_64")]
+                    amx::vnni_tile(p.x.add(n * p.xs[0] + p0), p.xs[1], p.c, BLOCK.min(p.hw - p0), st, xt.add(j * st * STEP));
                 }
                 for fb in blocks.clone() {
-                    let k0 = fb * BLOCK;
-                    let a: [*const u16; 3] = std::array::from_fn(|i| w.as_ptr().add(i * kp * cp + k0 * cp));
+                    let a = w.as_ptr().add(fb * st * STEP);
                     for (j, t) in chunk_tiles.clone().enumerate() {
                         let (n, p0) = at(t);
-                        let b: [*const u16; 3] = std::array::from_fn(|i| xt.add(i * plane_len + j * tile_len) as *const u16);
                         let mut c = [0f32; BLOCK * BLOCK];
-                        tiles_amx.block_32x32(a, cp * 2, b, cp, c.as_mut_ptr());
-                        store(p, &c, n, k0, p0);
+                        tiles_amx.block_32x32(a, xt.add(j * st * STEP), st, c.as_mut_ptr(), true);
+                        store(p, &c, n, fb * BLOCK, p0);
                     }
                 }
             }
