@@ -390,9 +390,9 @@ fn gemm1x1_random_forward() {
         let cg = if case % 6 == 5 { 300 } else { rng.range(1, 40) };
         let kg = rng.range(1, 70);
         let mut x = vec![rng.range(1, 3), g * cg];
-        // Cases 2 and 10: NCHW images of 256..1023 positions, which the positions-in-lanes
-        // driver takes (`conv1x1_pos::suits`).
-        let mid = nd == 2 && case % 8 == 2;
+        // Cases 2, 6, 10, 14, 22: NCHW images of 256..1023 positions, which the positions-in-
+        // lanes driver takes (`conv1x1_pos::suits`), and enough tiles for the AMX solver.
+        let mid = nd == 2 && case % 4 == 2;
         for _ in 0..nd {
             x.push(if mid { rng.range(16, 31) } else { rng.range(1, if nd == 3 { 5 } else { 16 }) });
         }
@@ -417,7 +417,10 @@ fn gemm1x1_random_forward() {
         let nchw = case % 4 == 0 || case % 4 == 2;
         let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, AMX1X1, 805 + case as u64 * 10);
         if nchw {
-            assert_eq!(ran, amx, "{geo:?}: the AMX solver applies to NCHW exactly where AMX is there");
+            use conflux::solver::cpu_amx1x1::{MIN_TILES_KEPT, MIN_TILES_SPLIT};
+            let tiles = geo.y[0] * geo.y[2..].iter().product::<usize>().div_ceil(32);
+            let least = if case / 2 % 2 == 1 { MIN_TILES_KEPT } else { MIN_TILES_SPLIT };
+            assert_eq!(ran, amx && tiles >= least, "{geo:?}: the AMX solver applies to NCHW with {tiles} tiles exactly where AMX is there and {least} tiles are");
         }
         if !avx512 {
             let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
@@ -461,9 +464,11 @@ fn fused_bias_relu_per_algorithm() {
                 plan.add_activation(ActivationMode::Relu).unwrap();
                 plan.compile(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
                 // The 1×1 solver takes f32 NCHW and NHWC on AVX-512 machines; the generic GEMM the rest.
-                // and the AMX solver precedes it on f32 NCHW where the CPU has AMX.
+                // and the AMX solver precedes it on f32 NCHW with enough 32-position tiles where
+                // the CPU has AMX (not here: 6 tiles).
+                let tiles = xl[0] * (xl[2] * xl[3]).div_ceil(32);
                 let name = match name {
-                    "CpuConvGemm1x1" if dt == DataType::Float && layout == Layout::NCHW && amx => "CpuConvAmx1x1",
+                    "CpuConvGemm1x1" if dt == DataType::Float && layout == Layout::NCHW && amx && tiles >= conflux::solver::cpu_amx1x1::MIN_TILES_SPLIT => "CpuConvAmx1x1",
                     "CpuConvGemm1x1" if !(avx512 && dt == DataType::Float) => "CpuConvGemm",
                     _ => name,
                 };

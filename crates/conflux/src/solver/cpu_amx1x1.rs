@@ -25,6 +25,15 @@ use std::sync::Arc;
 
 pub struct CpuAmx1x1;
 
+/// Fewest 32-position tiles (N·⌈HW/32⌉) with constant weights, and with W split on every
+/// call. Measured against CpuConvGemm1x1 (`bench_cpu one CFG N NCHW Gemm 0.3 [const]`,
+/// interleaved medians, bench/results/2026-11-25-cpu-amx.md): N=1 7×7 and 14×14 layers (2
+/// and 7 tiles) 1.2–1.4× slower, N=8 7×7 (16 tiles) from 4% slower to 10% faster with kept
+/// W and 10–15% slower with W split per call, N=1 28×28 (25 tiles) 10–30% faster with kept
+/// W and up to 10% slower without.
+pub const MIN_TILES_KEPT: usize = 16;
+pub const MIN_TILES_SPLIT: usize = 32;
+
 struct Amx1x1Invoker {
     problem: FusedProblem,
     /// W split by filter address, when the caller promised constant weights (u16 parts
@@ -44,6 +53,14 @@ impl Solver for CpuAmx1x1 {
         let consecutive = |s: [usize; 5], sp: [usize; 3]| s[4] == 1 && (s[3] == sp[2] || sp[1] <= 1) && (s[2] == sp[1] * sp[2] || sp[0] <= 1);
         if !consecutive(g.x_strides, g.input) || !consecutive(g.y_strides, g.output) {
             return Err("x or y does not have its positions consecutive (NCHW-like)".into());
+        }
+        // Every 32-position tile reads all of W, split into 1.5× its f32 bytes: with few
+        // tiles the layer is bound by W's bytes, and the AVX-512 solver reads fewer.
+        let conv = problem.conv_problem().ok_or("not a convolution problem")?;
+        let tiles = g.n * g.output_size().div_ceil(32);
+        let least = if conv.conv.weights_constant() { MIN_TILES_KEPT } else { MIN_TILES_SPLIT };
+        if tiles < least {
+            return Err(format!("{tiles} tiles of 32 positions, fewer than {least}: bound by the filter's bytes (CpuConvGemm1x1 is faster)"));
         }
         if !amx::available() {
             return Err("needs AMX bf16 tiles (and Linux's permission for them), or CONFLUX_CPU_AMX=0 is set".into());
