@@ -32,6 +32,10 @@ pub struct CpuAmx1x1;
 /// W and 10–15% slower with W split per call, N=1 28×28 (25 tiles) 10–30% faster with kept
 /// W and up to 10% slower without.
 pub const MIN_TILES_KEPT: usize = 16;
+/// Fewest multiply-adds per output position (C·K of a group): x is split into bf16 parts
+/// once per tile for every block of 32 filters to share. 64-55-55-64 N=8 (4096) measured 7%
+/// slower than CpuConvGemm1x1, 64-55-55-256 and 256-55-55-64 (16384) 5–20% faster.
+pub const MIN_MACS_PER_POSITION: usize = 8192;
 pub const MIN_TILES_SPLIT: usize = 32;
 
 struct Amx1x1Invoker {
@@ -61,6 +65,10 @@ impl Solver for CpuAmx1x1 {
         let least = if conv.conv.weights_constant() { MIN_TILES_KEPT } else { MIN_TILES_SPLIT };
         if tiles < least {
             return Err(format!("{tiles} tiles of 32 positions, fewer than {least}: bound by the filter's bytes (CpuConvGemm1x1 is faster)"));
+        }
+        let (cg, kg) = (g.cg(), g.kg());
+        if cg * kg < MIN_MACS_PER_POSITION {
+            return Err(format!("C·K = {cg}·{kg} per position, under {MIN_MACS_PER_POSITION}: splitting x costs too much of the layer (CpuConvGemm1x1 is faster)"));
         }
         if !amx::available() {
             return Err("needs AMX bf16 tiles (and Linux's permission for them), or CONFLUX_CPU_AMX=0 is set".into());
