@@ -114,14 +114,17 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
     if amx::available() {
         let mut y = vec![f32::NAN; n * ys0];
         let p = problem(&mut y);
-        let mut packed = vec![0xffffu16; conv1x1_amx::packed_len(&p)];
+        let mut buf = vec![0xffffu16; conv1x1_amx::packed_len(&p) + amx::ALIGN_SLACK];
+        let skip = amx::skip_to_64(buf.as_ptr());
+        let packed = &mut buf[skip..skip + conv1x1_amx::packed_len(&p)];
         // SAFETY: as above; `packed` holds packed_len values; AMX implies AVX-512.
-        unsafe { conv1x1_amx::pack_w(&p, &mut packed) };
+        unsafe { conv1x1_amx::pack_w(&p, packed) };
+        let packed = &*packed;
         let splits = [AmxSplit::choose(&p, 2), split.map_or(AmxSplit { tile_blocks: 1, filter_groups: 1 }, |s| AmxSplit { tile_blocks: s.mb, filter_groups: s.gp })];
         for (split, walk) in [(splits[0], AmxWalk::choose(&p)), (splits[1], AmxWalk { chunk: 1 }), (splits[1], AmxWalk { chunk: 3 })] {
             y.fill(f32::NAN);
             // SAFETY: as above.
-            unsafe { conv1x1_amx::forward(&p, &packed, split, walk) };
+            unsafe { conv1x1_amx::forward(&p, packed, split, walk) };
             check(&y, &format!("amx n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?} {walk:?}"));
         }
     }

@@ -93,11 +93,13 @@ impl Invoker for Amx1x1Invoker {
         let Some((bias, relu)) = direct_epilogue(&g, &r) else { return Ok(()) };
         let problems = group_problems(&g, &r, bias, relu);
         let threads = rayon::current_num_threads();
-        // u16 parts per group, and the f32 slots that hold them.
+        // u16 parts per group (whole operand steps, so each group's part stays aligned), and
+        // the f32 slots that hold them from a 64-byte boundary on.
         let per_group = conv1x1_amx::packed_len(&problems[0]);
-        let slots = (per_group * g.groups).div_ceil(2);
+        let slots = (per_group * g.groups + amx::ALIGN_SLACK).div_ceil(2);
         let run = |w: &[f32]| {
             let w = w.as_ptr() as *const u16;
+            let w = w.wrapping_add(amx::skip_to_64(w));
             for (group, p) in problems.iter().enumerate() {
                 // SAFETY: `check` established NCHW-like x and y and AMX; the descriptors were
                 // checked against the buffers by the caller; `w` holds every group's split W.
@@ -109,6 +111,7 @@ impl Invoker for Amx1x1Invoker {
         };
         let pack = |dst: &mut [f32]| {
             let dst = dst.as_mut_ptr() as *mut u16;
+            let dst = dst.wrapping_add(amx::skip_to_64(dst));
             for (group, p) in problems.iter().enumerate() {
                 // SAFETY: `dst` holds `slots` f32, that is every group's parts; W is the filter
                 // tensor the descriptors describe; AVX-512 comes with AMX (`amx::available`).

@@ -20,6 +20,13 @@ use std::arch::{asm, x86_64::*};
 
 /// u16 values of one tile (16 rows × 64 bytes).
 pub const TILE: usize = 512;
+/// u16 values a buffer needs beyond its operands to start them on a 64-byte boundary.
+pub const ALIGN_SLACK: usize = 32;
+
+/// u16 values from `p` to its next 64-byte boundary: operand tiles must start on one, or
+/// every 64-byte tile row spans two cache lines (the kernel measured 1.6× slower).
+pub fn skip_to_64(p: *const u16) -> usize { (64 - p as usize % 64) % 64 / 2 }
+
 /// u16 values of one operand step: three parts × two tiles.
 pub const STEP: usize = 6 * TILE;
 

@@ -7,7 +7,7 @@
 //! in chunks (`Walk`), then runs every filter block of its group over the chunk, the
 //! finished 32 × 32 blocks going through bias and ReLU to y.
 
-use super::amx::{self, Tiles, STEP, TILE};
+use super::amx::{self, Tiles, ALIGN_SLACK, STEP, TILE};
 use super::conv1x1::Problem;
 use super::even_part as part;
 use super::gemm::{with_scratch, Slot};
@@ -83,7 +83,7 @@ impl Walk {
     pub fn choose(p: &Problem) -> Walk { Walk { chunk: (CHUNK_BYTES / (steps(p) * STEP * 2)).max(MIN_CHUNK) } }
 }
 
-/// y = ReLU?(conv(x, W) + bias?) for an NCHW `p` with W packed by `pack_w`.
+/// y = ReLU?(conv(x, W) + bias?) for an NCHW `p` with W packed by `pack_w` (64-byte aligned).
 ///
 /// # Safety
 /// The pointers and strides of `p` address valid tensors with x and y positions consecutive
@@ -92,6 +92,7 @@ impl Walk {
 pub unsafe fn forward(p: &Problem, w: &[u16], split: AmxSplit, walk: Walk) {
     assert!(p.xp == 1 && p.yp == 1, "conv1x1_amx: positions must be consecutive in x and y");
     assert!(w.len() >= packed_len(p), "conv1x1_amx: packed W too short");
+    assert!(w.as_ptr() as usize % 64 == 0, "conv1x1_amx: packed W not 64-byte aligned (`amx::skip_to_64`)");
     if p.n == 0 || p.k == 0 || p.hw == 0 {
         return;
     }
@@ -107,8 +108,9 @@ pub unsafe fn forward(p: &Problem, w: &[u16], split: AmxSplit, walk: Walk) {
         let (blocks, task_tiles) = (part(fblocks, fg, gi), part(tiles, tb, ti));
         let tiles_amx = Tiles::configure();
         let cl = chunk.min(task_tiles.len()).max(1);
-        with_scratch(Slot::Task, (cl * st * STEP).div_ceil(2), |scratch| {
+        with_scratch(Slot::Task, (cl * st * STEP + ALIGN_SLACK).div_ceil(2), |scratch| {
             let xt = scratch.as_mut_ptr() as *mut u16;
+            let xt = xt.add(amx::skip_to_64(xt));
             for first in task_tiles.clone().step_by(cl) {
                 let chunk_tiles = first..(first + cl).min(task_tiles.end);
                 // x split into B's layout, tile by tile.
