@@ -387,10 +387,10 @@ fn gemm1x1_random_forward() {
         let nd = if case % 5 == 4 { 3 } else { 2 };
         let g = rng.pick(&[1, 1, 2]);
         // Contracting and expanding layers (K up to 70 for C from 1).
-        // The mid-sized NCHW cases below have C·K ≥ 8192 for the AMX solver.
+        // The mid-sized NCHW cases below have C·K ≥ 4096 for the AMX solver.
         let big = case % 4 == 2;
-        let cg = if case % 6 == 5 { 300 } else if big { rng.range(90, 130) } else { rng.range(1, 40) };
-        let kg = if big { rng.range(70, 100) } else { rng.range(1, 70) };
+        let cg = if case % 6 == 5 { 300 } else if big { rng.range(64, 100) } else { rng.range(1, 40) };
+        let kg = if big { rng.range(64, 90) } else { rng.range(1, 70) };
         let mut x = vec![rng.range(1, 3), g * cg];
         // Cases 2, 6, 10, 14, 22: NCHW images of 256..1023 positions, which the positions-in-
         // lanes driver takes (`conv1x1_pos::suits`), and enough tiles for the AMX solver.
@@ -419,11 +419,10 @@ fn gemm1x1_random_forward() {
         let nchw = case % 4 == 0 || case % 4 == 2;
         let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, AMX1X1, 805 + case as u64 * 10);
         if nchw {
-            use conflux::solver::cpu_amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES_KEPT, MIN_TILES_SPLIT};
+            use conflux::solver::cpu_amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES};
             let tiles = geo.y[0] * geo.y[2..].iter().product::<usize>().div_ceil(32);
-            let least = if case / 2 % 2 == 1 { MIN_TILES_KEPT } else { MIN_TILES_SPLIT };
-            let enough = tiles >= least && cg * kg >= MIN_MACS_PER_POSITION;
-            assert_eq!(ran, amx && enough, "{geo:?}: the AMX solver applies to NCHW with {tiles} tiles exactly where AMX is there and {least} tiles and C·K ≥ {MIN_MACS_PER_POSITION} are");
+            let enough = tiles >= MIN_TILES && cg * kg >= MIN_MACS_PER_POSITION;
+            assert_eq!(ran, amx && enough, "{geo:?}: the AMX solver applies to NCHW with {tiles} tiles exactly where AMX is there and {MIN_TILES} tiles and C·K ≥ {MIN_MACS_PER_POSITION} are");
         }
         if !avx512 {
             let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
@@ -471,7 +470,7 @@ fn fused_bias_relu_per_algorithm() {
                 // the CPU has AMX (not here: 6 tiles).
                 let tiles = xl[0] * (xl[2] * xl[3]).div_ceil(32);
                 let name = match name {
-                    "CpuConvGemm1x1" if dt == DataType::Float && layout == Layout::NCHW && amx && tiles >= conflux::solver::cpu_amx1x1::MIN_TILES_SPLIT => "CpuConvAmx1x1",
+                    "CpuConvGemm1x1" if dt == DataType::Float && layout == Layout::NCHW && amx && tiles >= conflux::solver::cpu_amx1x1::MIN_TILES => "CpuConvAmx1x1",
                     "CpuConvGemm1x1" if !(avx512 && dt == DataType::Float) => "CpuConvGemm",
                     _ => name,
                 };

@@ -25,18 +25,17 @@ use std::sync::Arc;
 
 pub struct CpuAmx1x1;
 
-/// Fewest 32-position tiles (N·⌈HW/32⌉) with constant weights, and with W split on every
-/// call. Measured against CpuConvGemm1x1 (`bench_cpu one CFG N NCHW Gemm 0.3 [const]`,
-/// interleaved medians, bench/results/2026-11-25-cpu-amx.md): N=1 7×7 and 14×14 layers (2
-/// and 7 tiles) 1.2–1.4× slower, N=8 7×7 (16 tiles) from 4% slower to 10% faster with kept
-/// W and 10–15% slower with W split per call, N=1 28×28 (25 tiles) 10–30% faster with kept
-/// W and up to 10% slower without.
-pub const MIN_TILES_KEPT: usize = 16;
+/// Fewest 32-position tiles (N·⌈HW/32⌉): every tile reads all of W, split into 1.5× its f32
+/// bytes, so with few tiles the layer is bound by W's bytes. Measured against
+/// CpuConvGemm1x1 (`bench_cpu one CFG N NCHW Gemm 0.3 [const]`, interleaved medians,
+/// bench/results/2026-11-25-cpu-amx.md): N=1 7×7 and 14×14 layers (2 and 7 tiles) 1.1–1.9×
+/// slower, with or without constant weights; N=8 7×7 (16 tiles) 7–20% faster, N=1 28×28 (25)
+/// 20–40% faster.
+pub const MIN_TILES: usize = 16;
 /// Fewest multiply-adds per output position (C·K of a group): x is split into bf16 parts
-/// once per tile for every block of 32 filters to share. 64-55-55-64 N=8 (4096) measured 7%
-/// slower than CpuConvGemm1x1, 64-55-55-256 and 256-55-55-64 (16384) 5–20% faster.
-pub const MIN_MACS_PER_POSITION: usize = 8192;
-pub const MIN_TILES_SPLIT: usize = 32;
+/// once per tile for all filters to share. The smallest layer measured, 64-55-55-64 (4096),
+/// is 5–25% faster than CpuConvGemm1x1; smaller ones were not measured.
+pub const MIN_MACS_PER_POSITION: usize = 4096;
 
 struct Amx1x1Invoker {
     problem: FusedProblem,
@@ -60,11 +59,9 @@ impl Solver for CpuAmx1x1 {
         }
         // Every 32-position tile reads all of W, split into 1.5× its f32 bytes: with few
         // tiles the layer is bound by W's bytes, and the AVX-512 solver reads fewer.
-        let conv = problem.conv_problem().ok_or("not a convolution problem")?;
         let tiles = g.n * g.output_size().div_ceil(32);
-        let least = if conv.conv.weights_constant() { MIN_TILES_KEPT } else { MIN_TILES_SPLIT };
-        if tiles < least {
-            return Err(format!("{tiles} tiles of 32 positions, fewer than {least}: bound by the filter's bytes (CpuConvGemm1x1 is faster)"));
+        if tiles < MIN_TILES {
+            return Err(format!("{tiles} tiles of 32 positions, fewer than {MIN_TILES}: bound by the filter's bytes (CpuConvGemm1x1 is faster)"));
         }
         let (cg, kg) = (g.cg(), g.kg());
         if cg * kg < MIN_MACS_PER_POSITION {
