@@ -41,12 +41,14 @@ fn cases(constant: bool) -> Vec<Case> {
     let h = Handle::cpu();
     // 1×1 with 300 input channels (two K blocks) and 70 filters (a partial panel); 1×1 on
     // 272-position images (the positions-in-lanes driver, W packed by row blocks; the AMX
-    // solver, 18 tiles of 32 positions, a partial channel step and filter block); Winograd
+    // solver, 18 tiles of 32 positions, a partial channel step and filter block, and one
+    // partial tile against three filter blocks, x split whole first); Winograd
     // with partial last tiles and a partial filter panel.
     [
         case(GEMM1X1, [2, 300, 5, 7], [70, 300, 1, 1], 0, constant),
         case(GEMM1X1, [2, 20, 16, 17], [30, 20, 1, 1], 0, constant),
         case(AMX1X1, [2, 70, 16, 17], [90, 70, 1, 1], 0, constant),
+        case(AMX1X1, [1, 64, 5, 6], [70, 64, 1, 1], 0, constant),
         case(WINOGRAD4, [2, 12, 9, 11], [40, 12, 3, 3], 1, constant),
     ]
         .into_iter()

@@ -109,8 +109,8 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
     if nhwc {
         return;
     }
-    // The AMX driver (bf16×6) on the same NCHW problem: the chosen split and walk, and the
-    // caller's split with chunks of one and three tiles.
+    // The AMX driver (bf16×6) on the same NCHW problem: the chosen split and walk, the
+    // caller's split with chunks of one and three tiles, and x split whole first.
     if amx::available() {
         let mut y = vec![f32::NAN; n * ys0];
         let p = problem(&mut y);
@@ -120,8 +120,9 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
         // SAFETY: as above; `packed` holds packed_len values; AMX implies AVX-512.
         unsafe { conv1x1_amx::pack_w(&p, packed) };
         let packed = &*packed;
-        let splits = [AmxSplit::choose(&p, 2), split.map_or(AmxSplit { tile_blocks: 1, filter_groups: 1 }, |s| AmxSplit { tile_blocks: s.mb, filter_groups: s.gp })];
-        for (split, walk) in [(splits[0], AmxWalk::choose(&p)), (splits[1], AmxWalk { chunk: 1 }), (splits[1], AmxWalk { chunk: 3 })] {
+        let forced = split.map_or(AmxSplit { tile_blocks: 1, filter_groups: 1, shared_x: false }, |s| AmxSplit { tile_blocks: s.mb, filter_groups: s.gp, shared_x: false });
+        let shared = AmxSplit { shared_x: true, ..forced };
+        for (split, walk) in [(AmxSplit::choose(&p, 2), AmxWalk::choose(&p)), (forced, AmxWalk { chunk: 1 }), (forced, AmxWalk { chunk: 3 }), (shared, AmxWalk { chunk: 1 })] {
             y.fill(f32::NAN);
             // SAFETY: as above.
             unsafe { conv1x1_amx::forward(&p, packed, split, walk) };

@@ -421,7 +421,7 @@ fn gemm1x1_random_forward() {
         if nchw {
             use conflux::solver::cpu_amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES};
             let tiles = geo.y[0] * geo.y[2..].iter().product::<usize>().div_ceil(32);
-            let enough = tiles >= MIN_TILES && cg * kg >= MIN_MACS_PER_POSITION;
+            let enough = (tiles >= MIN_TILES || kg.div_ceil(32) >= 2 * tiles) && cg * kg >= MIN_MACS_PER_POSITION;
             assert_eq!(ran, amx && enough, "{geo:?}: the AMX solver applies to NCHW with {tiles} tiles exactly where AMX is there and {MIN_TILES} tiles and C·K ≥ {MIN_MACS_PER_POSITION} are");
         }
         if !avx512 {
@@ -466,11 +466,13 @@ fn fused_bias_relu_per_algorithm() {
                 plan.add_activation(ActivationMode::Relu).unwrap();
                 plan.compile(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
                 // The 1×1 solver takes f32 NCHW and NHWC on AVX-512 machines; the generic GEMM the rest.
-                // and the AMX solver precedes it on f32 NCHW with enough 32-position tiles where
-                // the CPU has AMX (not here: 6 tiles).
-                let tiles = xl[0] * (xl[2] * xl[3]).div_ceil(32);
+                // and the AMX solver precedes it on f32 NCHW with enough 32-position tiles (or
+                // twice as many 32-filter blocks) where the CPU has AMX (not here: 6 tiles, 3
+                // blocks).
+                let (tiles, fblocks) = (xl[0] * (xl[2] * xl[3]).div_ceil(32), wl[0].div_ceil(32));
+                let enough = tiles >= conflux::solver::cpu_amx1x1::MIN_TILES || fblocks >= 2 * tiles;
                 let name = match name {
-                    "CpuConvGemm1x1" if dt == DataType::Float && layout == Layout::NCHW && amx && tiles >= conflux::solver::cpu_amx1x1::MIN_TILES => "CpuConvAmx1x1",
+                    "CpuConvGemm1x1" if dt == DataType::Float && layout == Layout::NCHW && amx && enough => "CpuConvAmx1x1",
                     "CpuConvGemm1x1" if !(avx512 && dt == DataType::Float) => "CpuConvGemm",
                     _ => name,
                 };

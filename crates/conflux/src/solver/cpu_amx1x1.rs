@@ -25,12 +25,12 @@ use std::sync::Arc;
 
 pub struct CpuAmx1x1;
 
-/// Fewest 32-position tiles (N·⌈HW/32⌉): every tile reads all of W, split into 1.5× its f32
-/// bytes, so with few tiles the layer is bound by W's bytes. Measured against
-/// CpuConvGemm1x1 (`bench_cpu one CFG N NCHW Gemm 0.3 [const]`, interleaved medians,
-/// bench/results/2026-11-25-cpu-amx.md): N=1 7×7 and 14×14 layers (2 and 7 tiles) 1.1–1.9×
-/// slower, with or without constant weights; N=8 7×7 (16 tiles) 7–20% faster, N=1 28×28 (25)
-/// 20–40% faster.
+/// Fewest 32-position tiles (N·⌈HW/32⌉), unless W has at least twice as many 32-filter
+/// blocks (`conv1x1_amx::shares_x`): with few tiles and few blocks both split operands are
+/// read many times and the layer is bound by their bytes (1.5× the f32 bytes). Measured
+/// against CpuConvGemm1x1 (`bench_cpu one CFG N NCHW Gemm 0.3 [const]`, interleaved medians,
+/// bench/results/2026-11-25-cpu-amx.md): 1024-14-14-256 N=1 (7 tiles, 8 blocks) 15–35%
+/// slower; N=8 7×7 (16 tiles) 7–20% faster, N=1 28×28 (25) 20–40% faster.
 pub const MIN_TILES: usize = 16;
 /// Fewest multiply-adds per output position (C·K of a group): x is split into bf16 parts
 /// once per tile for all filters to share. The smallest layer measured, 64-55-55-64 (4096),
@@ -59,9 +59,9 @@ impl Solver for CpuAmx1x1 {
         }
         // Every 32-position tile reads all of W, split into 1.5× its f32 bytes: with few
         // tiles the layer is bound by W's bytes, and the AVX-512 solver reads fewer.
-        let tiles = g.n * g.output_size().div_ceil(32);
-        if tiles < MIN_TILES {
-            return Err(format!("{tiles} tiles of 32 positions, fewer than {MIN_TILES}: bound by the filter's bytes (CpuConvGemm1x1 is faster)"));
+        let (tiles, fblocks) = (g.n * g.output_size().div_ceil(32), g.kg().div_ceil(32));
+        if tiles < MIN_TILES && fblocks < 2 * tiles {
+            return Err(format!("{tiles} tiles of 32 positions (fewer than {MIN_TILES}) and {fblocks} blocks of 32 filters (fewer than twice that): bound by the split operands' bytes (CpuConvGemm1x1 is faster)"));
         }
         let (cg, kg) = (g.cg(), g.kg());
         if cg * kg < MIN_MACS_PER_POSITION {
