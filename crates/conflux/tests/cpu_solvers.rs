@@ -419,9 +419,10 @@ fn gemm1x1_random_forward() {
         let nchw = case % 4 == 0 || case % 4 == 2;
         let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, AMX1X1, 805 + case as u64 * 10);
         if nchw {
-            use conflux::solver::cpu_amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES};
+            use conflux::solver::cpu_amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES, MIN_TILES_SPLITTING_W};
             let tiles = geo.y[0] * geo.y[2..].iter().product::<usize>().div_ceil(32);
-            let enough = (tiles >= MIN_TILES || kg.div_ceil(32) >= 2 * tiles) && cg * kg >= MIN_MACS_PER_POSITION;
+            let constant = case / 2 % 2 == 1;
+            let enough = (tiles >= MIN_TILES || kg.div_ceil(32) >= 2 * tiles) && (constant || tiles >= MIN_TILES_SPLITTING_W) && cg * kg >= MIN_MACS_PER_POSITION;
             assert_eq!(ran, amx && enough, "{geo:?}: the AMX solver applies to NCHW with {tiles} tiles exactly where AMX is there and {MIN_TILES} tiles and C·K ≥ {MIN_MACS_PER_POSITION} are");
         }
         if !avx512 {

@@ -32,6 +32,10 @@ pub struct CpuAmx1x1;
 /// bench/results/2026-11-25-cpu-amx.md): 1024-14-14-256 N=1 (7 tiles, 8 blocks) 15–35%
 /// slower; N=8 7×7 (16 tiles) 7–20% faster, N=1 28×28 (25) 20–40% faster.
 pub const MIN_TILES: usize = 16;
+/// Fewest tiles when W is split on every call (no constant-weights promise): 2048-7-7-512 N=1
+/// (2 tiles) measured 1.6× slower than CpuConvGemm1x1 and 512-7-7-2048 N=1 1.1×;
+/// 256-14-14-1024 N=1 (7 tiles) 10% faster.
+pub const MIN_TILES_SPLITTING_W: usize = 4;
 /// Fewest multiply-adds per output position (C·K of a group): x is split into bf16 parts
 /// once per tile for all filters to share. The smallest layer measured, 64-55-55-64 (4096),
 /// is 5–25% faster than CpuConvGemm1x1; smaller ones were not measured.
@@ -62,6 +66,10 @@ impl Solver for CpuAmx1x1 {
         let (tiles, fblocks) = (g.n * g.output_size().div_ceil(32), g.kg().div_ceil(32));
         if tiles < MIN_TILES && fblocks < 2 * tiles {
             return Err(format!("{tiles} tiles of 32 positions (fewer than {MIN_TILES}) and {fblocks} blocks of 32 filters (fewer than twice that): bound by the split operands' bytes (CpuConvGemm1x1 is faster)"));
+        }
+        let constant = problem.conv_problem().is_some_and(|c| c.conv.weights_constant());
+        if !constant && tiles < MIN_TILES_SPLITTING_W {
+            return Err(format!("{tiles} tiles of 32 positions, fewer than {MIN_TILES_SPLITTING_W} to pay for splitting W on every call (no constant-weights promise)"));
         }
         let (cg, kg) = (g.cg(), g.kg());
         if cg * kg < MIN_MACS_PER_POSITION {
