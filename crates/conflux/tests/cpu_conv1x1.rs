@@ -106,10 +106,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
         }
         check(&y, &format!("packed {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?}", kern.name));
     }
-    if nhwc {
-        return;
-    }
-    // The AMX driver (bf16×6) on the same NCHW problem: the chosen split and walk, the
+    // The AMX driver (bf16×6) on the same problem: the chosen split and walk, the
     // caller's split with chunks of one and three tiles, and x split whole first.
     if amx::available() {
         let mut y = vec![f32::NAN; n * ys0];
@@ -126,8 +123,11 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
             y.fill(f32::NAN);
             // SAFETY: as above.
             unsafe { conv1x1_amx::forward(&p, packed, split, walk) };
-            check(&y, &format!("amx n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?} {walk:?}"));
+            check(&y, &format!("amx n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?} {walk:?}"));
         }
+    }
+    if nhwc {
+        return;
     }
     // The positions-in-lanes driver on the same NCHW problem, whatever `suits` says: the
     // chosen split, and the caller's split read as (tile blocks, row groups).

@@ -387,20 +387,24 @@ fn gemm1x1_random_forward() {
         let nd = if case % 5 == 4 { 3 } else { 2 };
         let g = rng.pick(&[1, 1, 2]);
         // Contracting and expanding layers (K up to 70 for C from 1).
-        // The mid-sized NCHW cases below have C·K ≥ 4096 for the AMX solver.
-        let big = case % 4 == 2;
+        // Cases 2 and 3 mod 4 (NCHW, NHWC) have C·K ≥ 4096 and mid-sized images for the AMX
+        // solver.
+        let big = case % 4 >= 2;
         let cg = if case % 6 == 5 { 300 } else if big { rng.range(64, 100) } else { rng.range(1, 40) };
         let kg = if big { rng.range(64, 90) } else { rng.range(1, 70) };
         let mut x = vec![rng.range(1, 3), g * cg];
-        // Cases 2, 6, 10, 14, 22: NCHW images of 256..1023 positions, which the positions-in-
-        // lanes driver takes (`conv1x1_pos::suits`), and enough tiles for the AMX solver.
-        let mid = nd == 2 && case % 4 == 2;
+        // 2-D cases 2 and 3 mod 4: images of 256..1023 positions, which the positions-in-lanes
+        // driver takes where NCHW (`conv1x1_pos::suits`), and enough tiles for the AMX solver.
+        let mid = nd == 2 && case % 4 >= 2;
         for _ in 0..nd {
             x.push(if mid { rng.range(16, 31) } else { rng.range(1, if nd == 3 { 5 } else { 16 }) });
         }
         let w = [vec![g * kg, cg], vec![1; nd]].concat();
         let mut geo = make_geo(&vec![0; nd], &vec![1; nd], &vec![1; nd], g, x, w).unwrap();
-        geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case / 2 % 2) as i64).unwrap();
+        // Constant weights on half the cases, flipped from case 12 on so that every layout and
+        // size class meets both.
+        let constant = (case / 2 % 2 == 1) != (case >= 12);
+        geo.conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64).unwrap();
         let dt = DataType::Float;
         let gap = (case % 3) * 2;
         // NCHW with gaps after channels and images, or NHWC (packed, or with gaps after
@@ -415,15 +419,13 @@ fn gemm1x1_random_forward() {
         let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
         let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, GEMM1X1, 800 + case as u64 * 10);
         assert_eq!(ran, avx512, "{geo:?}: the 1×1 solver applies exactly when AVX-512 is there");
-        // The AMX solver on the NCHW cases (bf16×6 keeps f32's tolerance; small integers exact).
-        let nchw = case % 4 == 0 || case % 4 == 2;
+        // The AMX solver, NCHW and NHWC (bf16×6 keeps f32's tolerance; small integers exact).
         let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, AMX1X1, 805 + case as u64 * 10);
-        if nchw {
+        {
             use conflux::solver::cpu_amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES, MIN_TILES_SPLITTING_W};
             let tiles = geo.y[0] * geo.y[2..].iter().product::<usize>().div_ceil(32);
-            let constant = case / 2 % 2 == 1;
             let enough = (tiles >= MIN_TILES || kg.div_ceil(32) >= 2 * tiles) && (constant || tiles >= MIN_TILES_SPLITTING_W) && cg * kg >= MIN_MACS_PER_POSITION;
-            assert_eq!(ran, amx && enough, "{geo:?}: the AMX solver applies to NCHW with {tiles} tiles exactly where AMX is there and {MIN_TILES} tiles and C·K ≥ {MIN_MACS_PER_POSITION} are");
+            assert_eq!(ran, amx && enough, "{geo:?}: the AMX solver applies with {tiles} tiles exactly where AMX is there and {MIN_TILES} tiles and C·K ≥ {MIN_MACS_PER_POSITION} are");
         }
         if !avx512 {
             let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
@@ -467,13 +469,13 @@ fn fused_bias_relu_per_algorithm() {
                 plan.add_activation(ActivationMode::Relu).unwrap();
                 plan.compile(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
                 // The 1×1 solver takes f32 NCHW and NHWC on AVX-512 machines; the generic GEMM the rest.
-                // and the AMX solver precedes it on f32 NCHW with enough 32-position tiles (or
+                // and the AMX solver precedes it on f32 with enough 32-position tiles (or
                 // twice as many 32-filter blocks) where the CPU has AMX (not here: 6 tiles, 3
                 // blocks).
                 let (tiles, fblocks) = (xl[0] * (xl[2] * xl[3]).div_ceil(32), wl[0].div_ceil(32));
                 let enough = tiles >= conflux::solver::cpu_amx1x1::MIN_TILES || fblocks >= 2 * tiles;
                 let name = match name {
-                    "CpuConvGemm1x1" if dt == DataType::Float && layout == Layout::NCHW && amx && enough => "CpuConvAmx1x1",
+                    "CpuConvGemm1x1" if dt == DataType::Float && amx && enough => "CpuConvAmx1x1",
                     "CpuConvGemm1x1" if !(avx512 && dt == DataType::Float) => "CpuConvGemm",
                     _ => name,
                 };

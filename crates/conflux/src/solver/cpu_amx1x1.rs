@@ -1,9 +1,9 @@
-//! 1×1 forward convolution of f32 NCHW tensors on AMX tiles at f32 accuracy
+//! 1×1 forward convolution of f32 NCHW or NHWC tensors on AMX tiles at f32 accuracy
 //! (`backend/cpu/conv1x1_amx.rs`: each operand split into three bf16 parts, six part
 //! products per multiply, f32 accumulation; `backend/cpu/amx.rs` says what differs from f32
 //! FMAs). Stride 1, no padding, any groups, with a none / bias / ReLU / bias + ReLU
-//! epilogue, x and y with their positions consecutive. Needs AMX (bf16) and Linux's
-//! permission for the tile state; `CONFLUX_CPU_AMX=0` turns it off.
+//! epilogue, x and y with both their positions or both their channels consecutive. Needs
+//! AMX (bf16) and Linux's permission for the tile state; `CONFLUX_CPU_AMX=0` turns it off.
 //!
 //! W is split per call, or once per filter address under the constant-weights promise
 //! (`ConvDesc::weights_constant`). Other α/β go through the generic GEMM convolution, as in
@@ -57,9 +57,11 @@ impl Solver for CpuAmx1x1 {
     fn check(&self, problem: &FusedProblem, _handle: &Handle) -> std::result::Result<(), String> {
         check_common(problem)?;
         let g = Geom::of(problem.conv_problem().ok_or("not a convolution problem")?);
-        let consecutive = |s: [usize; 5], sp: [usize; 3]| s[4] == 1 && (s[3] == sp[2] || sp[1] <= 1) && (s[2] == sp[1] * sp[2] || sp[0] <= 1);
-        if !consecutive(g.x_strides, g.input) || !consecutive(g.y_strides, g.output) {
-            return Err("x or y does not have its positions consecutive (NCHW-like)".into());
+        let positions = |s: [usize; 5], sp: [usize; 3]| s[4] == 1 && (s[3] == sp[2] || sp[1] <= 1) && (s[2] == sp[1] * sp[2] || sp[0] <= 1);
+        let nchw = positions(g.x_strides, g.input) && positions(g.y_strides, g.output);
+        let nhwc = g.x_strides[1] == 1 && g.y_strides[1] == 1;
+        if !nchw && !nhwc {
+            return Err("x and y have neither both their positions (NCHW-like) nor both their channels (NHWC-like) consecutive".into());
         }
         // Every 32-position tile reads all of W, split into 1.5× its f32 bytes: with few
         // tiles the layer is bound by W's bytes, and the AVX-512 solver reads fewer.

@@ -1,11 +1,14 @@
-//! Forward 1×1 convolution (stride 1, no padding) of f32 NCHW images on AMX tiles at f32
-//! accuracy (`amx.rs`): per image and group, y (K × HW) = W (K × C) · x (C × HW) in blocks of
-//! 32 filters × 32 positions, so each block row is a run of one of y's channel rows.
+//! Forward 1×1 convolution (stride 1, no padding) of f32 images on AMX tiles at f32 accuracy
+//! (`amx.rs`), in blocks of 32 filters × 32 positions. NCHW (x and y with positions
+//! consecutive): y (K × HW) = W (K × C) · x (C × HW), W the A operand (rows of C) and x tiles
+//! B (VNNI rows of channel pairs), so each block row is a run of one of y's channel rows.
+//! NHWC (channels consecutive): yᵀ (HW × K) = xᵀ · Wᵀ, x tiles the A operand (each position's
+//! channels a row) and W B, each block row a run of one position's channels.
 //!
-//! W is split into three planes of bf16 rows once (`pack_w`: per call, or once per filter
-//! address under the constant-weights promise); each task splits its x tiles into VNNI rows
-//! in chunks (`Walk`), then runs every filter block of its group over the chunk, the
-//! finished 32 × 32 blocks going through bias and ReLU to y.
+//! W is split into bf16 parts once (`pack_w`: per call, or once per filter address under the
+//! constant-weights promise); each task splits its x tiles in chunks (`Walk`), then runs
+//! every filter block of its group over the chunk, the finished 32 × 32 blocks going through
+//! bias and ReLU to y.
 
 use super::amx::{self, Tiles, ALIGN_SLACK, STEP, TILE};
 use super::conv1x1::Problem;
@@ -29,32 +32,102 @@ fn steps(p: &Problem) -> usize { p.c.div_ceil(32) }
 /// step per 32 channels (`amx` module comment).
 pub fn packed_len(p: &Problem) -> usize { p.k.div_ceil(BLOCK) * steps(p) * STEP }
 
-/// W split into bf16 parts in A's layout (`amx` module comment), zero past K and C.
+/// Whether `p` is NHWC-like (else NCHW-like: `forward` says which strides it takes).
+fn channels_last(p: &Problem) -> bool { !(p.xp == 1 && p.yp == 1) }
+
+/// Up to 32 rows of C values (`row(i)`, None past the last) split into A's layout (`amx`
+/// module comment): `steps` operand steps at `dst`, zero past the rows and C.
+///
+/// # Safety
+/// AVX-512F; every row `row` gives has C readable values; `dst` has steps·STEP writable ones.
+#[cfg(target_arch = "x86_64")]
+unsafe fn split_rows(row: impl Fn(usize) -> Option<*const f32>, c: usize, steps: usize, dst: *mut u16) {
+    for i in 0..BLOCK {
+        let src = row(i);
+        for chunk in 0..2 * steps {
+            let c0 = 16 * chunk;
+            let (s, half) = (chunk / 2, chunk % 2);
+            // Part j of rows 0–15 / 16–31: tile 2j / 2j + 1 of the step.
+            let at = |j: usize| dst.add(s * STEP + (2 * j + i / 16) * TILE + (i % 16) * 32 + 16 * half);
+            let live = if src.is_some() { c.saturating_sub(c0).min(16) } else { 0 };
+            amx::split_chunk(src.unwrap_or(std::ptr::null()).wrapping_add(c0), live, [at(0), at(1), at(2)]);
+        }
+    }
+}
+
+/// W split into bf16 parts, per block of 32 filters: NCHW in A's layout (rows are filters),
+/// NHWC in B's (VNNI rows of channel pairs, columns are filters, from W transposed through
+/// `scratch`, C·K values); zero past K and C.
 ///
 /// # Safety
 /// `p.w` addresses K filters of C values at row stride `p.ws0`; `dst` has `packed_len(p)`
 /// values; AVX-512F.
 pub unsafe fn pack_w(p: &Problem, dst: &mut [u16]) {
-    let st = steps(p);
+    let (st, fblocks) = (steps(p), p.k.div_ceil(BLOCK));
     let base = dst.as_mut_ptr() as usize;
-    (0..p.k.div_ceil(BLOCK) * BLOCK).into_par_iter().for_each(|k| {
-        let (fb, row) = (k / BLOCK, k % BLOCK);
-        for chunk in 0..2 * st {
-            let c0 = 16 * chunk;
-            let (s, half) = (chunk / 2, chunk % 2);
-            // Part i of rows 0–15 / 16–31: tile 2i / 2i + 1 of the step.
-            let tile = |i: usize| (fb * st + s) * STEP + (2 * i + row / 16) * TILE + (row % 16) * 32 + 16 * half;
-            let dst: [*mut u16; 3] = std::array::from_fn(|i| (base as *mut u16).wrapping_add(tile(i)));
-            let live = if k < p.k { p.c.saturating_sub(c0).min(16) } else { 0 };
-            // SAFETY: the 16 values of each part lie inside dst; filter k's channels c0..c0 +
-            // live are inside W.
+    if !channels_last(p) {
+        (0..fblocks).into_par_iter().for_each(|fb| {
+            let row = |i: usize| (fb * BLOCK + i < p.k).then(|| p.w.wrapping_add((fb * BLOCK + i) * p.ws0));
+            // SAFETY: this block's steps inside dst; filter rows inside W.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                amx::split_chunk(p.w.wrapping_add(k * p.ws0 + c0), live, dst)
+                split_rows(row, p.c, st, (base as *mut u16).add(fb * st * STEP))
             };
+        });
+        return;
+    }
+    // Wᵀ (C rows of K), then each filter block's 32 columns as B.
+    with_scratch(Slot::Conv, p.c * p.k, |wt| {
+        for k in 0..p.k {
+            for c in 0..p.c {
+                wt[c * p.k + k] = *p.w.add(k * p.ws0 + c);
+            }
         }
+        let wt = &*wt;
+        (0..fblocks).into_par_iter().for_each(|fb| {
+            // SAFETY: this block's steps inside dst; columns fb·32.. of Wᵀ's C rows.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                amx::vnni_tile(wt.as_ptr().add(fb * BLOCK), p.k, p.c, BLOCK.min(p.k - fb * BLOCK), st, (base as *mut u16).add(fb * st * STEP))
+            };
+        });
     });
 }
+
+/// x tile t (32 positions from p0 of image n) split into its operand's layout at `dst`: B
+/// (NCHW) or A (NHWC).
+///
+/// # Safety
+/// As `forward`; `dst` has steps·STEP writable values.
+unsafe fn split_x(p: &Problem, n: usize, p0: usize, st: usize, dst: *mut u16) {
+    let live = BLOCK.min(p.hw - p0);
+    #[cfg(target_arch = "x86_64")]
+    if channels_last(p) {
+        split_rows(|i| (i < live).then(|| p.x.add(n * p.xs[0] + (p0 + i) * p.xp)), p.c, st, dst);
+    } else {
+        amx::vnni_tile(p.x.add(n * p.xs[0] + p0), p.xs[1], p.c, live, st, dst);
+    }
+}
+
+/// Filter block `w` (at k0) times x tile `x` (positions p0.. of image n), through bias and
+/// ReLU to y.
+///
+/// # Safety
+/// As `forward`; `w` and `x` hold their operands' steps.
+unsafe fn block(tiles: &Tiles, p: &Problem, w: *const u16, x: *const u16, st: usize, n: usize, k0: usize, p0: usize) {
+    let mut c = [0f32; BLOCK * BLOCK];
+    let nhwc = channels_last(p);
+    let (a, b) = if nhwc { (x, w) } else { (w, x) };
+    tiles.block_32x32(a, b, st, c.as_mut_ptr(), true);
+    let (filters, positions) = (BLOCK.min(p.k - k0), BLOCK.min(p.hw - p0));
+    #[cfg(target_arch = "x86_64")]
+    if nhwc {
+        store_rows(p, &c, positions, filters, p.y.add(n * p.ys[0] + p0 * p.yp + k0), p.yp, p.bias.wrapping_add(k0), false);
+    } else {
+        store_rows(p, &c, filters, positions, p.y.add(n * p.ys[0] + k0 * p.ys[1] + p0), p.ys[1], p.bias.wrapping_add(k0), true);
+    }
+}
+
 /// Whether W has at least twice as many 32-filter blocks as x has 32-position tiles: then x
 /// is split whole first and each task takes filter blocks over all of it (`AmxSplit`).
 /// 512-7-7-2048 and 256-14-14-1024 N=1 measured 20–25% faster than CpuConvGemm1x1 so;
@@ -96,22 +169,16 @@ unsafe fn forward_shared_x(p: &Problem, w: &[u16], groups: usize) {
         let xt = xt.add(amx::skip_to_64(xt)) as usize;
         (0..tiles).into_par_iter().for_each(|t| {
             let (n, p0) = at(t);
-            // SAFETY: tile t's part of the buffer; image n's positions p0.. are inside x.
-            #[cfg(target_arch = "x86_64")]
-            unsafe {
-                amx::vnni_tile(p.x.add(n * p.xs[0] + p0), p.xs[1], p.c, BLOCK.min(p.hw - p0), st, (xt as *mut u16).add(t * tile_len))
-            };
+            // SAFETY: tile t's part of the buffer.
+            unsafe { split_x(p, n, p0, st, (xt as *mut u16).add(t * tile_len)) };
         });
         let groups = groups.clamp(1, fblocks);
         (0..groups).into_par_iter().for_each(|gi| {
             let tiles_amx = Tiles::configure();
             for fb in part(fblocks, groups, gi) {
-                let a = w.as_ptr().add(fb * tile_len);
                 for t in 0..tiles {
                     let (n, p0) = at(t);
-                    let mut c = [0f32; BLOCK * BLOCK];
-                    tiles_amx.block_32x32(a, (xt as *const u16).add(t * tile_len), st, c.as_mut_ptr(), true);
-                    store(p, &c, n, fb * BLOCK, p0);
+                    block(&tiles_amx, p, w.as_ptr().add(fb * tile_len), (xt as *const u16).add(t * tile_len), st, n, fb * BLOCK, p0);
                 }
             }
         });
@@ -128,14 +195,15 @@ impl Walk {
     pub fn choose(p: &Problem) -> Walk { Walk { chunk: (CHUNK_BYTES / (steps(p) * STEP * 2)).max(MIN_CHUNK) } }
 }
 
-/// y = ReLU?(conv(x, W) + bias?) for an NCHW `p` with W packed by `pack_w` (64-byte aligned).
+/// y = ReLU?(conv(x, W) + bias?) with W packed by `pack_w` (64-byte aligned).
 ///
 /// # Safety
-/// The pointers and strides of `p` address valid tensors with x and y positions consecutive
-/// (xp = yp = 1); y does not overlap x or W; `w` holds `pack_w`'s result for this W;
-/// `amx::available()` is true.
+/// The pointers and strides of `p` address valid tensors with, in x and y alike, either the
+/// positions consecutive (xp = yp = 1: NCHW) or the channels (xs[1] = ys[1] = 1: NHWC); y
+/// does not overlap x or W; `w` holds `pack_w`'s result for this W; `amx::available()`.
 pub unsafe fn forward(p: &Problem, w: &[u16], split: AmxSplit, walk: Walk) {
-    assert!(p.xp == 1 && p.yp == 1, "conv1x1_amx: positions must be consecutive in x and y");
+    let nchw = p.xp == 1 && p.yp == 1;
+    assert!(nchw || (p.xs[1] == 1 && p.ys[1] == 1), "conv1x1_amx: x and y need their positions or their channels consecutive");
     assert!(w.len() >= packed_len(p), "conv1x1_amx: packed W too short");
     assert!(w.as_ptr() as usize % 64 == 0, "conv1x1_amx: packed W not 64-byte aligned (`amx::skip_to_64`)");
     if p.n == 0 || p.k == 0 || p.hw == 0 {
@@ -161,19 +229,14 @@ pub unsafe fn forward(p: &Problem, w: &[u16], split: AmxSplit, walk: Walk) {
             let xt = xt.add(amx::skip_to_64(xt));
             for first in task_tiles.clone().step_by(cl) {
                 let chunk_tiles = first..(first + cl).min(task_tiles.end);
-                // x split into B's layout, tile by tile.
                 for (j, t) in chunk_tiles.clone().enumerate() {
                     let (n, p0) = at(t);
-                    #[cfg(target_arch = "x86_64")]
-                    amx::vnni_tile(p.x.add(n * p.xs[0] + p0), p.xs[1], p.c, BLOCK.min(p.hw - p0), st, xt.add(j * st * STEP));
+                    split_x(p, n, p0, st, xt.add(j * st * STEP));
                 }
                 for fb in blocks.clone() {
-                    let a = w.as_ptr().add(fb * st * STEP);
                     for (j, t) in chunk_tiles.clone().enumerate() {
                         let (n, p0) = at(t);
-                        let mut c = [0f32; BLOCK * BLOCK];
-                        tiles_amx.block_32x32(a, xt.add(j * st * STEP), st, c.as_mut_ptr(), true);
-                        store(p, &c, n, fb * BLOCK, p0);
+                        block(&tiles_amx, p, w.as_ptr().add(fb * st * STEP), xt.add(j * st * STEP), st, n, fb * BLOCK, p0);
                     }
                 }
             }
@@ -181,34 +244,30 @@ pub unsafe fn forward(p: &Problem, w: &[u16], split: AmxSplit, walk: Walk) {
     });
 }
 
-/// A finished block (filters k0.., positions p0.. of image n) through bias and ReLU to y.
-unsafe fn store(p: &Problem, c: &[f32; BLOCK * BLOCK], n: usize, k0: usize, p0: usize) {
-    let (rows, live) = (BLOCK.min(p.k - k0), BLOCK.min(p.hw - p0));
-    #[cfg(target_arch = "x86_64")]
-    store_avx512(p, c, n, k0, p0, rows, live);
-    #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("conv1x1_amx without AMX ({rows}×{live} block of {:?})", (c.len(), n, p0));
-}
-
+/// A finished block (`rows` × `cols` of its 32 × 32) through bias and ReLU to y: row i at
+/// `y + i·ys`, its columns consecutive. The bias (at `bias`, or null) goes per row
+/// (`bias_per_row`: NCHW, rows are filters) or per column (NHWC).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn store_avx512(p: &Problem, c: &[f32; BLOCK * BLOCK], n: usize, k0: usize, p0: usize, rows: usize, live: usize) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_rows(p: &Problem, c: &[f32; BLOCK * BLOCK], rows: usize, cols: usize, y: *mut f32, ys: usize, bias: *const f32, bias_per_row: bool) {
     use std::arch::x86_64::*;
     let zero = _mm512_setzero_ps();
+    let masks: [__mmask16; 2] = std::array::from_fn(|h| {
+        let m = cols.saturating_sub(16 * h).min(16);
+        if m == 16 { 0xffff } else { (1u16 << m) - 1 }
+    });
+    let col_bias: [__m512; 2] = std::array::from_fn(|h| if p.bias.is_null() || bias_per_row { zero } else { _mm512_maskz_loadu_ps(masks[h], bias.add(16 * h)) });
     for i in 0..rows {
-        let k = k0 + i;
-        let bias = if p.bias.is_null() { zero } else { _mm512_set1_ps(*p.bias.add(k)) };
-        let y = p.y.add(n * p.ys[0] + k * p.ys[1] + p0);
+        let row_bias = if p.bias.is_null() || !bias_per_row { zero } else { _mm512_set1_ps(*bias.add(i)) };
         for h in 0..2 {
-            let m = live.saturating_sub(16 * h).min(16);
-            if m == 0 {
+            if masks[h] == 0 {
                 break;
             }
-            let mask: __mmask16 = if m == 16 { 0xffff } else { (1u16 << m) - 1 };
-            let v = _mm512_add_ps(_mm512_loadu_ps(c.as_ptr().add(i * BLOCK + 16 * h)), bias);
+            let v = _mm512_add_ps(_mm512_add_ps(_mm512_loadu_ps(c.as_ptr().add(i * BLOCK + 16 * h)), row_bias), col_bias[h]);
             // v first: a NaN v gives 0, like the generic ReLU.
             let v = if p.relu { _mm512_max_ps(v, zero) } else { v };
-            _mm512_mask_storeu_ps(y.add(16 * h), mask, v);
+            _mm512_mask_storeu_ps(y.add(i * ys + 16 * h), masks[h], v);
         }
     }
 }
