@@ -201,6 +201,21 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
         assert!(y[5 * hw..6 * hw].iter().all(|v| *v == 0.0), "{}: {:?}", kern.name, &y[5 * hw..6 * hw]);
         assert!(y[..5 * hw].iter().all(|v| *v == 3.0), "{}", kern.name);
     }
+    // The AMX driver: the NaN weight's hi part stays NaN.
+    if amx::available() {
+        let mut y = vec![-1.0f32; k * hw];
+        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: true };
+        let mut buf = vec![0u16; conv1x1_amx::packed_len(&p) + amx::ALIGN_SLACK];
+        let skip = amx::skip_to_64(buf.as_ptr());
+        let packed = &mut buf[skip..skip + conv1x1_amx::packed_len(&p)];
+        // SAFETY: as above.
+        unsafe {
+            conv1x1_amx::pack_w(&p, packed);
+            conv1x1_amx::forward(&p, packed, AmxSplit::choose(&p, 2), AmxWalk::choose(&p));
+        }
+        assert!(y[5 * hw..6 * hw].iter().all(|v| *v == 0.0), "amx: {:?}", &y[5 * hw..6 * hw]);
+        assert!(y[..5 * hw].iter().all(|v| *v == 3.0), "amx");
+    }
 }
 
 #[test]
