@@ -11,7 +11,8 @@
 //! bias and ReLU to y.
 
 use super::amx::{self, Tiles, ALIGN_SLACK, STEP, TILE};
-use super::conv1x1::Problem;
+use super::conv1x1::{self, Problem};
+use super::conv1x1_kernel;
 use super::even_part as part;
 use super::gemm::{with_scratch, Slot};
 use rayon::prelude::*;
@@ -56,8 +57,8 @@ unsafe fn split_rows(row: impl Fn(usize) -> Option<*const f32>, c: usize, steps:
 }
 
 /// W split into bf16 parts, per block of 32 filters: NCHW in A's layout (rows are filters),
-/// NHWC in B's (VNNI rows of channel pairs, columns are filters, from W transposed through
-/// `scratch`, C·K values); zero past K and C.
+/// NHWC in B's (VNNI rows of channel pairs, columns are filters, from `conv1x1::pack_all`'s
+/// transposed panels); zero past K and C.
 ///
 /// # Safety
 /// `p.w` addresses K filters of C values at row stride `p.ws0`; `dst` has `packed_len(p)`
@@ -76,19 +77,17 @@ pub unsafe fn pack_w(p: &Problem, dst: &mut [u16]) {
         });
         return;
     }
-    // Wᵀ (C rows of K), then each filter block's 32 columns as B.
-    with_scratch(Slot::Conv, p.c * p.k, |wt| {
-        for k in 0..p.k {
-            for c in 0..p.c {
-                wt[c * p.k + k] = *p.w.add(k * p.ws0 + c);
-            }
-        }
+    // Wᵀ in 32-filter panels ([channel][32 filters], zero past K: the AVX-512 1×1 driver's
+    // `pack_all`), then each panel's C rows as B.
+    let kern = conv1x1_kernel::best().expect("conv1x1_amx: AMX comes with AVX-512");
+    with_scratch(Slot::Conv, conv1x1::packed_len(p), |wt| {
+        conv1x1::pack_all(p, &kern, wt);
         let wt = &*wt;
         (0..fblocks).into_par_iter().for_each(|fb| {
-            // SAFETY: this block's steps inside dst; columns fb·32.. of Wᵀ's C rows.
+            // SAFETY: this block's steps inside dst; panel fb holds C rows of 32 values.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                amx::vnni_tile(wt.as_ptr().add(fb * BLOCK), p.k, p.c, BLOCK.min(p.k - fb * BLOCK), st, (base as *mut u16).add(fb * st * STEP))
+                amx::vnni_tile(wt.as_ptr().add(fb * p.c * BLOCK), BLOCK, p.c, BLOCK, st, (base as *mut u16).add(fb * st * STEP))
             };
         });
     });
