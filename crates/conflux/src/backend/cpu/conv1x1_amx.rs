@@ -114,10 +114,12 @@ unsafe fn split_x(p: &Problem, n: usize, p0: usize, st: usize, dst: *mut u16) {
 /// # Safety
 /// As `forward`; `w` and `x` hold their operands' steps.
 unsafe fn block(tiles: &Tiles, p: &Problem, w: *const u16, x: *const u16, st: usize, n: usize, k0: usize, p0: usize) {
-    let mut c = [0f32; BLOCK * BLOCK];
+    // Not zeroed first: the tile stores write all of it.
+    let mut c = std::mem::MaybeUninit::<[f32; BLOCK * BLOCK]>::uninit();
     let nhwc = channels_last(p);
     let (a, b) = if nhwc { (x, w) } else { (w, x) };
-    tiles.block_32x32(a, b, st, c.as_mut_ptr(), true);
+    tiles.block_32x32(a, b, st, c.as_mut_ptr() as *mut f32, true);
+    let c = c.assume_init();
     let (filters, positions) = (BLOCK.min(p.k - k0), BLOCK.min(p.hw - p0));
     #[cfg(target_arch = "x86_64")]
     if nhwc {
