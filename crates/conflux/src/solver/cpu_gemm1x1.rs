@@ -20,7 +20,7 @@ use crate::backend::cpu::conv1x1_kernel::{self, Kernels};
 use crate::backend::cpu::conv1x1_pos::{self, PackedWalk, PosSplit};
 use crate::backend::cpu::conv1x1_pos_kernel::{self, PosKernels};
 use crate::backend::cpu::conv_gemm;
-use crate::backend::cpu::weight_cache::WeightCache;
+use crate::backend::cpu::weight_cache::{Transformed, WeightCache};
 use crate::conv::Geom;
 use crate::error::{Error, Result};
 use crate::fusion::{EpiOp, FusedProblem};
@@ -107,6 +107,20 @@ pub(super) fn direct_epilogue<'a>(g: &Geom, r: &'a RunParts) -> Option<(Option<&
     direct
 }
 
+/// W as `cache` keeps it for the filter at `w`: `per_group` values per group, made by `pack`
+/// for each group's problem on the first call with this filter.
+///
+/// # Safety
+/// `w` addresses the filter `problem`'s descriptors describe, and `pack` writes what its
+/// problem's W gives.
+unsafe fn kept_per_group(cache: &WeightCache, problem: &FusedProblem, w: u64, problems: &[Problem], per_group: usize, pack: impl Fn(&Problem, &mut [f32])) -> Arc<Transformed> {
+    cache.filter(problem, w, per_group * problems.len(), |dst| {
+        for (p, d) in problems.iter().zip(dst.chunks_mut(per_group)) {
+            pack(p, d);
+        }
+    })
+}
+
 /// The 1×1 problem of each group of a run (`bias` for all K filters, or none).
 pub(super) fn group_problems(g: &Geom, r: &RunParts, bias: Option<&[f32]>, relu: bool) -> Vec<Problem> {
     let (kg, cg) = (g.kg(), g.cg());
@@ -175,13 +189,7 @@ impl Invoker for Gemm1x1Invoker {
             };
             let per_group = conv1x1_pos::packed_rows_len(&problems[0]);
             // SAFETY: as below; each group's slice holds packed_rows_len values.
-            let packed = unsafe {
-                cache.filter(&self.problem, r.ptrs.w, per_group * g.groups, |dst| {
-                    for (p, d) in problems.iter().zip(dst.chunks_mut(per_group)) {
-                        conv1x1_pos::pack_rows(p, d);
-                    }
-                })
-            };
+            let packed = unsafe { kept_per_group(cache, &self.problem, r.ptrs.w, &problems, per_group, |p, d| conv1x1_pos::pack_rows(p, d)) };
             for (group, p) in problems.iter().enumerate() {
                 let w = &packed.as_slice()[group * per_group..(group + 1) * per_group];
                 // SAFETY: as below; `suits` established NCHW x and y, `w` is this group's W
@@ -193,13 +201,7 @@ impl Invoker for Gemm1x1Invoker {
         let per_group = packed_len(&problems[0]);
         // SAFETY: W is the filter tensor the descriptors describe; each group's slice holds
         // packed_len values.
-        let packed = self.packed.as_ref().map(|cache| unsafe {
-            cache.filter(&self.problem, r.ptrs.w, per_group * g.groups, |dst| {
-                for (p, d) in problems.iter().zip(dst.chunks_mut(per_group)) {
-                    pack_all(p, &self.kern, d);
-                }
-            })
-        });
+        let packed = self.packed.as_ref().map(|cache| unsafe { kept_per_group(cache, &self.problem, r.ptrs.w, &problems, per_group, |p, d| pack_all(p, &self.kern, d)) });
         for (group, p) in problems.iter().enumerate() {
             let w = packed.as_ref().map(|t| &t.as_slice()[group * per_group..(group + 1) * per_group]);
             // SAFETY: the descriptors were checked against the buffers by the caller; `check`
