@@ -25,6 +25,7 @@ const DIRECT: u64 = 6;
 const WINOGRAD4: u64 = 7;
 const GEMM1X1: u64 = 8;
 const AMX1X1: u64 = 9;
+const FFT: u64 = 10;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Dir {
@@ -159,20 +160,26 @@ const AB_INT: [(f64, f64); 4] = [(1.0, 0.0), (2.0, 0.0), (1.0, -1.0), (-1.0, 3.0
 
 /// `cases` random geometries per type for `solution` in `dirs`, plus as many exact ones.
 fn random_cases(solution: u64, dirs: &[Dir], cases: usize, seed: u64) {
+    random_cases_of(solution, dirs, cases, seed, &|r| random_geo(r, solution), 0.0, cases * dirs.len() * 3)
+}
+
+/// `random_cases` on geometries from `gen`; the small-integer cases are held to `exact_tol`
+/// (0: bit for bit); at least `min_ran` cases must apply.
+fn random_cases_of(solution: u64, dirs: &[Dir], cases: usize, seed: u64, gen: &dyn Fn(&mut Rng) -> Geo, exact_tol: f64, min_ran: usize) {
     let h = Handle::cpu();
     let mut rng = Rng(seed);
     let mut ran = 0;
     for (ti, dt) in [DataType::Float, DataType::Half, DataType::BFloat16, DataType::Float].into_iter().enumerate() {
         let exact = ti == 3;
         for case in 0..cases {
-            let mut geo = random_geo(&mut rng, solution);
+            let mut geo = gen(&mut rng);
             geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case % 2) as i64).unwrap();
             let lay = if case % 3 == 2 { rng.pick(&LAYS) } else { [Lay::Packed, Lay::ChannelsLast][case % 2] };
             let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
             for (di, &dir) in dirs.iter().enumerate() {
                 let s = seed * 1000 + (ti * 100 + case * 3 + di) as u64 * 10;
                 let ok = if exact {
-                    check_solver(&h, &geo, (&xd, &wd, &yd), dir, AB_INT[(case + di) % 4], Fill::SmallInt(-2, 2), 0.0, solution, s)
+                    check_solver(&h, &geo, (&xd, &wd, &yd), dir, AB_INT[(case + di) % 4], Fill::SmallInt(-2, 2), exact_tol, solution, s)
                 } else {
                     check_solver(&h, &geo, (&xd, &wd, &yd), dir, AB[(case + di) % 4], Fill::Normal, tolerance(dt), solution, s)
                 };
@@ -180,7 +187,7 @@ fn random_cases(solution: u64, dirs: &[Dir], cases: usize, seed: u64) {
             }
         }
     }
-    assert!(ran >= cases * dirs.len() * 3, "solution {solution}: only {ran} cases applied");
+    assert!(ran >= min_ran, "solution {solution}: only {ran} cases applied");
 }
 
 const ALL: [Dir; 3] = [Dir::Forward, Dir::BackwardData, Dir::BackwardWeights];
@@ -203,6 +210,66 @@ fn winograd4_random_forward() { random_cases(WINOGRAD4, &[Dir::Forward], 16, 5);
 /// Backward-data as the forward convolution of dy with the flipped filter.
 #[test]
 fn winograd4_random_backward_data() { random_cases(WINOGRAD4, &[Dir::BackwardData], 16, 6); }
+
+/// A geometry the FFT solver is for: a large, possibly non-square filter on an image with
+/// enough channels for it to pay off (with constant weights; without, it declines about
+/// half of them).
+fn fft_geo(r: &mut Rng) -> Geo {
+    loop {
+        let g = r.pick(&[1, 1, 2]);
+        let (cg, kg) = (r.range(32, 40), r.range(28, 40));
+        let (fh, fw) = (r.range(7, 9), r.range(6, 9));
+        let pads = [r.range(2, 4) as i64, r.range(2, 4) as i64];
+        let (ih, iw) = (r.range(24, 30), r.range(24, 30));
+        if let Some(geo) = make_geo(&pads, &[1, 1], &[1, 1], g, vec![2, g * cg, ih, iw], vec![g * kg, cg, fh, fw]) {
+            return geo;
+        }
+    }
+}
+
+/// The FFT solver on random geometries, types and layouts, with α/β, constant weights or
+/// not. The FFT is not exact on integers (irrational twiddles), so the small-integer cases
+/// are held to 1e-6 instead of bit equality. (Dilation and smaller problems run through the
+/// driver in `fft_every_side_and_kernel`: the solver declines them as slower.)
+#[test]
+fn fft_random_forward() { random_cases_of(FFT, &[Dir::Forward], 5, 7, &fft_geo, 1e-6, 8) }
+
+/// The FFT driver on every side (8, 16, 32, 64) and every GEMM micro-kernel this CPU has,
+/// f32 and bf16, NCHW and NHWC, more than 16 filters (two lane groups, the last partial) and
+/// more than 256 channels (several K blocks of the GEMM).
+#[test]
+fn fft_every_side_and_kernel() {
+    use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, fft_conv, gemm};
+    let h = Handle::cpu();
+    let geos = [
+        make_geo(&[2, 1], &[1, 1], &[1, 2], 1, vec![2, 6, 21, 19], vec![21, 6, 5, 3]).unwrap(),
+        make_geo(&[0, 0], &[1, 1], &[1, 1], 2, vec![1, 600, 9, 10], vec![8, 300, 3, 3]).unwrap(),
+    ];
+    for geo in &geos {
+        for dt in [DataType::Float, DataType::BFloat16] {
+            for lay in [Lay::Packed, Lay::ChannelsLast] {
+                let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+                let x = random(&h, &xd, Fill::Normal, 21);
+                let w = random(&h, &wd, Fill::Normal, 22);
+                let mut want = vec![0.0; yd.element_space()];
+                r::conv_forward_alpha_beta(1.0, 0.0, &geo.conv, &xd, &x.host, &wd, &w.host, &yd, &mut want).unwrap();
+                let fp = problem(geo, (&xd, &wd, &yd), Dir::Forward);
+                let g = conflux::conv::Geom::of(fp.conv_problem().unwrap());
+                for kern in gemm::available() {
+                    for side in [8, 16, 32, 64] {
+                        let plan = fft_conv::Plan::with_side(&g, side).unwrap();
+                        let y = poisoned(&h, &yd);
+                        let epi = CpuEpilogue::new(&[], &[], &yd, 1).unwrap();
+                        let p = ConvPtrs { x: x.ptr().0, w: w.ptr().0, y: y.ptr().0, dt };
+                        fft_conv::forward_on(kern, plan, &g, p, 1.0, 0.0, &epi, None);
+                        let got = logical(&yd, &download(&h, &y));
+                        assert_close(&format!("{geo:?} {} side {side} {dt:?} {lay:?}", kern.name), &got, &logical(&yd, &want), tolerance(dt));
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// F(4×4,3×3)'s f32 error against the f64 reference on a deep reduction (C = 512), printed
 /// (`--nocapture`) and held to the f32 tolerance.
@@ -441,8 +508,9 @@ fn fused_bias_relu_per_algorithm() {
     // pick the new solver, and the epilogue runs on its tiles.
     let h = Handle::cpu();
     type Case = (ConvAlgorithm, &'static str, [usize; 4], [usize; 4], i64);
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         (ConvAlgorithm::Winograd, "CpuConvWinogradF4x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
+        (ConvAlgorithm::Fft, "CpuConvFft", [1, 32, 24, 24], [32, 32, 9, 9], 4),
         (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),
         (ConvAlgorithm::Gemm, "CpuConvGemm1x1", [2, 40, 9, 10], [70, 40, 1, 1], 0),
@@ -459,6 +527,8 @@ fn fused_bias_relu_per_algorithm() {
                 let groups = xl[1] / wl[1];
                 let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[1, 1], &[1, 1]).unwrap();
                 conv.set_groups(groups as i64).unwrap();
+                // The FFT solver takes this small a layer only with its filter transform kept.
+                conv.set_attribute(ConvAttrib::ConstantWeights, i64::from(algo == ConvAlgorithm::Fft)).unwrap();
                 let xd = TensorDesc::with_layout(dt, layout, &xl).unwrap();
                 let wd = TensorDesc::with_layout(dt, layout, &wl).unwrap();
                 let bd = TensorDesc::new(dt, &[1, wl[0], 1, 1]).unwrap();
@@ -496,7 +566,8 @@ fn fused_bias_relu_per_algorithm() {
                     *v = (*v + b.host[(i / (yd.lens()[2] * yd.lens()[3])) % wl[0]]).max(0.0);
                 }
                 let got = logical(&yd, &download(&h, &y));
-                let tol = if exact { 0.0 } else { tolerance(dt) };
+                // The FFT rounds integer data (irrational twiddles); the others keep it exact.
+                let tol = if !exact { tolerance(dt) } else if algo == ConvAlgorithm::Fft { 1e-6 } else { 0.0 };
                 assert_close(&format!("{name} {dt:?} {layout:?} exact={exact}"), &got, &want, tol);
             }
         }
@@ -522,6 +593,9 @@ fn refusals_name_the_cause() {
     let s2 = make_geo(&[1, 1], &[2, 2], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
     assert!(why(&s2, Dir::Forward, WINOGRAD).contains("stride"));
     assert!(why(&s2, Dir::Forward, WINOGRAD4).contains("stride"));
+    assert!(why(&s2, Dir::Forward, FFT).contains("stride"));
+    assert!(why(&g5, Dir::BackwardData, FFT).contains("forward only"));
+    assert!(why(&g5, Dir::Forward, FFT).contains("estimated"));
     assert!(why(&s2, Dir::BackwardData, WINOGRAD4).contains("stride"));
     let wide_pad = make_geo(&[3, 3], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
     assert!(why(&wide_pad, Dir::BackwardData, WINOGRAD4).contains("padding 3 exceeds"));
@@ -530,6 +604,12 @@ fn refusals_name_the_cause() {
     let few = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 2, 9, 9], vec![8, 2, 3, 3]).unwrap();
     assert!(why(&few, Dir::Forward, WINOGRAD).contains("channels"));
     assert!(why(&few, Dir::Forward, WINOGRAD4).contains("channels"));
+    assert!(why(&few, Dir::Forward, FFT).contains("channels"));
+    // The FFT solver applies to a 7×7 layer at ResNet width without the promise (estimated
+    // ~3× faster than direct there).
+    let big = make_geo(&[3, 3], &[1, 1], &[1, 1], 1, vec![1, 64, 56, 56], vec![64, 64, 7, 7]).unwrap();
+    let (xd, wd, yd) = (desc(dt, &big.x, Lay::Packed), desc(dt, &big.w, Lay::Packed), desc(dt, &big.y, Lay::Packed));
+    assert_eq!(conflux::solver::find_by_id(FFT).unwrap().check(&problem(&big, (&xd, &wd, &yd), Dir::Forward), &h), Ok(()));
     assert!(why(&g5, Dir::Forward, GEMM1X1).contains("1×1"));
     let one = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 1, 1]).unwrap();
     assert!(why(&one, Dir::BackwardData, GEMM1X1).contains("forward only"));

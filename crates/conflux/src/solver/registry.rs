@@ -4,6 +4,7 @@
 
 use super::cpu_amx1x1::CpuAmx1x1;
 use super::cpu_direct::CpuDirect;
+use super::cpu_fft::CpuFft;
 use super::cpu_gemm::CpuGemm;
 use super::cpu_gemm1x1::CpuGemm1x1;
 use super::cpu_igemm::CpuImplicitGemm;
@@ -34,6 +35,7 @@ static CPU_IGEMM: CpuImplicitGemm = CpuImplicitGemm;
 static CPU_GEMM: CpuGemm = CpuGemm;
 static CPU_GEMM1X1: CpuGemm1x1 = CpuGemm1x1;
 static CPU_AMX1X1: CpuAmx1x1 = CpuAmx1x1;
+static CPU_FFT: CpuFft = CpuFft;
 static CPU_NAIVE: CpuNaive = CpuNaive;
 static CUDA_POINTWISE: CudaPointwise = CudaPointwise;
 static CUDA_DIRECT: CudaConvDirect = CudaConvDirect;
@@ -66,7 +68,7 @@ static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
 /// kernel (CudaConvBwdWeightsSimt, every type and geometry) before the direct kernel.
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
-        &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_AMX1X1, &CPU_GEMM1X1, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
+        &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_AMX1X1, &CPU_GEMM1X1, &CPU_FFT, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
         &CUDA_POINTWISE, &CUDA_GEMM_LT, &CUDA_IGEMM_TMA, &CUDA_TC_NCHW, &CUDA_TC_BWD_DATA, &CUDA_WGRAD_TMA, &CUDA_WGRAD_SIMT, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST

@@ -1,5 +1,8 @@
 //! CPU backend: multi-threaded (rayon) kernels over host memory.
 
+// First: its `simd!` macro is used by the modules below.
+#[macro_use]
+mod lanes;
 pub mod access;
 pub mod act_chunk;
 pub mod amx;
@@ -20,6 +23,10 @@ pub mod convert;
 mod convert_x86;
 pub mod dense;
 pub mod epilogue;
+pub mod fft_conv;
+mod fft_math;
+#[cfg(target_arch = "x86_64")]
+mod fft_x86;
 pub mod gemm;
 pub mod im2col;
 pub mod pointwise;

@@ -16,7 +16,8 @@ use super::access::load;
 use super::conv_naive::ConvPtrs;
 use super::conv_out::{spatial_offsets, OutTensor};
 use super::epilogue::CpuEpilogue;
-use super::gemm::{best, Kernel, Slot};
+use super::gemm::{best, with_scratch_aligned as with_scratch, Kernel, Slot};
+use super::lanes::{copy_lanes, level};
 use super::wino4_math::{self as wm, Lanes, L};
 use crate::conv::Geom;
 use crate::tensor::TensorDesc;
@@ -128,64 +129,6 @@ impl Shared {
     /// # Safety
     /// As `pointer::add`.
     unsafe fn at(self, off: usize) -> Shared { Shared(self.0.add(off)) }
-}
-
-/// `gemm::with_scratch` with the buffer starting on a cache line: the panels are written and
-/// read 64 bytes at a time, and a misaligned base split every access in two (the filter
-/// transform's stores were a third of a layer).
-fn with_scratch<R>(slot: Slot, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    super::gemm::with_scratch(slot, len + 16, |buf| {
-        let skip = buf.as_ptr().align_offset(64).min(16);
-        f(&mut buf[skip..skip + len])
-    })
-}
-
-/// Picks the widest vector extension once; the transforms are written on lane arrays and
-/// compiled for each level by `simd!`.
-fn level() -> u8 {
-    use std::sync::OnceLock;
-    static L: OnceLock<u8> = OnceLock::new();
-    *L.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
-                return 2;
-            }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                return 1;
-            }
-        }
-        0
-    })
-}
-
-/// Defines `fn $name(args)` that runs `$body` compiled for AVX-512, AVX2 or the baseline.
-macro_rules! simd {
-    ($name:ident($($a:ident: $t:ty),*) $body:block) => {
-        #[allow(clippy::too_many_arguments)]
-        fn $name($($a: $t),*) {
-            // Index loops mirror the lane and matrix formulas.
-            #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-            #[inline(always)]
-            fn inner($($a: $t),*) $body
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[allow(clippy::too_many_arguments)]
-                #[target_feature(enable = "avx512f,fma")]
-                unsafe fn v512($($a: $t),*) { inner($($a),*) }
-                #[allow(clippy::too_many_arguments)]
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn v256($($a: $t),*) { inner($($a),*) }
-                match level() {
-                    // SAFETY: the features were detected.
-                    2 => return unsafe { v512($($a),*) },
-                    1 => return unsafe { v256($($a),*) },
-                    _ => {}
-                }
-            }
-            inner($($a),*)
-        }
-    };
 }
 
 /// Whether `wino4` computes this geometry (2-D, 3×3, stride 1, dilation 1), else why not.
@@ -652,24 +595,6 @@ simd!(filter_panel_lanes(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize
 
 /// Channels gathered at once by `filter_panel` (its stack buffer: 9 KiB per 16 channels).
 const FILTER_CHUNK: usize = 16;
-
-/// dst[..n] = src[..n] with fixed-size copies for the usual widths (a memmove call per row
-/// was 13 % of a layer).
-#[inline(always)]
-unsafe fn copy_lanes(src: &Lanes, dst: *mut f32, n: usize) {
-    #[inline(always)]
-    unsafe fn fixed<const W: usize>(src: &Lanes, dst: *mut f32) {
-        (dst as *mut [f32; W]).write_unaligned(*(src.as_ptr() as *const [f32; W]));
-    }
-    match n {
-        16 => fixed::<16>(src, dst),
-        12 => fixed::<12>(src, dst),
-        8 => fixed::<8>(src, dst),
-        6 => fixed::<6>(src, dst),
-        4 => fixed::<4>(src, dst),
-        _ => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, n),
-    }
-}
 
 /// Output transform of a task's M (`cx.xi` slabs of `ms` holding rows × cols; rows = tiles
 /// from t0, cols = filters from k0) into y: per run of tiles in one tile row, m output rows

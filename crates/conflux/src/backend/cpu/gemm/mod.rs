@@ -13,7 +13,7 @@ pub mod kernel_a;
 pub mod scratch;
 
 pub use kernel::{available, best, Kernel, TileOut};
-pub use scratch::{with_scratch, Slot};
+pub use scratch::{with_scratch, with_scratch_aligned, Slot};
 
 use rayon::prelude::*;
 use std::ops::Range;

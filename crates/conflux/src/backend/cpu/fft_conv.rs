@@ -1,0 +1,528 @@
+//! FFT convolution, forward: 2-D, stride 1, any filter size and dilation, any padding, groups,
+//! layout and type, the fused epilogue. Overlap-save tiles: an s×s window of x gives
+//! (s − eh + 1)×(s − ew + 1) outputs (eh×ew the dilated filter) as the valid part of a cyclic
+//! correlation, Y = X·conj(W) bin by bin. Per output and (input, output) channel pair that is
+//! 4·s(s/2 + 1)/tile-area real multiplies against eh·ew for direct convolution.
+//!
+//! Phases (each parallel):
+//! 1. the input transform of each (tile, channel) into two A panels per tile panel,
+//!    V[group][bin][tile panel][2][2·cg][mr]: [Xre | −Xim] for the real part of the output and
+//!    [Xim | Xre] for the imaginary part (rows c, then cg + c);
+//! 2. the filter transform of each (filter, channel), U = conj(FFT(w))/s², into B panels
+//!    U[group][bin][filter panel][2·cg][nr]: rows c hold Ure, rows cg + c Uim. U is the large
+//!    operand at small batches (cg·kg·bins complex values), so it is stored once and the
+//!    input, which is smaller there, twice;
+//! 3. per (group, bin): one real GEMM M = V·U through the packed micro-kernel into
+//!    M[group][bin][tile][2·kpad] (each U panel read once in all);
+//! 4. per (group, tile): the inverse FFT of 16 filters at a time, the valid corner, α/β and
+//!    the epilogue into y.
+//!
+//! The FFT is not exact on integer data (twiddles are irrational): errors are rounding-sized.
+
+use super::access::load;
+use super::conv_naive::ConvPtrs;
+use super::conv_out::{spatial_offsets, OutTensor};
+use super::epilogue::CpuEpilogue;
+use super::fft_math::{self as fm, Complex, Fft, Lanes, L};
+use super::gemm::{with_scratch_aligned as with_scratch, Kernel, Slot};
+use super::lanes::level;
+use crate::conv::Geom;
+use crate::types::DataType;
+use rayon::prelude::*;
+
+/// FFT sides tried (`Plan::choose`).
+const SIDES: [usize; 4] = [8, 16, 32, 64];
+
+/// U larger than this (bytes) is written with streaming stores: half of a core's L2.
+const STREAM_ABOVE_BYTES: usize = 1 << 20;
+
+/// K rows (of 2·cg) per micro-kernel call: the A panel stays in L1 (512 × 12 × 4 bytes).
+const KC: usize = 512;
+
+/// Whether `fft_conv` computes this geometry, else why not.
+pub fn supports(g: &Geom) -> Result<(), String> {
+    if g.input[0] != 1 || g.filter[0] != 1 {
+        return Err("3-D convolution (2-D only)".into());
+    }
+    if g.stride[1..] != [1, 1] {
+        return Err(format!("stride {}×{} (1 only)", g.stride[1], g.stride[2]));
+    }
+    let (eh, ew) = dilated(g);
+    if eh.max(ew) > SIDES[SIDES.len() - 1] / 2 {
+        return Err(format!("dilated filter {eh}×{ew} (at most {} on a side)", SIDES[SIDES.len() - 1] / 2));
+    }
+    Ok(())
+}
+
+/// The dilated filter's extent.
+fn dilated(g: &Geom) -> (usize, usize) { ((g.filter[1] - 1) * g.dilation[1] + 1, (g.filter[2] - 1) * g.dilation[2] + 1) }
+
+/// The tiling: FFT side and output tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub s: usize,
+    /// Output rows and columns per tile.
+    pub mh: usize,
+    pub mw: usize,
+    /// Tiles per column and row of an image, in all.
+    pub th: usize,
+    pub tw: usize,
+    pub tiles: usize,
+}
+
+impl Plan {
+    /// The tiling with FFT side s, if the dilated filter fits in half of it.
+    pub fn with_side(g: &Geom, s: usize) -> Option<Plan> {
+        let (eh, ew) = dilated(g);
+        if eh > s / 2 + 1 || ew > s / 2 + 1 {
+            return None;
+        }
+        let (mh, mw) = (s - eh + 1, s - ew + 1);
+        let (th, tw) = (g.output[1].div_ceil(mh), g.output[2].div_ceil(mw));
+        Some(Plan { s, mh, mw, th, tw, tiles: g.n * th * tw })
+    }
+
+    /// The side with the least estimated time (`seconds`).
+    pub fn choose(g: &Geom, kern: &Kernel, filters_per_call: bool) -> Plan {
+        let t = |p: &Plan| p.seconds(g, kern, filters_per_call);
+        SIDES.iter().filter_map(|&s| Plan::with_side(g, s)).min_by(|a, b| t(a).total_cmp(&t(b))).expect("fft: no side fits (supports() first)")
+    }
+
+    /// Complex bins per transform.
+    pub fn bins(&self) -> usize { self.s * fm::half(self.s) }
+
+    /// Estimated seconds on two cores: the spectral data written and read (V, M, and U when
+    /// the filters are transformed on the call) at `SPECTRAL_BYTES_PER_S`, plus the GEMMs.
+    pub fn seconds(&self, g: &Geom, kern: &Kernel, filters_per_call: bool) -> f64 {
+        let (bins, groups) = (self.bins() as f64, g.groups as f64);
+        let tpad = (self.tiles.div_ceil(kern.mr) * kern.mr) as f64;
+        let kpad = (g.kg().div_ceil(kern.nr) * kern.nr) as f64;
+        let cg = g.cg() as f64;
+        let (v, m, u) = (tpad * 4.0 * cg, tpad * 2.0 * kpad, 2.0 * cg * kpad);
+        let values = groups * bins * (v + m + if filters_per_call { u } else { 0.0 });
+        let flops = groups * bins * 2.0 * (2.0 * tpad) * (2.0 * cg) * kpad;
+        4.0 * values / SPECTRAL_BYTES_PER_S + flops / GEMM_FLOPS_PER_S
+    }
+}
+
+/// Rates of the cost model, measured per phase on the 2-core development VM (2026-11-25,
+/// 5×5 and 7×7 layers at N=1): the transforms write and read their spectral data at 3–6 GB/s
+/// (memory-bound: an output tile of 10×10 has 144 complex bins per channel), the GEMMs run
+/// at 190–310 GFLOP/s.
+const SPECTRAL_BYTES_PER_S: f64 = 5e9;
+const GEMM_FLOPS_PER_S: f64 = 250e9;
+
+/// Sizes shared by the phases (per group unless noted).
+struct Ctx<'a> {
+    g: &'a Geom,
+    p: ConvPtrs,
+    kern: Kernel,
+    plan: Plan,
+    bins: usize,
+    cg: usize,
+    kg: usize,
+    tpad: usize,
+    kpad: usize,
+    /// Distances between the bin slabs of V, U and M.
+    vx: usize,
+    ux: usize,
+    mx: usize,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(kern: Kernel, plan: Plan, g: &'a Geom, p: ConvPtrs) -> Ctx<'a> {
+        let (cg, kg) = (g.cg(), g.kg());
+        let tpad = plan.tiles.div_ceil(kern.mr) * kern.mr;
+        let kpad = kg.div_ceil(kern.nr) * kern.nr;
+        Ctx { g, p, kern, plan, bins: plan.bins(), cg, kg, tpad, kpad, vx: slab(tpad * 4 * cg), ux: slab(kpad * 2 * cg), mx: slab(tpad * 2 * kpad) }
+    }
+}
+
+/// A slab length for n f32 that is an odd number of cache lines, so the bin slabs written
+/// together do not share L1 sets.
+fn slab(n: usize) -> usize { 16 * (n.div_ceil(16) | 1) }
+
+/// Values of the transformed filters of every group (`transform_filters`; the tiling chosen
+/// for filters kept across calls).
+pub fn transformed_len(kern: Kernel, g: &Geom) -> usize {
+    let plan = Plan::choose(g, &kern, false);
+    g.groups * plan.bins() * slab(g.kg().div_ceil(kern.nr) * kern.nr * 2 * g.cg())
+}
+
+/// Scratch values of one call: V, U (none with the filters kept) and M of every group.
+pub fn scratch_len(kern: Kernel, g: &Geom) -> usize {
+    let cx = Ctx::new(kern, Plan::choose(g, &kern, true), g, ConvPtrs { x: 0, w: 0, y: 0, dt: DataType::Float });
+    g.groups * cx.bins * (cx.vx + cx.ux + cx.mx)
+}
+
+/// A pointer that parallel items write through at disjoint offsets.
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: every user writes disjoint elements, and reads happen after the writing phase.
+unsafe impl Sync for Shared {}
+unsafe impl Send for Shared {}
+
+impl Shared {
+    /// The pointer `off` elements on (a method, so closures capture the whole `Shared`).
+    ///
+    /// # Safety
+    /// As `pointer::add`.
+    unsafe fn at(self, off: usize) -> *mut f32 { self.0.add(off) }
+}
+
+/// y = epilogue(α·conv(x, w) + β·y) for a geometry `supports` accepts; `transformed`: the
+/// filters as `transform_filters` left them for the same kernel (then w is not read).
+pub fn forward_with(kern: Kernel, g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue, transformed: Option<&[f32]>) {
+    forward_on(kern, Plan::choose(g, &kern, transformed.is_none()), g, p, alpha, beta, epi, transformed)
+}
+
+/// `forward_with` on a given tiling (tests run every FFT side); `transformed` must have been
+/// made for the same tiling.
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub fn forward_on(kern: Kernel, plan: Plan, g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue, transformed: Option<&[f32]>) {
+    let cx = Ctx::new(kern, plan, g, p);
+    let sp_off = spatial_offsets(g.output, g.y_strides);
+    let out = OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
+    let (vlen, ulen, mlen) = (cx.bins * cx.vx, cx.bins * cx.ux, cx.bins * cx.mx);
+    with_scratch(Slot::PackA, g.groups * vlen, |v| {
+        input_transform(&cx, v);
+        with_scratch(Slot::Conv, g.groups * mlen, |m| {
+            match transformed {
+                Some(u) => {
+                    assert_eq!(u.len(), g.groups * ulen, "fft: transformed filters of another problem");
+                    gemms(&cx, v, u, m);
+                }
+                None => with_scratch(Slot::PackBAll, g.groups * ulen, |u| {
+                    filters_into(&cx, u);
+                    gemms(&cx, v, u, m);
+                }),
+            }
+            output_transform(&cx, m, &out);
+        });
+    });
+}
+
+/// Phase 1: V of every (group, tile panel, channel chunk).
+fn input_transform(cx: &Ctx, v: &mut [f32]) {
+    let mr = cx.kern.mr;
+    let tpanels = cx.tpad / mr;
+    let chunk = 16;
+    let chunks = cx.cg.div_ceil(chunk);
+    let vp = Shared(v.as_mut_ptr());
+    (0..cx.g.groups * tpanels * chunks).into_par_iter().for_each(|i| {
+        let (group, tp, cc) = (i / (tpanels * chunks), (i / chunks) % tpanels, i % chunks);
+        input_panel(cx, group, tp, cc * chunk, ((cc + 1) * chunk).min(cx.cg), vp);
+    });
+}
+
+simd!(input_panel(cx: &Ctx, group: usize, tp: usize, c0: usize, c1: usize, vp: Shared) {
+    // Lanes are the panel's tiles (missing tiles stay zero).
+    let (g, plan, mr) = (cx.g, cx.plan, cx.kern.mr);
+    let (s, bins) = (plan.s, cx.bins);
+    let live = mr.min(plan.tiles - tp * mr);
+    let xs = g.x_strides;
+    let (h, w) = (g.input[1] as isize, g.input[2] as isize);
+    // Each lane's image offset and window origin (may lie before the image: padding).
+    let mut org = [(0usize, 0isize, 0isize); L];
+    for (l, o) in org.iter_mut().enumerate().take(live) {
+        let t = tp * mr + l;
+        let (n, i, j) = (t / (plan.th * plan.tw), (t / plan.tw) % plan.th, t % plan.tw);
+        *o = (n * xs[0] + group * cx.cg * xs[1], (i * plan.mh) as isize - g.pad[1] as isize, (j * plan.mw) as isize - g.pad[2] as isize);
+    }
+    let f = Fft::new(s);
+    let mut a = vec![[0f32; L]; s * s];
+    let (mut re, mut im) = (vec![[0f32; L]; bins], vec![[0f32; L]; bins]);
+    let (mut rr, mut ri) = (vec![[0f32; L]; s], vec![[0f32; L]; s]);
+    let vlen = bins * cx.vx;
+    let gather = window_gather(cx, &org[..live]);
+    for c in c0..c1 {
+        match &gather {
+            #[cfg(target_arch = "x86_64")]
+            Some((first, idx, rows, cols)) => {
+                // SAFETY: AVX-512 (checked by `window_gather`); the masks pass only elements
+                // inside the image of each lane, and `window_gather` bounded the offsets.
+                unsafe {
+                    let x = (cx.p.x as *const f32).wrapping_offset(first + (c * xs[1]) as isize);
+                    super::fft_x86::gather_window16(x, idx, rows, cols, xs[3], xs[4], s, a.as_mut_ptr() as *mut f32);
+                }
+            }
+            _ => {
+                for (l, &(base, r0, s0)) in org.iter().enumerate().take(live) {
+                    let base = base + c * xs[1];
+                    for r in 0..s {
+                        let y = r0 + r as isize;
+                        let inside_row = (0..h).contains(&y);
+                        for q in 0..s {
+                            let x = s0 + q as isize;
+                            a[r * s + q][l] = if inside_row && (0..w).contains(&x) {
+                                // SAFETY: (y, x) is inside image n, channel group·cg + c of x.
+                                unsafe { load(cx.p.dt, cx.p.x, base + y as usize * xs[3] + x as usize * xs[4]) }
+                            } else {
+                                0.0
+                            };
+                        }
+                    }
+                }
+            }
+        }
+        fm::forward_2d(&f, &a, s, &mut Complex { re: &mut re, im: &mut im }, &mut Complex { re: &mut rr, im: &mut ri });
+        // SAFETY: this item alone writes rows c and cg + c of both A panels of tile panel tp
+        // in every bin.
+        unsafe {
+            let o = group * vlen + tp * mr * 4 * cx.cg;
+            match mr {
+                12 => store_v::<12>(&re, &im, vp, o, cx.vx, cx.cg, c),
+                6 => store_v::<6>(&re, &im, vp, o, cx.vx, cx.cg, c),
+                4 => store_v::<4>(&re, &im, vp, o, cx.vx, cx.cg, c),
+                _ => store_v_any(&re, &im, vp, o, cx.vx, cx.cg, c, mr),
+            }
+        }
+    }
+});
+
+/// Channel c's bins (first W lanes) into both A panels of a tile panel at `o` (first bin's
+/// slab): [Xre | −Xim] and [Xim | Xre]. W is a constant so the copies stay vector moves (a
+/// runtime width became one memcpy call per row).
+///
+/// # Safety
+/// The panels at o + b·vx (b < bins) hold 2 × 2·cg rows of W values, written by no one else.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_v<const W: usize>(re: &[Lanes], im: &[Lanes], vp: Shared, o: usize, vx: usize, cg: usize, c: usize) {
+    let put = |v: &Lanes, off: usize| (vp.at(off) as *mut [f32; W]).write_unaligned(*(v.as_ptr() as *const [f32; W]));
+    let a2 = 2 * cg * W;
+    for (b, (r, i)) in re.iter().zip(im).enumerate() {
+        let mut ni = [0f32; L];
+        for l in 0..L {
+            ni[l] = -i[l];
+        }
+        let o1 = o + b * vx;
+        put(r, o1 + c * W);
+        put(&ni, o1 + (cg + c) * W);
+        put(i, o1 + a2 + c * W);
+        put(r, o1 + a2 + (cg + c) * W);
+    }
+}
+
+/// `store_v` for other widths.
+///
+/// # Safety
+/// As `store_v`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_v_any(re: &[Lanes], im: &[Lanes], vp: Shared, o: usize, vx: usize, cg: usize, c: usize, w: usize) {
+    let a2 = 2 * cg * w;
+    for (b, (r, i)) in re.iter().zip(im).enumerate() {
+        let ni = i.map(|v| -v);
+        let o1 = o + b * vx;
+        std::ptr::copy_nonoverlapping(r.as_ptr(), vp.at(o1 + c * w), w);
+        std::ptr::copy_nonoverlapping(ni.as_ptr(), vp.at(o1 + (cg + c) * w), w);
+        std::ptr::copy_nonoverlapping(i.as_ptr(), vp.at(o1 + a2 + c * w), w);
+        std::ptr::copy_nonoverlapping(r.as_ptr(), vp.at(o1 + a2 + (cg + c) * w), w);
+    }
+}
+
+/// Lane offsets and in-image masks for the AVX-512 window gather (f32 x): lane 0's window
+/// origin (elements from x, before it for padding), each lane's offset from it, and per window
+/// row and column the lanes for which it lies inside the image. None where the gather does
+/// not apply (no AVX-512, another type, offsets beyond i32).
+#[allow(clippy::type_complexity)]
+fn window_gather(cx: &Ctx, org: &[(usize, isize, isize)]) -> Option<(isize, [i32; L], Vec<u16>, Vec<u16>)> {
+    let (g, s) = (cx.g, cx.plan.s);
+    if !cfg!(target_arch = "x86_64") || level() < 2 || cx.p.dt != DataType::Float || org.is_empty() {
+        return None;
+    }
+    let xs = g.x_strides;
+    let at = |&(base, r0, s0): &(usize, isize, isize)| base as isize + r0 * xs[3] as isize + s0 * xs[4] as isize;
+    let first = at(&org[0]);
+    let reach = ((s - 1) * (xs[3] + xs[4])) as isize;
+    let (mut idx, mut rows, mut cols) = ([0i32; L], vec![0u16; s], vec![0u16; s]);
+    for (l, o) in org.iter().enumerate() {
+        let d = at(o) - first;
+        if d.abs() + reach + (g.c * xs[1]) as isize >= i32::MAX as isize {
+            return None;
+        }
+        idx[l] = d as i32;
+        for k in 0..s {
+            rows[k] |= u16::from((0..g.input[1] as isize).contains(&(o.1 + k as isize))) << l;
+            cols[k] |= u16::from((0..g.input[2] as isize).contains(&(o.2 + k as isize))) << l;
+        }
+    }
+    Some((first, idx, rows, cols))
+}
+
+/// The filters (from `p.w`) transformed into `u` (`transformed_len` values), in the layout
+/// `forward_with` reads: for callers that keep them across calls (constant weights).
+pub fn transform_filters(kern: Kernel, g: &Geom, p: ConvPtrs, u: &mut [f32]) {
+    assert_eq!(u.len(), transformed_len(kern, g), "fft: transformed filter buffer");
+    filters_into(&Ctx::new(kern, Plan::choose(g, &kern, false), g, p), u)
+}
+
+/// Phase 2: U of every (group, filter panel, channel chunk).
+fn filters_into(cx: &Ctx, u: &mut [f32]) {
+    let g = cx.g;
+    let kpanels = cx.kpad / cx.kern.nr;
+    let chunk = 16;
+    let chunks = cx.cg.div_ceil(chunk);
+    let up = Shared(u.as_mut_ptr());
+    (0..g.groups * kpanels * chunks).into_par_iter().for_each(|i| {
+        let (group, kp, cc) = (i / (kpanels * chunks), (i / chunks) % kpanels, i % chunks);
+        filter_panel(cx, group, kp, cc * chunk, ((cc + 1) * chunk).min(cx.cg), up);
+    });
+}
+
+simd!(filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, up: Shared) {
+    // Lanes are filters kp·nr + l0 + l (missing filters stay zero).
+    let (g, plan, nr) = (cx.g, cx.plan, cx.kern.nr);
+    let (s, bins, cg) = (plan.s, cx.bins, cx.cg);
+    let (ws, dil) = (g.w_strides, g.dilation);
+    let (eh, _) = dilated(g);
+    let f = Fft::new(s);
+    let mut a = vec![[0f32; L]; s * s];
+    let (mut re, mut im) = (vec![[0f32; L]; bins], vec![[0f32; L]; bins]);
+    let (mut rr, mut ri) = (vec![[0f32; L]; s], vec![[0f32; L]; s]);
+    let scale = 1.0 / (s * s) as f32;
+    // Streaming stores where U does not stay in cache anyway (they skip reading each line
+    // first; 5–15% of the filter transform measured on 32-28-28-96 and 256-14-14-256 5×5).
+    let stream = level() == 2 && (up.0 as usize).is_multiple_of(64) && 4 * cx.g.groups * bins * cx.ux > STREAM_ABOVE_BYTES;
+    let ulen = bins * cx.ux;
+    for l0 in (0..nr).step_by(L) {
+        let lanes = L.min(nr - l0).min(cx.kg.saturating_sub(kp * nr + l0));
+        // Every c writes the same taps of the same lanes: the rest stays zero.
+        a.iter_mut().for_each(|v| *v = [0.0; L]);
+        for c in c0..c1 {
+            for l in 0..lanes {
+                let base = (group * cx.kg + kp * nr + l0 + l) * ws[0] + c * ws[1];
+                for u in 0..g.filter[1] {
+                    for q in 0..g.filter[2] {
+                        // SAFETY: a weight element.
+                        a[u * dil[1] * s + q * dil[2]][l] = unsafe { load(cx.p.dt, cx.p.w, base + u * ws[3] + q * ws[4]) };
+                    }
+                }
+            }
+            fm::forward_2d(&f, &a, eh, &mut Complex { re: &mut re, im: &mut im }, &mut Complex { re: &mut rr, im: &mut ri });
+            let o = group * ulen + kp * 2 * cg * nr + l0;
+            // Lanes past the last filter are zero (so is their FFT) and are written too.
+            // SAFETY: this item alone writes rows c and cg + c of panel kp (lanes l0.. of nr)
+            // in every bin.
+            unsafe {
+                match L.min(nr - l0) {
+                    #[cfg(target_arch = "x86_64")]
+                    16 if stream => super::fft_x86::store_u16_stream(&re, &im, up.at(o + c * nr), cx.ux, cg * nr, scale),
+                    16 => store_u::<16>(&re, &im, up, o, cx.ux, cg, c, nr, scale),
+                    8 => store_u::<8>(&re, &im, up, o, cx.ux, cg, c, nr, scale),
+                    n => store_u_any(&re, &im, up, o, cx.ux, cg, c, nr, scale, n),
+                }
+            }
+        }
+    }
+});
+
+/// Channel c's bins of W lanes (filters) as conj(W)/s² into a B panel at `o` (first bin's
+/// slab, lane offset included): Ure in row c, Uim in row cg + c. W constant as in `store_v`.
+///
+/// # Safety
+/// The panel at o + b·ux (b < bins) holds 2·cg rows of nr values, lanes o.. o + W of rows c
+/// and cg + c written by no one else.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_u<const W: usize>(re: &[Lanes], im: &[Lanes], up: Shared, o: usize, ux: usize, cg: usize, c: usize, nr: usize, scale: f32) {
+    let put = |v: &Lanes, off: usize| (up.at(off) as *mut [f32; W]).write_unaligned(*(v.as_ptr() as *const [f32; W]));
+    for (b, (r, i)) in re.iter().zip(im).enumerate() {
+        let (mut ur, mut ui) = ([0f32; L], [0f32; L]);
+        for l in 0..L {
+            ur[l] = r[l] * scale;
+            ui[l] = -i[l] * scale;
+        }
+        put(&ur, o + b * ux + c * nr);
+        put(&ui, o + b * ux + (cg + c) * nr);
+    }
+}
+
+/// `store_u` for other widths.
+///
+/// # Safety
+/// As `store_u`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_u_any(re: &[Lanes], im: &[Lanes], up: Shared, o: usize, ux: usize, cg: usize, c: usize, nr: usize, scale: f32, w: usize) {
+    for (b, (r, i)) in re.iter().zip(im).enumerate() {
+        let (ur, ui) = (r.map(|v| v * scale), i.map(|v| -v * scale));
+        std::ptr::copy_nonoverlapping(ur.as_ptr(), up.at(o + b * ux + c * nr), w);
+        std::ptr::copy_nonoverlapping(ui.as_ptr(), up.at(o + b * ux + (cg + c) * nr), w);
+    }
+}
+
+/// Phase 3: M = V·U for every (group, bin), each U panel read once: the real parts from the
+/// first A panel of each tile panel, the imaginary parts from the second.
+fn gemms(cx: &Ctx, v: &[f32], u: &[f32], m: &mut [f32]) {
+    let (mr, nr) = (cx.kern.mr, cx.kern.nr);
+    let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
+    let (vlen, ulen, mlen) = (cx.bins * cx.vx, cx.bins * cx.ux, cx.bins * cx.mx);
+    let k2 = 2 * cx.cg;
+    let (ld, mp) = (2 * cx.kpad, Shared(m.as_mut_ptr()));
+    (0..cx.g.groups * cx.bins).into_par_iter().for_each(|i| {
+        let (group, b) = (i / cx.bins, i % cx.bins);
+        let va = &v[group * vlen + b * cx.vx..];
+        let ub = &u[group * ulen + b * cx.ux..];
+        for k0 in (0..k2).step_by(KC) {
+            let kc = KC.min(k2 - k0);
+            for kp in 0..kpanels {
+                let bp = ub[kp * k2 * nr + k0 * nr..].as_ptr();
+                for tp in 0..tpanels {
+                    for part in 0..2 {
+                        let ap = va[(2 * tp + part) * mr * k2 + k0 * mr..].as_ptr();
+                        let f = if tp == 0 && part == 0 { cx.kern.fb } else { cx.kern.f };
+                        let col = part * cx.kpad + kp * nr;
+                        // SAFETY: panels of kc·mr and kc·nr values; the mr×nr tile lies in this
+                        // (group, bin)'s slab of M, which only this item writes.
+                        unsafe { f(kc, ap, bp, mp.at(group * mlen + b * cx.mx + tp * mr * ld + col), ld, k0 > 0) };
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Phase 4: per (group, tile), the inverse transform of 16 filters at a time into y.
+fn output_transform(cx: &Ctx, m: &[f32], out: &OutTensor) {
+    let plan = cx.plan;
+    (0..cx.g.groups * plan.tiles).into_par_iter().for_each(|i| output_tile(cx, m, out, i / plan.tiles, i % plan.tiles));
+}
+
+simd!(output_tile(cx: &Ctx, m: &[f32], out: &OutTensor, group: usize, t: usize) {
+    let (g, plan) = (cx.g, cx.plan);
+    let (s, bins) = (plan.s, cx.bins);
+    let [_, oh, ow] = g.output;
+    let (n, ti, tj) = (t / (plan.th * plan.tw), (t / plan.tw) % plan.th, t % plan.tw);
+    let (rows, cols) = (plan.mh.min(oh - ti * plan.mh), plan.mw.min(ow - tj * plan.mw));
+    let f = Fft::new(s);
+    let (mut re, mut im) = (vec![[0f32; L]; bins], vec![[0f32; L]; bins]);
+    let (mut rr, mut ri) = (vec![[0f32; L]; s], vec![[0f32; L]; s]);
+    let mut a = vec![[0f32; L]; s * s];
+    let mut span = vec![0f32; cols];
+    let base = group * bins * cx.mx + t * 2 * cx.kpad;
+    for l0 in (0..cx.kg).step_by(L) {
+        let lanes = L.min(cx.kg - l0);
+        for b in 0..bins {
+            let row = &m[base + b * cx.mx..];
+            if lanes == L {
+                re[b] = row[l0..l0 + L].try_into().unwrap();
+                im[b] = row[cx.kpad + l0..cx.kpad + l0 + L].try_into().unwrap();
+            } else {
+                re[b][..lanes].copy_from_slice(&row[l0..l0 + lanes]);
+                im[b][..lanes].copy_from_slice(&row[cx.kpad + l0..cx.kpad + l0 + lanes]);
+            }
+        }
+        fm::inverse_2d(&f, &mut Complex { re: &mut re, im: &mut im }, rows, cols, &mut a, &mut Complex { re: &mut rr, im: &mut ri });
+        for l in 0..lanes {
+            for r in 0..rows {
+                for (q, v) in span.iter_mut().enumerate() {
+                    *v = a[r * s + q][l];
+                }
+                let o = ti * plan.mh + r;
+                // SAFETY: this item alone writes tile t of filter group·kg + l0 + l.
+                unsafe { out.write_span(&mut span, n, group * cx.kg + l0 + l, o * ow + tj * plan.mw) };
+            }
+        }
+    }
+});
