@@ -235,8 +235,8 @@ fn fft_geo(r: &mut Rng) -> Geo {
 fn fft_random_forward() { random_cases_of(FFT, &[Dir::Forward], 5, 7, &fft_geo, 1e-6, 8) }
 
 /// The FFT driver on every side (8, 16, 32, 64) and every GEMM micro-kernel this CPU has,
-/// f32 and bf16, NCHW and NHWC, more than 16 filters (two lane groups, the last partial) and
-/// more than 256 channels (several K blocks of the GEMM).
+/// f32 and bf16, NCHW and NHWC, more than 16 filters (two lane groups, the last partial),
+/// more than 256 channels (several K blocks of the GEMM), V or U doubled.
 #[test]
 fn fft_every_side_and_kernel() {
     use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, fft_conv, gemm};
@@ -245,6 +245,7 @@ fn fft_every_side_and_kernel() {
         make_geo(&[2, 1], &[1, 1], &[1, 2], 1, vec![2, 6, 21, 19], vec![21, 6, 5, 3]).unwrap(),
         make_geo(&[0, 0], &[1, 1], &[1, 1], 2, vec![1, 600, 9, 10], vec![8, 300, 3, 3]).unwrap(),
     ];
+    let mut orientations = [false; 2];
     for geo in &geos {
         for dt in [DataType::Float, DataType::BFloat16] {
             for lay in [Lay::Packed, Lay::ChannelsLast] {
@@ -257,7 +258,8 @@ fn fft_every_side_and_kernel() {
                 let g = conflux::conv::Geom::of(fp.conv_problem().unwrap());
                 for kern in gemm::available() {
                     for side in [8, 16, 32, 64] {
-                        let plan = fft_conv::Plan::with_side(&g, side).unwrap();
+                        let plan = fft_conv::Plan::with_side(&g, &kern, side).unwrap();
+                        orientations[plan.double_u as usize] = true;
                         let y = poisoned(&h, &yd);
                         let epi = CpuEpilogue::new(&[], &[], &yd, 1).unwrap();
                         let p = ConvPtrs { x: x.ptr().0, w: w.ptr().0, y: y.ptr().0, dt };
@@ -269,6 +271,7 @@ fn fft_every_side_and_kernel() {
             }
         }
     }
+    assert_eq!(orientations, [true, true], "both operands doubled in some case (V for few tiles, U for few filters)");
 }
 
 /// F(4×4,3×3)'s f32 error against the f64 reference on a deep reduction (C = 512), printed

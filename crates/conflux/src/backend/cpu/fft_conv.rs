@@ -5,13 +5,14 @@
 //! 4·s(s/2 + 1)/tile-area real multiplies against eh·ew for direct convolution.
 //!
 //! Phases (each parallel):
-//! 1. the input transform of each (tile, channel) into two A panels per tile panel,
-//!    V[group][bin][tile panel][2][2·cg][mr]: [Xre | −Xim] for the real part of the output and
-//!    [Xim | Xre] for the imaginary part (rows c, then cg + c);
+//! 1. the input transform of each (tile, channel) into A panels V[group][bin][tile panel]
+//!    [part][2·cg][mr] (rows c, then cg + c);
 //! 2. the filter transform of each (filter, channel), U = conj(FFT(w))/s², into B panels
-//!    U[group][bin][filter panel][2·cg][nr]: rows c hold Ure, rows cg + c Uim. U is the large
-//!    operand at small batches (cg·kg·bins complex values), so it is stored once and the
-//!    input, which is smaller there, twice;
+//!    U[group][bin][filter panel][part][2·cg][nr];
+//!    the complex product needs one of the two doubled (`Plan::double_u`): either V holds
+//!    [Xre | −Xim] and [Xim | Xre] for the real and imaginary parts of the output and U
+//!    [Ure; Uim], or V holds [Xre | Xim] and U [Ure; −Uim] and [Uim; Ure]. The smaller one
+//!    (per bin: tiles·cg against cg·filters values) is doubled;
 //! 3. per (group, bin): one real GEMM M = V·U through the packed micro-kernel into
 //!    M[group][bin][tile][2·kpad] (each U panel read once in all);
 //! 4. per (group, tile): the inverse FFT of 16 filters at a time, the valid corner, α/β and
@@ -68,28 +69,36 @@ pub struct Plan {
     pub th: usize,
     pub tw: usize,
     pub tiles: usize,
+    /// U holds two panels per filter panel (else V two per tile panel): fewer filters than
+    /// tiles (padded to whole panels).
+    pub double_u: bool,
 }
 
 impl Plan {
     /// The tiling with FFT side s, if the dilated filter fits in half of it.
-    pub fn with_side(g: &Geom, s: usize) -> Option<Plan> {
+    pub fn with_side(g: &Geom, kern: &Kernel, s: usize) -> Option<Plan> {
         let (eh, ew) = dilated(g);
         if eh > s / 2 + 1 || ew > s / 2 + 1 {
             return None;
         }
         let (mh, mw) = (s - eh + 1, s - ew + 1);
         let (th, tw) = (g.output[1].div_ceil(mh), g.output[2].div_ceil(mw));
-        Some(Plan { s, mh, mw, th, tw, tiles: g.n * th * tw })
+        let tiles = g.n * th * tw;
+        let double_u = g.kg().div_ceil(kern.nr) * kern.nr <= tiles.div_ceil(kern.mr) * kern.mr;
+        Some(Plan { s, mh, mw, th, tw, tiles, double_u })
     }
 
     /// The side with the least estimated time (`seconds`).
     pub fn choose(g: &Geom, kern: &Kernel, filters_per_call: bool) -> Plan {
         let t = |p: &Plan| p.seconds(g, kern, filters_per_call);
-        SIDES.iter().filter_map(|&s| Plan::with_side(g, s)).min_by(|a, b| t(a).total_cmp(&t(b))).expect("fft: no side fits (supports() first)")
+        SIDES.iter().filter_map(|&s| Plan::with_side(g, kern, s)).min_by(|a, b| t(a).total_cmp(&t(b))).expect("fft: no side fits (supports() first)")
     }
 
     /// Complex bins per transform.
     pub fn bins(&self) -> usize { self.s * fm::half(self.s) }
+
+    /// Panels per tile panel in V and per filter panel in U.
+    fn parts(&self) -> (usize, usize) { if self.double_u { (1, 2) } else { (2, 1) } }
 
     /// Estimated seconds on two cores: the spectral data written and read (V, M, and U when
     /// the filters are transformed on the call) at `SPECTRAL_BYTES_PER_S`, plus the GEMMs.
@@ -98,7 +107,8 @@ impl Plan {
         let tpad = (self.tiles.div_ceil(kern.mr) * kern.mr) as f64;
         let kpad = (g.kg().div_ceil(kern.nr) * kern.nr) as f64;
         let cg = g.cg() as f64;
-        let (v, m, u) = (tpad * 4.0 * cg, tpad * 2.0 * kpad, 2.0 * cg * kpad);
+        let (pv, pu) = self.parts();
+        let (v, m, u) = (tpad * 2.0 * cg * pv as f64, tpad * 2.0 * kpad, 2.0 * cg * kpad * pu as f64);
         let values = groups * bins * (v + m + if filters_per_call { u } else { 0.0 });
         let flops = groups * bins * 2.0 * (2.0 * tpad) * (2.0 * cg) * kpad;
         4.0 * values / SPECTRAL_BYTES_PER_S + flops / GEMM_FLOPS_PER_S
@@ -134,7 +144,8 @@ impl<'a> Ctx<'a> {
         let (cg, kg) = (g.cg(), g.kg());
         let tpad = plan.tiles.div_ceil(kern.mr) * kern.mr;
         let kpad = kg.div_ceil(kern.nr) * kern.nr;
-        Ctx { g, p, kern, plan, bins: plan.bins(), cg, kg, tpad, kpad, vx: slab(tpad * 4 * cg), ux: slab(kpad * 2 * cg), mx: slab(tpad * 2 * kpad) }
+        let (pv, pu) = plan.parts();
+        Ctx { g, p, kern, plan, bins: plan.bins(), cg, kg, tpad, kpad, vx: slab(tpad * pv * 2 * cg), ux: slab(kpad * pu * 2 * cg), mx: slab(tpad * 2 * kpad) }
     }
 }
 
@@ -146,7 +157,7 @@ fn slab(n: usize) -> usize { 16 * (n.div_ceil(16) | 1) }
 /// for filters kept across calls).
 pub fn transformed_len(kern: Kernel, g: &Geom) -> usize {
     let plan = Plan::choose(g, &kern, false);
-    g.groups * plan.bins() * slab(g.kg().div_ceil(kern.nr) * kern.nr * 2 * g.cg())
+    g.groups * plan.bins() * slab(g.kg().div_ceil(kern.nr) * kern.nr * plan.parts().1 * 2 * g.cg())
 }
 
 /// Scratch values of one call: V, U (none with the filters kept) and M of every group.
@@ -267,58 +278,63 @@ simd!(input_panel(cx: &Ctx, group: usize, tp: usize, c0: usize, c1: usize, vp: S
             }
         }
         fm::forward_2d(&f, &a, s, &mut Complex { re: &mut re, im: &mut im }, &mut Complex { re: &mut rr, im: &mut ri });
-        // SAFETY: this item alone writes rows c and cg + c of both A panels of tile panel tp
-        // in every bin.
+        // Rows c and cg + c of each A panel: [Xre | −Xim], [Xim | Xre] or [Xre | Xim].
+        let (k2, one, neg) = (2 * cx.cg, Part { imag: false, scale: 1.0 }, Part { imag: true, scale: -1.0 });
+        let (im1, a2) = (Part { imag: true, scale: 1.0 }, k2 * mr);
+        let double_v = [(c * mr, one), ((cx.cg + c) * mr, neg), (a2 + c * mr, im1), (a2 + (cx.cg + c) * mr, one)];
+        let single = [(c * mr, one), ((cx.cg + c) * mr, im1)];
+        let rows: &[(usize, Part)] = if plan.double_u { &single } else { &double_v };
+        let o = group * vlen + tp * mr * k2 * plan.parts().0;
+        // SAFETY: this item alone writes rows c and cg + c of the A panels of tile panel tp in
+        // every bin.
         unsafe {
-            let o = group * vlen + tp * mr * 4 * cx.cg;
             match mr {
-                12 => store_v::<12>(&re, &im, vp, o, cx.vx, cx.cg, c),
-                6 => store_v::<6>(&re, &im, vp, o, cx.vx, cx.cg, c),
-                4 => store_v::<4>(&re, &im, vp, o, cx.vx, cx.cg, c),
-                _ => store_v_any(&re, &im, vp, o, cx.vx, cx.cg, c, mr),
+                12 => store_parts::<12>(&re, &im, vp, o, cx.vx, rows),
+                6 => store_parts::<6>(&re, &im, vp, o, cx.vx, rows),
+                4 => store_parts::<4>(&re, &im, vp, o, cx.vx, rows),
+                _ => store_parts_any(&re, &im, vp, o, cx.vx, rows, mr),
             }
         }
     }
 });
 
-/// Channel c's bins (first W lanes) into both A panels of a tile panel at `o` (first bin's
-/// slab): [Xre | −Xim] and [Xim | Xre]. W is a constant so the copies stay vector moves (a
+/// What a panel row holds: a channel's real or imaginary parts times `scale`.
+#[derive(Clone, Copy)]
+struct Part {
+    imag: bool,
+    scale: f32,
+}
+
+/// Each bin's value (first W lanes) into panel rows: for (offset, part) in `rows`, bin b goes
+/// to `dst + o + b·stride + offset`. W is a constant so the copies stay vector moves (a
 /// runtime width became one memcpy call per row).
 ///
 /// # Safety
-/// The panels at o + b·vx (b < bins) hold 2 × 2·cg rows of W values, written by no one else.
+/// Those W values of every bin lie in the buffer and are written by no one else.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn store_v<const W: usize>(re: &[Lanes], im: &[Lanes], vp: Shared, o: usize, vx: usize, cg: usize, c: usize) {
-    let put = |v: &Lanes, off: usize| (vp.at(off) as *mut [f32; W]).write_unaligned(*(v.as_ptr() as *const [f32; W]));
-    let a2 = 2 * cg * W;
+unsafe fn store_parts<const W: usize>(re: &[Lanes], im: &[Lanes], dst: Shared, o: usize, stride: usize, rows: &[(usize, Part)]) {
     for (b, (r, i)) in re.iter().zip(im).enumerate() {
-        let mut ni = [0f32; L];
-        for l in 0..L {
-            ni[l] = -i[l];
+        for &(off, part) in rows {
+            let src = if part.imag { i } else { r };
+            let mut v = [0f32; L];
+            for l in 0..L {
+                v[l] = src[l] * part.scale;
+            }
+            (dst.at(o + b * stride + off) as *mut [f32; W]).write_unaligned(*(v.as_ptr() as *const [f32; W]));
         }
-        let o1 = o + b * vx;
-        put(r, o1 + c * W);
-        put(&ni, o1 + (cg + c) * W);
-        put(i, o1 + a2 + c * W);
-        put(r, o1 + a2 + (cg + c) * W);
     }
 }
 
-/// `store_v` for other widths.
+/// `store_parts` for other widths.
 ///
 /// # Safety
-/// As `store_v`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn store_v_any(re: &[Lanes], im: &[Lanes], vp: Shared, o: usize, vx: usize, cg: usize, c: usize, w: usize) {
-    let a2 = 2 * cg * w;
+/// As `store_parts`.
+unsafe fn store_parts_any(re: &[Lanes], im: &[Lanes], dst: Shared, o: usize, stride: usize, rows: &[(usize, Part)], w: usize) {
     for (b, (r, i)) in re.iter().zip(im).enumerate() {
-        let ni = i.map(|v| -v);
-        let o1 = o + b * vx;
-        std::ptr::copy_nonoverlapping(r.as_ptr(), vp.at(o1 + c * w), w);
-        std::ptr::copy_nonoverlapping(ni.as_ptr(), vp.at(o1 + (cg + c) * w), w);
-        std::ptr::copy_nonoverlapping(i.as_ptr(), vp.at(o1 + a2 + c * w), w);
-        std::ptr::copy_nonoverlapping(r.as_ptr(), vp.at(o1 + a2 + (cg + c) * w), w);
+        for &(off, part) in rows {
+            let v = if part.imag { i } else { r }.map(|x| x * part.scale);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), dst.at(o + b * stride + off), w);
+        }
     }
 }
 
@@ -401,63 +417,43 @@ simd!(filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, up: 
                 }
             }
             fm::forward_2d(&f, &a, eh, &mut Complex { re: &mut re, im: &mut im }, &mut Complex { re: &mut rr, im: &mut ri });
-            let o = group * ulen + kp * 2 * cg * nr + l0;
+            // Rows c and cg + c of each B panel, U = conj(W)/s²: [Ure; Uim], or [Ure; −Uim] and
+            // [Uim; Ure].
+            let (re1, im1) = (Part { imag: false, scale }, Part { imag: true, scale: -scale });
+            let (nim1, b2) = (Part { imag: true, scale }, 2 * cg * nr);
+            let double_u = [(c * nr, re1), ((cg + c) * nr, nim1), (b2 + c * nr, im1), (b2 + (cg + c) * nr, re1)];
+            let single = [(c * nr, re1), ((cg + c) * nr, im1)];
+            let rows: &[(usize, Part)] = if plan.double_u { &double_u } else { &single };
+            let o = group * ulen + kp * 2 * cg * nr * plan.parts().1 + l0;
             // Lanes past the last filter are zero (so is their FFT) and are written too.
-            // SAFETY: this item alone writes rows c and cg + c of panel kp (lanes l0.. of nr)
-            // in every bin.
+            // SAFETY: this item alone writes rows c and cg + c (lanes l0.. of nr) of the B panels
+            // of filter panel kp in every bin; `stream` checked the alignment.
             unsafe {
                 match L.min(nr - l0) {
                     #[cfg(target_arch = "x86_64")]
-                    16 if stream => super::fft_x86::store_u16_stream(&re, &im, up.at(o + c * nr), cx.ux, cg * nr, scale),
-                    16 => store_u::<16>(&re, &im, up, o, cx.ux, cg, c, nr, scale),
-                    8 => store_u::<8>(&re, &im, up, o, cx.ux, cg, c, nr, scale),
-                    n => store_u_any(&re, &im, up, o, cx.ux, cg, c, nr, scale, n),
+                    16 if stream => {
+                        let mut flat = [(0, false, 0.0); 4];
+                        for (d, &(off, p)) in flat.iter_mut().zip(rows) {
+                            *d = (off, p.imag, p.scale);
+                        }
+                        super::fft_x86::store_parts16_stream(&re, &im, up.at(o), cx.ux, &flat[..rows.len()]);
+                    }
+                    16 => store_parts::<16>(&re, &im, up, o, cx.ux, rows),
+                    8 => store_parts::<8>(&re, &im, up, o, cx.ux, rows),
+                    n => store_parts_any(&re, &im, up, o, cx.ux, rows, n),
                 }
             }
         }
     }
 });
 
-/// Channel c's bins of W lanes (filters) as conj(W)/s² into a B panel at `o` (first bin's
-/// slab, lane offset included): Ure in row c, Uim in row cg + c. W constant as in `store_v`.
-///
-/// # Safety
-/// The panel at o + b·ux (b < bins) holds 2·cg rows of nr values, lanes o.. o + W of rows c
-/// and cg + c written by no one else.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn store_u<const W: usize>(re: &[Lanes], im: &[Lanes], up: Shared, o: usize, ux: usize, cg: usize, c: usize, nr: usize, scale: f32) {
-    let put = |v: &Lanes, off: usize| (up.at(off) as *mut [f32; W]).write_unaligned(*(v.as_ptr() as *const [f32; W]));
-    for (b, (r, i)) in re.iter().zip(im).enumerate() {
-        let (mut ur, mut ui) = ([0f32; L], [0f32; L]);
-        for l in 0..L {
-            ur[l] = r[l] * scale;
-            ui[l] = -i[l] * scale;
-        }
-        put(&ur, o + b * ux + c * nr);
-        put(&ui, o + b * ux + (cg + c) * nr);
-    }
-}
-
-/// `store_u` for other widths.
-///
-/// # Safety
-/// As `store_u`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn store_u_any(re: &[Lanes], im: &[Lanes], up: Shared, o: usize, ux: usize, cg: usize, c: usize, nr: usize, scale: f32, w: usize) {
-    for (b, (r, i)) in re.iter().zip(im).enumerate() {
-        let (ur, ui) = (r.map(|v| v * scale), i.map(|v| -v * scale));
-        std::ptr::copy_nonoverlapping(ur.as_ptr(), up.at(o + b * ux + c * nr), w);
-        std::ptr::copy_nonoverlapping(ui.as_ptr(), up.at(o + b * ux + (cg + c) * nr), w);
-    }
-}
-
-/// Phase 3: M = V·U for every (group, bin), each U panel read once: the real parts from the
-/// first A panel of each tile panel, the imaginary parts from the second.
+/// Phase 3: M = V·U for every (group, bin), each U panel read once: the real parts of the
+/// output (M's first kpad columns) and the imaginary parts, each from its own A or B panel.
 fn gemms(cx: &Ctx, v: &[f32], u: &[f32], m: &mut [f32]) {
     let (mr, nr) = (cx.kern.mr, cx.kern.nr);
     let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
     let (vlen, ulen, mlen) = (cx.bins * cx.vx, cx.bins * cx.ux, cx.bins * cx.mx);
+    let (pv, pu) = cx.plan.parts();
     let k2 = 2 * cx.cg;
     let (ld, mp) = (2 * cx.kpad, Shared(m.as_mut_ptr()));
     (0..cx.g.groups * cx.bins).into_par_iter().for_each(|i| {
@@ -467,11 +463,12 @@ fn gemms(cx: &Ctx, v: &[f32], u: &[f32], m: &mut [f32]) {
         for k0 in (0..k2).step_by(KC) {
             let kc = KC.min(k2 - k0);
             for kp in 0..kpanels {
-                let bp = ub[kp * k2 * nr + k0 * nr..].as_ptr();
-                for tp in 0..tpanels {
-                    for part in 0..2 {
-                        let ap = va[(2 * tp + part) * mr * k2 + k0 * mr..].as_ptr();
-                        let f = if tp == 0 && part == 0 { cx.kern.fb } else { cx.kern.f };
+                for part in 0..2 {
+                    let bp = ub[(pu * kp + part % pu) * k2 * nr + k0 * nr..].as_ptr();
+                    for tp in 0..tpanels {
+                        let ap = va[(pv * tp + part % pv) * mr * k2 + k0 * mr..].as_ptr();
+                        // The first tile panel streams this B panel in (`Kernel::fb`).
+                        let f = if tp == 0 && (part == 0 || pu == 2) { cx.kern.fb } else { cx.kern.f };
                         let col = part * cx.kpad + kp * nr;
                         // SAFETY: panels of kc·mr and kc·nr values; the mr×nr tile lies in this
                         // (group, bin)'s slab of M, which only this item writes.

@@ -31,20 +31,21 @@ pub unsafe fn gather_window16(x: *const f32, idx: &[i32; 16], rows: &[u16], cols
     }
 }
 
-/// Channel c's bins of 16 filters as conj(W)/s² into a B panel with streaming stores (U is
-/// written once and is larger than the caches; ordinary stores read each line first): Ure at
-/// `dst + b·ux`, Uim at `dst + b·ux + im_row`. Ends with a store fence.
+/// `fft_conv::store_parts` for 16 lanes with streaming stores (U is written once and is
+/// larger than the caches; ordinary stores read each line first): for (offset, imaginary,
+/// scale) in `rows`, bin b's real or imaginary parts times scale go to dst + b·stride +
+/// offset. Ends with a store fence.
 ///
 /// # Safety
-/// AVX-512F must be available; dst + b·ux and dst + b·ux + im_row must be 64-byte aligned and
-/// hold 16 writable values for every bin.
+/// AVX-512F must be available; every destination must be 64-byte aligned and hold 16 values
+/// written by no one else.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn store_u16_stream(re: &[[f32; 16]], im: &[[f32; 16]], dst: *mut f32, ux: usize, im_row: usize, scale: f32) {
-    let (sr, si) = (_mm512_set1_ps(scale), _mm512_set1_ps(-scale));
+pub unsafe fn store_parts16_stream(re: &[[f32; 16]], im: &[[f32; 16]], dst: *mut f32, stride: usize, rows: &[(usize, bool, f32)]) {
     for (b, (r, i)) in re.iter().zip(im).enumerate() {
-        let d = dst.add(b * ux);
-        _mm512_stream_ps(d, _mm512_mul_ps(_mm512_loadu_ps(r.as_ptr()), sr));
-        _mm512_stream_ps(d.add(im_row), _mm512_mul_ps(_mm512_loadu_ps(i.as_ptr()), si));
+        for &(off, imag, scale) in rows {
+            let v = _mm512_loadu_ps(if imag { i.as_ptr() } else { r.as_ptr() });
+            _mm512_stream_ps(dst.add(b * stride + off), _mm512_mul_ps(v, _mm512_set1_ps(scale)));
+        }
     }
     _mm_sfence();
 }
