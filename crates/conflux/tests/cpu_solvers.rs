@@ -494,7 +494,8 @@ fn gemm1x1_random_forward() {
         {
             use conflux::solver::cpu_amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES, MIN_TILES_SPLITTING_W};
             let tiles = geo.y[0] * geo.y[2..].iter().product::<usize>().div_ceil(32);
-            let enough = (tiles >= MIN_TILES || kg.div_ceil(32) >= 2 * tiles) && (constant || tiles >= MIN_TILES_SPLITTING_W) && cg * kg >= MIN_MACS_PER_POSITION;
+            let few = conflux::backend::cpu::conv1x1_amx::few_tiles_split(tiles, kg.div_ceil(32), cg, case % 2 == 1, rayon::current_num_threads());
+            let enough = (tiles >= MIN_TILES || kg.div_ceil(32) >= 2 * tiles || few) && (constant || tiles >= MIN_TILES_SPLITTING_W) && cg * kg >= MIN_MACS_PER_POSITION;
             assert_eq!(ran, amx && enough, "{geo:?}: the AMX solver applies with {tiles} tiles exactly where AMX is there and {MIN_TILES} tiles and C·K ≥ {MIN_MACS_PER_POSITION} are");
         }
         if !avx512 {
@@ -546,7 +547,8 @@ fn fused_bias_relu_per_algorithm() {
                 // twice as many 32-filter blocks) where the CPU has AMX (not here: 6 tiles, 3
                 // blocks).
                 let (tiles, fblocks) = (xl[0] * (xl[2] * xl[3]).div_ceil(32), wl[0].div_ceil(32));
-                let enough = tiles >= conflux::solver::cpu_amx1x1::MIN_TILES || fblocks >= 2 * tiles;
+                let few = conflux::backend::cpu::conv1x1_amx::few_tiles_split(tiles, fblocks, wl[1], layout == Layout::NHWC, rayon::current_num_threads());
+                let enough = tiles >= conflux::solver::cpu_amx1x1::MIN_TILES || fblocks >= 2 * tiles || few;
                 let name = match name {
                     "CpuConvGemm1x1" if dt == DataType::Float && amx && enough => "CpuConvAmx1x1",
                     "CpuConvGemm1x1" if !(avx512 && dt == DataType::Float) => "CpuConvGemm",
@@ -572,6 +574,30 @@ fn fused_bias_relu_per_algorithm() {
                 // The FFT rounds integer data (irrational twiddles); the others keep it exact.
                 let tol = if !exact { tolerance(dt) } else if algo == ConvAlgorithm::Fft { 1e-6 } else { 0.0 };
                 assert_close(&format!("{name} {dt:?} {layout:?} exact={exact}"), &got, &want, tol);
+            }
+        }
+    }
+}
+
+/// The AMX 1×1 solver on an N=1 layer with few position tiles and many filter blocks, where
+/// each thread splits all of x and takes a share of the filters (`few_tiles_split`), with
+/// and without constant weights, exact and random data, NCHW and NHWC.
+#[test]
+fn amx_few_tiles_many_filters() {
+    let h = Handle::cpu();
+    let geo = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 96, 14, 14], vec![300, 96, 1, 1]).unwrap();
+    let threads = rayon::current_num_threads();
+    for (lay, nhwc) in [(Lay::Packed, false), (Lay::ChannelsLast, true)] {
+        for constant in [true, false] {
+            let mut geo = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, geo.x.clone(), geo.w.clone()).unwrap();
+            geo.conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64).unwrap();
+            let dt = DataType::Float;
+            let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+            let few = conflux::backend::cpu::conv1x1_amx::few_tiles_split(7, 10, 96, nhwc, threads);
+            for (exact, seed) in [(true, 900), (false, 910)] {
+                let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
+                let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), fill, tol, AMX1X1, seed);
+                assert_eq!(ran, conflux::backend::cpu::amx::available() && few, "{lay:?} constant {constant}: applies exactly where AMX and the few-tiles split are");
             }
         }
     }

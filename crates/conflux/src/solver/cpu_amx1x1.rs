@@ -66,7 +66,8 @@ impl Solver for CpuAmx1x1 {
         // Every 32-position tile reads all of W, split into 1.5× its f32 bytes: with few
         // tiles the layer is bound by W's bytes, and the AVX-512 solver reads fewer.
         let (tiles, fblocks) = (g.n * g.output_size().div_ceil(32), g.kg().div_ceil(32));
-        if tiles < MIN_TILES && fblocks < 2 * tiles {
+        let few_tiles_split = conv1x1_amx::few_tiles_split(tiles, fblocks, g.cg(), !nchw, rayon::current_num_threads());
+        if tiles < MIN_TILES && fblocks < 2 * tiles && !few_tiles_split {
             return Err(format!("{tiles} tiles of 32 positions (fewer than {MIN_TILES}) and {fblocks} blocks of 32 filters (fewer than twice that): bound by the split operands' bytes (CpuConvGemm1x1 is faster)"));
         }
         let constant = problem.conv_problem().is_some_and(|c| c.conv.weights_constant());

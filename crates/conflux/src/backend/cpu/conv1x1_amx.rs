@@ -135,11 +135,31 @@ unsafe fn block(tiles: &Tiles, p: &Problem, w: *const u16, x: *const u16, st: us
 /// 1024-14-14-256 N=1 (8 blocks, 7 tiles) 15–35% slower, either way.
 pub fn shares_x(p: &Problem) -> bool { p.k.div_ceil(BLOCK) >= 2 * p.n * p.hw.div_ceil(BLOCK) }
 
+/// Fewer 32-position tiles than this (N=1-sized layers) with at least `FEW_TILES_BLOCKS` filter
+/// blocks per thread: one task per thread, each splitting all of x itself and taking its
+/// share of the filter blocks, if that share of split W stays in L2 (`FEW_TILES_W_BYTES`)
+/// across the chunks of x or x is one chunk (`AmxSplit::choose`).
+pub const FEW_TILES: usize = 32;
+/// See `FEW_TILES`.
+pub const FEW_TILES_BLOCKS: usize = 4;
+/// See `FEW_TILES`: half of a core's L2.
+const FEW_TILES_W_BYTES: usize = 1 << 20;
+
+/// Whether `AmxSplit::choose` gives one task per thread, each splitting all of x itself and
+/// taking its share of the filter blocks (see `FEW_TILES`), for `tiles` 32-position tiles,
+/// `fblocks` 32-filter blocks and C channels.
+pub fn few_tiles_split(tiles: usize, fblocks: usize, c: usize, nhwc: bool, threads: usize) -> bool {
+    let st = c.div_ceil(32);
+    let w_share = fblocks.div_ceil(threads.max(1)) * st * STEP * 2;
+    let x_once = tiles <= chunk_tiles(st);
+    tiles < FEW_TILES && fblocks >= FEW_TILES_BLOCKS * threads && (x_once || (!nhwc && w_share <= FEW_TILES_W_BYTES))
+}
+
 /// Work split. Tasks of consecutive position tiles (numbered across the batch) × groups of
-/// filter blocks (only when there are too few tiles for three tasks per thread), each task
-/// splitting its own x; or, where `shares_x` (`shared_x`), all of x split first, then one
-/// task per filter block over all tiles, so each block of W is read once
-/// (`forward_shared_x`).
+/// filter blocks, each task splitting its own x: by tiles where there are many (no x split
+/// twice), by filter blocks where there are few tiles and many blocks; or, where `shares_x`
+/// and the blocks are too few for that (`shared_x`), all of x split first, then one task
+/// per filter block over all tiles (`forward_shared_x`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AmxSplit {
     pub tile_blocks: usize,
@@ -151,6 +171,19 @@ impl AmxSplit {
     pub fn choose(p: &Problem, threads: usize) -> AmxSplit {
         let (tiles, fblocks) = (p.n * p.hw.div_ceil(BLOCK), p.k.div_ceil(BLOCK).max(1));
         let want = 3 * threads.max(1);
+        // Few tiles: split by tiles, each task would hold one or two and read all of W per
+        // tile, from memory. Measured (interleaved, constant weights, N=1) against the split by
+        // tiles or `shared_x`: 1024-14-14-256 (7 tiles, 8 blocks) 269–314 → 213–267 µs (the
+        // AVX-512 driver 320–330), 2048-7-7-512 298–303 → 252–255, 512-7-7-2048 261–262 →
+        // 246–253, 256-14-14-1024 269–273 → 229–246, 128-28-28-512 (25 tiles) 244–246 →
+        // 225–231; 512-28-28-128 (4 blocks) slower, 213–223 → 253–268: x split twice costs more
+        // than W read per tile there. At N=8 the split by tiles measured 5–10% faster (1024-14-14-256,
+        // 128-28-28-512), also on 2048-7-7-512 (16 tiles, 3 MiB of W per thread read per chunk).
+        // NHWC (x split by rows, dearer): 2048-7-7-512 330–339 → 285–300, 1024-14-14-256 a tie,
+        // 128-28-28-512 220–224 → 263–270, so NHWC takes it only where x is one chunk.
+        if few_tiles_split(tiles, fblocks, p.c, channels_last(p), threads) {
+            return AmxSplit { tile_blocks: 1, filter_groups: threads.max(1), shared_x: false };
+        }
         if shares_x(p) {
             return AmxSplit { tile_blocks: 1, filter_groups: fblocks, shared_x: true };
         }
@@ -193,8 +226,11 @@ pub struct Walk {
 }
 
 impl Walk {
-    pub fn choose(p: &Problem) -> Walk { Walk { chunk: (CHUNK_BYTES / (steps(p) * STEP * 2)).max(MIN_CHUNK) } }
+    pub fn choose(p: &Problem) -> Walk { Walk { chunk: chunk_tiles(steps(p)) } }
 }
+
+/// Tiles of x per chunk for `st` steps of 32 channels.
+fn chunk_tiles(st: usize) -> usize { (CHUNK_BYTES / (st * STEP * 2)).max(MIN_CHUNK) }
 
 /// y = ReLU?(conv(x, W) + bias?) with W packed by `pack_w` (64-byte aligned).
 ///
