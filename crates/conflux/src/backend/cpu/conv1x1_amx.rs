@@ -119,13 +119,15 @@ unsafe fn block(tiles: &Tiles, p: &Problem, w: *const u16, x: *const u16, st: us
     let nhwc = channels_last(p);
     let (a, b) = if nhwc { (x, w) } else { (w, x) };
     tiles.block_32x32(a, b, st, c.as_mut_ptr() as *mut f32, true);
-    let c = c.assume_init();
+    // By reference: `assume_init` by value copied the 4 KiB block (a memcpy call per block,
+    // ~5% of 64-55-55-256).
+    let c = c.assume_init_ref();
     let (filters, positions) = (BLOCK.min(p.k - k0), BLOCK.min(p.hw - p0));
     #[cfg(target_arch = "x86_64")]
     if nhwc {
-        store_rows(p, &c, positions, filters, p.y.add(n * p.ys[0] + p0 * p.yp + k0), p.yp, p.bias.wrapping_add(k0), false);
+        store_rows(p, c, positions, filters, p.y.add(n * p.ys[0] + p0 * p.yp + k0), p.yp, p.bias.wrapping_add(k0), false);
     } else {
-        store_rows(p, &c, filters, positions, p.y.add(n * p.ys[0] + k0 * p.ys[1] + p0), p.ys[1], p.bias.wrapping_add(k0), true);
+        store_rows(p, c, filters, positions, p.y.add(n * p.ys[0] + k0 * p.ys[1] + p0), p.ys[1], p.bias.wrapping_add(k0), true);
     }
 }
 
