@@ -55,7 +55,9 @@ static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
 /// filters, where the GEMM solvers win; bench/results/2026-11-21-cpu-winograd.md); the 1×1
 /// solver on AMX tiles (f32 at f32 accuracy through bf16 parts, where the CPU has AMX) beats
 /// the AVX-512 one on the layers it takes (bench/results/2026-11-25-cpu-amx.md), which beats
-/// both GEMM solvers on the ResNet 1×1 layers (bench/results/2026-11-22-cpu-gemm1x1.md); implicit
+/// both GEMM solvers on the ResNet 1×1 layers (bench/results/2026-11-22-cpu-gemm1x1.md); the
+/// FFT solver takes large filters where its cost model expects it to beat the GEMM solvers
+/// (bench/results/2026-11-25-cpu-fft.md: 1.2–4× on 5×5 and 7×7 layers of 32–256 channels); implicit
 /// GEMM needs no workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured
 /// 2–3× slower than the GEMM solvers (2026-11-21), so it stays after them. CUDA: 1×1
 /// channels-last convolutions whose epilogue cuBLASLt has (bias, ReLU) as one cuBLASLt GEMM
