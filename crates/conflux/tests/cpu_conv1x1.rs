@@ -10,7 +10,7 @@ mod support;
 
 use conflux::backend::cpu::amx;
 use conflux::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
-use conflux::backend::cpu::conv1x1_amx::{self, AmxSplit, Walk as AmxWalk};
+use conflux::backend::cpu::conv1x1_amx::{self, AmxSplit, SplitW, Walk as AmxWalk};
 use conflux::backend::cpu::conv1x1_kernel::available;
 use conflux::backend::cpu::conv1x1_pos::{self, PackedWalk, PosSplit};
 use conflux::backend::cpu::conv1x1_pos_kernel;
@@ -122,8 +122,19 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
         for (split, walk) in [(AmxSplit::choose(&p, 2), AmxWalk::choose(&p)), (forced, AmxWalk { chunk: 1 }), (forced, AmxWalk { chunk: 3 }), (shared, AmxWalk { chunk: 1 })] {
             y.fill(f32::NAN);
             // SAFETY: as above.
-            unsafe { conv1x1_amx::forward(&p, packed, split, walk) };
+            unsafe { conv1x1_amx::forward(&p, SplitW::Packed(packed), split, walk) };
             check(&y, &format!("amx n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?} {walk:?}"));
+        }
+        // W split by the tasks themselves (NCHW, one tile block): one and several filter groups,
+        // chunks of one tile (each block split on the first chunk, reused on the others).
+        if !nhwc {
+            for groups in [1, 3] {
+                let split = AmxSplit { tile_blocks: 1, filter_groups: groups, shared_x: false };
+                y.fill(f32::NAN);
+                // SAFETY: as above; W is read in place.
+                unsafe { conv1x1_amx::forward(&p, SplitW::PerTask, split, AmxWalk { chunk: 1 }) };
+                check(&y, &format!("amx W per task n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?}"));
+            }
         }
     }
     if nhwc {
@@ -211,7 +222,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
         // SAFETY: as above.
         unsafe {
             conv1x1_amx::pack_w(&p, packed);
-            conv1x1_amx::forward(&p, packed, AmxSplit::choose(&p, 2), AmxWalk::choose(&p));
+            conv1x1_amx::forward(&p, SplitW::Packed(packed), AmxSplit::choose(&p, 2), AmxWalk::choose(&p));
         }
         assert!(y[5 * hw..6 * hw].iter().all(|v| *v == 0.0), "amx: {:?}", &y[5 * hw..6 * hw]);
         assert!(y[..5 * hw].iter().all(|v| *v == 3.0), "amx");

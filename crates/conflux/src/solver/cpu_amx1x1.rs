@@ -13,7 +13,7 @@ use super::cpu_conv::run_parts;
 use super::cpu_gemm1x1::{check_common, direct_epilogue, group_problems};
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::amx;
-use crate::backend::cpu::conv1x1_amx::{self, AmxSplit, Walk};
+use crate::backend::cpu::conv1x1_amx::{self, AmxSplit, SplitW, Walk};
 use crate::backend::cpu::gemm::{with_scratch, Slot};
 use crate::backend::cpu::weight_cache::WeightCache;
 use crate::conv::Geom;
@@ -34,7 +34,9 @@ pub struct CpuAmx1x1;
 pub const MIN_TILES: usize = 16;
 /// Fewest tiles when W is split on every call (no constant-weights promise): 2048-7-7-512 N=1
 /// (2 tiles) measured 1.6× slower than CpuConvGemm1x1 and 512-7-7-2048 N=1 1.1×;
-/// 256-14-14-1024 N=1 (7 tiles) 10% faster.
+/// 256-14-14-1024 N=1 (7 tiles) 10% faster. (Sixteenth session, W split by the tasks
+/// themselves, `SplitW::PerTask`: 2048-7-7-512 still 1.3–1.5× slower, 610–717 against
+/// 462–478 µs — splitting 4 MiB of W is bound by reading it, and nothing overlaps it.)
 pub const MIN_TILES_SPLITTING_W: usize = 4;
 /// Fewest multiply-adds per output position (C·K of a group): x is split into bf16 parts
 /// once per tile for all filters to share. The smallest layer measured, 64-55-55-64 (4096),
@@ -113,7 +115,7 @@ impl Invoker for Amx1x1Invoker {
                 // checked against the buffers by the caller; `w` holds every group's split W.
                 unsafe {
                     let wg = std::slice::from_raw_parts(w.add(group * per_group), per_group);
-                    conv1x1_amx::forward(p, wg, AmxSplit::choose(p, threads), Walk::choose(p));
+                    conv1x1_amx::forward(p, SplitW::Packed(wg), AmxSplit::choose(p, threads), Walk::choose(p));
                 }
             }
         };
@@ -129,6 +131,13 @@ impl Invoker for Amx1x1Invoker {
         match &self.packed {
             // SAFETY: W is the filter the descriptors describe.
             Some(cache) => run(unsafe { cache.filter(&self.problem, r.ptrs.w, slots, pack) }.as_slice()),
+            // Each task splits its own filter blocks where each block has one task.
+            None if problems.iter().all(|p| conv1x1_amx::splits_w_per_task(p, AmxSplit::choose(p, threads))) => {
+                for p in &problems {
+                    // SAFETY: as in `run`; every group's W is the filter the descriptors describe.
+                    unsafe { conv1x1_amx::forward(p, SplitW::PerTask, AmxSplit::choose(p, threads), Walk::choose(p)) };
+                }
+            }
             None => with_scratch(Slot::PackBAll, slots, |w| {
                 pack(w);
                 run(w);

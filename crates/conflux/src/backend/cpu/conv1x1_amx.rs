@@ -42,6 +42,7 @@ fn channels_last(p: &Problem) -> bool { !(p.xp == 1 && p.yp == 1) }
 /// # Safety
 /// AVX-512F; every row `row` gives has C readable values; `dst` has steps·STEP writable ones.
 #[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
 unsafe fn split_rows(row: impl Fn(usize) -> Option<*const f32>, c: usize, steps: usize, dst: *mut u16) {
     for i in 0..BLOCK {
         let src = row(i);
@@ -56,6 +57,17 @@ unsafe fn split_rows(row: impl Fn(usize) -> Option<*const f32>, c: usize, steps:
     }
 }
 
+/// Filter block fb of an NCHW-like problem's W split into A's layout at `dst` (zero past K
+/// and C).
+///
+/// # Safety
+/// As `pack_w`; `dst` has steps·STEP writable values.
+unsafe fn split_w_block(p: &Problem, fb: usize, dst: *mut u16) {
+    let row = |i: usize| (fb * BLOCK + i < p.k).then(|| p.w.wrapping_add((fb * BLOCK + i) * p.ws0));
+    #[cfg(target_arch = "x86_64")]
+    split_rows(row, p.c, steps(p), dst);
+}
+
 /// W split into bf16 parts, per block of 32 filters: NCHW in A's layout (rows are filters),
 /// NHWC in B's (VNNI rows of channel pairs, columns are filters, from `conv1x1::pack_all`'s
 /// transposed panels); zero past K and C.
@@ -68,12 +80,8 @@ pub unsafe fn pack_w(p: &Problem, dst: &mut [u16]) {
     let base = dst.as_mut_ptr() as usize;
     if !channels_last(p) {
         (0..fblocks).into_par_iter().for_each(|fb| {
-            let row = |i: usize| (fb * BLOCK + i < p.k).then(|| p.w.wrapping_add((fb * BLOCK + i) * p.ws0));
-            // SAFETY: this block's steps inside dst; filter rows inside W.
-            #[cfg(target_arch = "x86_64")]
-            unsafe {
-                split_rows(row, p.c, st, (base as *mut u16).add(fb * st * STEP))
-            };
+            // SAFETY: this block's steps inside dst.
+            unsafe { split_w_block(p, fb, (base as *mut u16).add(fb * st * STEP)) };
         });
         return;
     }
@@ -234,21 +242,41 @@ impl Walk {
 /// Tiles of x per chunk for `st` steps of 32 channels.
 fn chunk_tiles(st: usize) -> usize { (CHUNK_BYTES / (st * STEP * 2)).max(MIN_CHUNK) }
 
-/// y = ReLU?(conv(x, W) + bias?) with W packed by `pack_w` (64-byte aligned).
+/// Whether W is better split by the tasks of `split` themselves (`SplitW::PerTask`) than by
+/// `pack_w` first: NCHW-like, and every filter block in one task (no tile blocks, not
+/// `shared_x`), so no block is split twice.
+pub fn splits_w_per_task(p: &Problem, split: AmxSplit) -> bool { !channels_last(p) && split.tile_blocks == 1 && !split.shared_x }
+
+/// Where `forward` finds W split into bf16 parts.
+#[derive(Clone, Copy)]
+pub enum SplitW<'a> {
+    /// Split by `pack_w` (64-byte aligned).
+    Packed(&'a [u16]),
+    /// Each task splits its own filter blocks from `p.w` as it first needs them (NCHW-like
+    /// problems, splits other than `shared_x`): no pass over all of W first, and with few tiles
+    /// (`few_tiles_split`) each block is used while it is in cache.
+    PerTask,
+}
+
+/// y = ReLU?(conv(x, W) + bias?) with W split as `w` says.
 ///
 /// # Safety
 /// The pointers and strides of `p` address valid tensors with, in x and y alike, either the
 /// positions consecutive (xp = yp = 1: NCHW) or the channels (xs[1] = ys[1] = 1: NHWC); y
-/// does not overlap x or W; `w` holds `pack_w`'s result for this W; `amx::available()`.
-pub unsafe fn forward(p: &Problem, w: &[u16], split: AmxSplit, walk: Walk) {
+/// does not overlap x or W; a packed `w` holds `pack_w`'s result for this W; `amx::available()`.
+pub unsafe fn forward(p: &Problem, w: SplitW, split: AmxSplit, walk: Walk) {
     let nchw = p.xp == 1 && p.yp == 1;
     assert!(nchw || (p.xs[1] == 1 && p.ys[1] == 1), "conv1x1_amx: x and y need their positions or their channels consecutive");
-    assert!(w.len() >= packed_len(p), "conv1x1_amx: packed W too short");
-    assert!(w.as_ptr() as usize % 64 == 0, "conv1x1_amx: packed W not 64-byte aligned (`amx::skip_to_64`)");
+    if let SplitW::Packed(w) = w {
+        assert!(w.len() >= packed_len(p), "conv1x1_amx: packed W too short");
+        assert!(w.as_ptr() as usize % 64 == 0, "conv1x1_amx: packed W not 64-byte aligned (`amx::skip_to_64`)");
+    } else {
+        assert!(nchw && !split.shared_x, "conv1x1_amx: W split per task needs NCHW and a split other than shared_x");
+    }
     if p.n == 0 || p.k == 0 || p.hw == 0 {
         return;
     }
-    if split.shared_x {
+    if let (true, SplitW::Packed(w)) = (split.shared_x, w) {
         return forward_shared_x(p, w, split.filter_groups);
     }
     let st = steps(p);
@@ -263,22 +291,37 @@ pub unsafe fn forward(p: &Problem, w: &[u16], split: AmxSplit, walk: Walk) {
         let (blocks, task_tiles) = (part(fblocks, fg, gi), part(tiles, tb, ti));
         let tiles_amx = Tiles::configure();
         let cl = chunk.min(task_tiles.len()).max(1);
+        let own_w = if let SplitW::PerTask = w { blocks.len() * st * STEP + ALIGN_SLACK } else { 0 };
         with_scratch(Slot::Task, (cl * st * STEP + ALIGN_SLACK).div_ceil(2), |scratch| {
-            let xt = scratch.as_mut_ptr() as *mut u16;
-            let xt = xt.add(amx::skip_to_64(xt));
-            for first in task_tiles.clone().step_by(cl) {
-                let chunk_tiles = first..(first + cl).min(task_tiles.end);
-                for (j, t) in chunk_tiles.clone().enumerate() {
-                    let (n, p0) = at(t);
-                    split_x(p, n, p0, st, xt.add(j * st * STEP));
-                }
-                for fb in blocks.clone() {
+            with_scratch(Slot::Task2, own_w.div_ceil(2), |wscratch| {
+                let xt = scratch.as_mut_ptr() as *mut u16;
+                let xt = xt.add(amx::skip_to_64(xt));
+                let wt = wscratch.as_mut_ptr() as *mut u16;
+                let wt = wt.wrapping_add(amx::skip_to_64(wt));
+                for first in task_tiles.clone().step_by(cl) {
+                    let chunk_tiles = first..(first + cl).min(task_tiles.end);
                     for (j, t) in chunk_tiles.clone().enumerate() {
                         let (n, p0) = at(t);
-                        block(&tiles_amx, p, w.as_ptr().add(fb * st * STEP), xt.add(j * st * STEP), st, n, fb * BLOCK, p0);
+                        split_x(p, n, p0, st, xt.add(j * st * STEP));
+                    }
+                    for (bi, fb) in blocks.clone().enumerate() {
+                        let wb = match w {
+                            SplitW::Packed(w) => w.as_ptr().add(fb * st * STEP),
+                            SplitW::PerTask => {
+                                let dst = wt.add(bi * st * STEP);
+                                if first == task_tiles.start {
+                                    split_w_block(p, fb, dst);
+                                }
+                                dst as *const u16
+                            }
+                        };
+                        for (j, t) in chunk_tiles.clone().enumerate() {
+                            let (n, p0) = at(t);
+                            block(&tiles_amx, p, wb, xt.add(j * st * STEP), st, n, fb * BLOCK, p0);
+                        }
                     }
                 }
-            }
+            });
         });
     });
 }
