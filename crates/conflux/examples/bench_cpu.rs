@@ -11,7 +11,7 @@
 //!       transformed once, as oneDNN's timings exclude its weight reorder). Several passes merge
 //!       with bench/cpu_conv_agg.py.
 //!   bench_cpu one CFG N LAYOUT ALGO SECS [const]  one problem, one layout (NCHW/NHWC), one
-//!       algorithm (Gemm/ImplicitGemm/Winograd/Fft), run for SECS seconds: for `perf record`; prints
+//!       algorithm (Gemm/ImplicitGemm/Winograd/Fft/Direct), run for SECS seconds: for `perf record`; prints
 //!       min/median µs; `const`: constant weights. With BENCH_LOOP_IN_POOL set, the timing loop
 //!       itself runs on a rayon pool thread (a Rust caller inside the pool: no hand-over per call)
 //!   bench_cpu bwd LIST N                 fp32 backward-data, NCHW, each backward-data solver
@@ -221,7 +221,7 @@ mod conv {
     /// (µs, solver) of the fastest algorithm for one problem and layout.
     fn conflux_best(cfg: &[usize], n: usize, layout: Layout, constant: bool) -> conflux::Result<(f64, String)> {
         let mut best = (f64::MAX, String::new());
-        for algo in [ConvAlgorithm::Winograd, ConvAlgorithm::Fft, ConvAlgorithm::ImplicitGemm, ConvAlgorithm::Gemm] {
+        for algo in [ConvAlgorithm::Winograd, ConvAlgorithm::Fft, ConvAlgorithm::Direct, ConvAlgorithm::ImplicitGemm, ConvAlgorithm::Gemm] {
             let Some(mut p) = prepare(cfg, n, layout, algo, constant)? else { continue };
             let us = time_us(|| p.run());
             let name = p.plan.solver_name().unwrap_or("?").to_string();
@@ -242,6 +242,7 @@ mod conv {
             "Winograd" => ConvAlgorithm::Winograd,
             "ImplicitGemm" => ConvAlgorithm::ImplicitGemm,
             "Fft" => ConvAlgorithm::Fft,
+            "Direct" => ConvAlgorithm::Direct,
             _ => ConvAlgorithm::Gemm,
         };
         let secs: f64 = a[4].parse().unwrap();

@@ -26,6 +26,7 @@ const WINOGRAD4: u64 = 7;
 const GEMM1X1: u64 = 8;
 const AMX1X1: u64 = 9;
 const FFT: u64 = 10;
+const DIRECT_TAPS: u64 = 11;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Dir {
@@ -218,9 +219,9 @@ fn fft_geo(r: &mut Rng) -> Geo {
     loop {
         let g = r.pick(&[1, 1, 2]);
         let (cg, kg) = (r.range(32, 40), r.range(28, 40));
-        let (fh, fw) = (r.range(7, 9), r.range(6, 9));
-        let pads = [r.range(2, 4) as i64, r.range(2, 4) as i64];
-        let (ih, iw) = (r.range(24, 30), r.range(24, 30));
+        let (fh, fw) = (r.range(8, 9), r.range(7, 9));
+        let pads = [r.range(3, 4) as i64, r.range(3, 4) as i64];
+        let (ih, iw) = (r.range(30, 36), r.range(30, 36));
         if let Some(geo) = make_geo(&pads, &[1, 1], &[1, 1], g, vec![2, g * cg, ih, iw], vec![g * kg, cg, fh, fw]) {
             return geo;
         }
@@ -232,7 +233,59 @@ fn fft_geo(r: &mut Rng) -> Geo {
 /// are held to 1e-6 instead of bit equality. (Dilation and smaller problems run through the
 /// driver in `fft_every_side_and_kernel`: the solver declines them as slower.)
 #[test]
-fn fft_random_forward() { random_cases_of(FFT, &[Dir::Forward], 5, 7, &fft_geo, 1e-6, 8) }
+fn fft_random_forward() { random_cases_of(FFT, &[Dir::Forward], 5, 7, &fft_geo, 1e-6, 6) }
+
+/// A geometry for the taps-direct solver: 2-D, stride 1, at least four taps, any dilation,
+/// padding and groups, filter blocks full and partial.
+fn taps_geo(r: &mut Rng) -> Geo {
+    loop {
+        let g = r.pick(&[1, 1, 2, 3]);
+        let (cg, kg, n) = (r.range(1, 10), r.range(1, 40), r.range(1, 2));
+        let (fh, fw) = (r.range(2, 6), r.range(2, 6));
+        let dils = [r.pick(&[1, 1, 2]) as i64, r.pick(&[1, 1, 2]) as i64];
+        let pads = [r.range(0, 3) as i64, r.range(0, 3) as i64];
+        let (ih, iw) = (r.range(5, 20), r.range(5, 33));
+        if let Some(geo) = make_geo(&pads, &[1, 1], &dils, g, vec![n, g * cg, ih, iw], vec![g * kg, cg, fh, fw]) {
+            return geo;
+        }
+    }
+}
+
+/// The taps-direct solver on random geometries and layouts (KCRS and KRSC filters: both W
+/// packings), f32 random and exact small integers (bit for bit), constant weights or not.
+/// Three cases in four run α = 1, β = 0 (the solver's own path); the others go through the
+/// implicit GEMM, which it hands other α/β to.
+#[test]
+fn direct_taps_random_forward() {
+    let h = Handle::cpu();
+    let mut rng = Rng(9);
+    let mut ran = 0;
+    for case in 0..40usize {
+        let mut geo = taps_geo(&mut rng);
+        geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case % 2) as i64).unwrap();
+        let lay = if case % 3 == 2 { rng.pick(&LAYS) } else { [Lay::Packed, Lay::ChannelsLast][case / 2 % 2] };
+        let dt = DataType::Float;
+        let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+        let exact = case % 5 < 2;
+        let ab = if case % 4 == 3 { AB[1 + case % 3] } else { (1.0, 0.0) };
+        let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
+        ran += check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, DIRECT_TAPS, 9000 + case as u64 * 10) as usize;
+    }
+    // KCRS W through the 16 × 32 transposes with a remainder (45 taps-and-channels), a full
+    // and a partial block of filters, each filter layout, with and without the promise.
+    let geo = make_geo(&[2, 1], &[1, 1], &[1, 2], 1, vec![2, 3, 11, 23], vec![40, 3, 5, 3]).unwrap();
+    for (i, lay) in [Lay::Packed, Lay::ChannelsLast].into_iter().enumerate() {
+        for constant in [false, true] {
+            let mut geo = make_geo(&[2, 1], &[1, 1], &[1, 2], 1, geo.x.clone(), geo.w.clone()).unwrap();
+            geo.conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64).unwrap();
+            let dt = DataType::Float;
+            let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, lay), desc(dt, &geo.y, Lay::Packed));
+            ran += check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), Fill::Normal, tolerance(dt), DIRECT_TAPS, 9900 + i as u64 * 10 + constant as u64) as usize;
+        }
+    }
+    let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
+    assert!(ran == 44 || !avx512, "taps-direct: only {ran} of 44 cases applied");
+}
 
 /// The FFT driver on every side (8, 16, 32, 64) and every GEMM micro-kernel this CPU has,
 /// f32 and bf16, NCHW and NHWC, more than 16 filters (two lane groups, the last partial),
@@ -512,13 +565,14 @@ fn fused_bias_relu_per_algorithm() {
     // pick the new solver, and the epilogue runs on its tiles.
     let h = Handle::cpu();
     type Case = (ConvAlgorithm, &'static str, [usize; 4], [usize; 4], i64);
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         (ConvAlgorithm::Winograd, "CpuConvWinogradF4x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Fft, "CpuConvFft", [1, 32, 24, 24], [32, 32, 9, 9], 4),
         (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),
         (ConvAlgorithm::Gemm, "CpuConvGemm1x1", [2, 40, 9, 10], [70, 40, 1, 1], 0),
         (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [12, 1, 3, 3], 1),
+        (ConvAlgorithm::Direct, "CpuConvDirectTaps", [2, 8, 12, 31], [40, 8, 5, 5], 2),
     ];
     let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
     let amx = conflux::backend::cpu::amx::available();
@@ -552,6 +606,8 @@ fn fused_bias_relu_per_algorithm() {
                 let name = match name {
                     "CpuConvGemm1x1" if dt == DataType::Float && amx && enough => "CpuConvAmx1x1",
                     "CpuConvGemm1x1" if !(avx512 && dt == DataType::Float) => "CpuConvGemm",
+                    // f32 on AVX-512 only; the naive solver is the Direct algorithm's last.
+                    "CpuConvDirectTaps" if !(avx512 && dt == DataType::Float) => "CpuConvNaive",
                     _ => name,
                 };
                 assert_eq!(plan.solver_name(), Some(name), "{algo:?} {dt:?} {layout:?}");
@@ -634,6 +690,9 @@ fn refusals_name_the_cause() {
     assert!(why(&few, Dir::Forward, WINOGRAD).contains("channels"));
     assert!(why(&few, Dir::Forward, WINOGRAD4).contains("channels"));
     assert!(why(&few, Dir::Forward, FFT).contains("channels"));
+    assert!(why(&s2, Dir::Forward, DIRECT_TAPS).contains("stride"));
+    assert!(why(&g5, Dir::BackwardData, DIRECT_TAPS).contains("forward only"));
+    assert!(why(&deep, Dir::Forward, DIRECT_TAPS).contains("reduction"));
     // The FFT solver applies to a 7×7 layer at ResNet width without the promise (estimated
     // ~3× faster than direct there).
     let big = make_geo(&[3, 3], &[1, 1], &[1, 1], 1, vec![1, 64, 56, 56], vec![64, 64, 7, 7]).unwrap();
@@ -641,6 +700,7 @@ fn refusals_name_the_cause() {
     assert_eq!(conflux::solver::find_by_id(FFT).unwrap().check(&problem(&big, (&xd, &wd, &yd), Dir::Forward), &h), Ok(()));
     assert!(why(&g5, Dir::Forward, GEMM1X1).contains("1×1"));
     let one = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 1, 1]).unwrap();
+    assert!(why(&one, Dir::Forward, DIRECT_TAPS).contains("taps"));
     assert!(why(&one, Dir::BackwardData, GEMM1X1).contains("forward only"));
     let gapped = |d: DataType, l: &[usize]| desc(d, l, Lay::Gapped);
     let check = |d: DataType, lay: &dyn Fn(DataType, &[usize]) -> TensorDesc| {

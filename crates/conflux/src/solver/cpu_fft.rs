@@ -8,6 +8,7 @@
 //! it); without, every call.
 
 use super::cpu_conv::{conv_of, run_parts};
+use super::cpu_direct_taps::taps_check;
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::fft_conv::{self, Plan};
 use crate::backend::cpu::gemm;
@@ -23,9 +24,11 @@ use std::sync::Arc;
 /// below this.
 const MIN_CHANNELS: usize = 4;
 
-/// The GEMM solvers' rate on the filters this solver is for (5×5 and 7×7, f32, 2 cores:
-/// 174–194 GFLOP/s measured 2026-11-25), the yardstick of `check`.
-const DIRECT_FLOPS_PER_S: f64 = 190e9;
+/// The rate of the solver that would run instead on the filters this solver is for (5×5 and
+/// 7×7, 2 cores, measured 2026-11-25), the yardstick of `check`: CpuConvDirectTaps where it
+/// applies (250–290 GFLOP/s), else the GEMM solvers (174–194).
+const DIRECT_TAPS_FLOPS_PER_S: f64 = 270e9;
+const GEMM_FLOPS_PER_S: f64 = 190e9;
 
 /// It applies where its estimated time is at most this fraction of direct convolution's (the
 /// cost model came within ~25% of the measured times, on both sides; Find times both).
@@ -51,7 +54,8 @@ fn fft_check(problem: &FusedProblem) -> std::result::Result<(Geom, f64), String>
     let kern = gemm::best();
     let per_call = !conv.conv.weights_constant();
     let fft = Plan::choose(&g, &kern, per_call).seconds(&g, &kern, per_call);
-    let direct = 2.0 * conv.macs() / DIRECT_FLOPS_PER_S;
+    let rate = if taps_check(problem).is_ok() { DIRECT_TAPS_FLOPS_PER_S } else { GEMM_FLOPS_PER_S };
+    let direct = 2.0 * conv.macs() / rate;
     if fft > MAX_TIME_RATIO * direct {
         return Err(format!(
             "{}×{} filter, {}×{} output: estimated {:.0} µs{} against {:.0} µs direct (> {MAX_TIME_RATIO}×)",

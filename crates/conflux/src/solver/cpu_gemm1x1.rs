@@ -71,6 +71,18 @@ fn geometry_refusal(g: &Geom) -> Option<String> {
 
 /// What every 1×1 forward solver of this file's kind requires: forward, f32, a none / bias /
 /// ReLU / bias + ReLU epilogue, 1×1 stride 1 unpadded, positions or channels consecutive.
+/// Whether the epilogue is none, bias, ReLU or bias then ReLU (what the 1×1 tiles apply).
+pub(super) fn fits_bias_relu(epilogue: &[EpiOp]) -> bool {
+    let relu = |op: &EpiOp| matches!(op, EpiOp::Activation { mode: ActivationMode::Relu });
+    let bias = |op: &EpiOp| matches!(op, EpiOp::Bias { .. });
+    match epilogue {
+        [] => true,
+        [a] => bias(a) || relu(a),
+        [a, b] => bias(a) && relu(b),
+        _ => false,
+    }
+}
+
 pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), String> {
     let (conv, epilogue) = conv_of(problem)?;
     if conv.direction != Direction::Forward {
@@ -79,15 +91,7 @@ pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), St
     if conv.dtype() != DataType::Float {
         return Err(format!("f32 only (this is {:?})", conv.dtype()));
     }
-    let relu = |op: &EpiOp| matches!(op, EpiOp::Activation { mode: ActivationMode::Relu });
-    let bias = |op: &EpiOp| matches!(op, EpiOp::Bias { .. });
-    let fits = match epilogue {
-        [] => true,
-        [a] => bias(a) || relu(a),
-        [a, b] => bias(a) && relu(b),
-        _ => false,
-    };
-    if !fits {
+    if !fits_bias_relu(epilogue) {
         return Err("epilogue other than bias and/or ReLU".into());
     }
     if let Some(why) = geometry_refusal(&Geom::of(conv)) {

@@ -10,6 +10,7 @@ mod registry;
 pub(crate) mod cpu_conv;
 pub mod cpu_amx1x1;
 pub mod cpu_direct;
+pub mod cpu_direct_taps;
 pub mod cpu_fft;
 pub mod cpu_gemm;
 pub mod cpu_gemm1x1;

@@ -4,6 +4,7 @@
 
 use super::cpu_amx1x1::CpuAmx1x1;
 use super::cpu_direct::CpuDirect;
+use super::cpu_direct_taps::CpuDirectTaps;
 use super::cpu_fft::CpuFft;
 use super::cpu_gemm::CpuGemm;
 use super::cpu_gemm1x1::CpuGemm1x1;
@@ -36,6 +37,7 @@ static CPU_GEMM: CpuGemm = CpuGemm;
 static CPU_GEMM1X1: CpuGemm1x1 = CpuGemm1x1;
 static CPU_AMX1X1: CpuAmx1x1 = CpuAmx1x1;
 static CPU_FFT: CpuFft = CpuFft;
+static CPU_DIRECT_TAPS: CpuDirectTaps = CpuDirectTaps;
 static CPU_NAIVE: CpuNaive = CpuNaive;
 static CUDA_POINTWISE: CudaPointwise = CudaPointwise;
 static CUDA_DIRECT: CudaConvDirect = CudaConvDirect;
@@ -57,7 +59,9 @@ static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
 /// the AVX-512 one on the layers it takes (bench/results/2026-11-25-cpu-amx.md), which beats
 /// both GEMM solvers on the ResNet 1×1 layers (bench/results/2026-11-22-cpu-gemm1x1.md); the
 /// FFT solver takes large filters where its cost model expects it to beat the GEMM solvers
-/// (bench/results/2026-11-25-cpu-fft.md: 1.2–4× on 5×5 and 7×7 layers of 32–256 channels); implicit
+/// (bench/results/2026-11-25-cpu-fft.md: 1.2–4× on 5×5 and 7×7 layers of 32–256 channels); the
+/// taps-direct solver (f32, stride 1, ≥ 4 taps) measured 1.1–2.7× faster than the implicit GEMM
+/// wherever it applies (bench/results/2026-11-25-cpu-session16.md); implicit
 /// GEMM needs no workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured
 /// 2–3× slower than the GEMM solvers (2026-11-21), so it stays after them. CUDA: 1×1
 /// channels-last convolutions whose epilogue cuBLASLt has (bias, ReLU) as one cuBLASLt GEMM
@@ -70,7 +74,7 @@ static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
 /// kernel (CudaConvBwdWeightsSimt, every type and geometry) before the direct kernel.
 pub fn registry() -> &'static [&'static dyn Solver] {
     static LIST: &[&dyn Solver] = &[
-        &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_AMX1X1, &CPU_GEMM1X1, &CPU_FFT, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
+        &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_AMX1X1, &CPU_GEMM1X1, &CPU_FFT, &CPU_DIRECT_TAPS, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
         &CUDA_POINTWISE, &CUDA_GEMM_LT, &CUDA_IGEMM_TMA, &CUDA_TC_NCHW, &CUDA_TC_BWD_DATA, &CUDA_WGRAD_TMA, &CUDA_WGRAD_SIMT, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
     ];
     LIST

@@ -32,6 +32,11 @@ pub const MR: usize = 14;
 /// `tile(rows, kc, a, cs, ps, b, c, ldc, first, out)` with `rows` in 1..=MR and cs = 1 or ps = 1.
 pub type TileFn = unsafe fn(usize, usize, *const f32, usize, usize, *const f32, *mut f32, usize, bool, Option<&Out>);
 
+/// `tile_taps(rows, kc, a, cs, toff, b, out)`: a whole tile summed over filter taps (direct
+/// convolution, `conv_taps.rs`): position i, channel p of tap t at `a + toff[t] + p·cs + i`
+/// (positions consecutive), W rows [tap][channel][32] from b; the result through `out`.
+pub type TapsFn = unsafe fn(usize, usize, *const f32, usize, &[usize], *const f32, &Out);
+
 /// The finished value of channel j at one position: bias, then ReLU (NaN becomes 0, like the
 /// generic ReLU).
 #[inline(always)]
@@ -129,7 +134,52 @@ pub mod x86 {
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn tile<const R: usize, const PF: bool>(kc: usize, a: *const f32, cs: usize, ps: usize, b: *const f32, c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
-        let mut acc = if ps == 1 { acc::<R, PF>(kc, a, cs, b) } else { acc_rows::<R, PF>(kc, a, ps, b) };
+        let acc = if ps == 1 { acc::<R, PF>(kc, a, cs, b) } else { acc_rows::<R, PF>(kc, a, ps, b) };
+        finish_tile::<R>(acc, c, ldc, first, out)
+    }
+
+    /// A tile summed over filter taps (`TapsFn`): the accumulators stay in registers from the
+    /// first tap to the last.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile_taps<const R: usize>(kc: usize, a: *const f32, cs: usize, toff: &[usize], b: *const f32, out: &Out) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        for (t, &o) in toff.iter().enumerate() {
+            let (mut ap, mut bp) = (a.add(o), b.add(t * kc * NR));
+            for _ in 0..kc {
+                let b0 = _mm512_loadu_ps(bp);
+                let b1 = _mm512_loadu_ps(bp.add(16));
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*ap.add(i));
+                    row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+                    row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+                }
+                ap = ap.add(cs);
+                bp = bp.add(NR);
+            }
+        }
+        finish_tile::<R>(acc, std::ptr::null_mut(), 0, true, Some(out))
+    }
+
+    /// `tile_taps` for rows in 1..=MR.
+    ///
+    /// # Safety
+    /// As `TapsFn`; AVX-512F must be available.
+    pub unsafe fn tile_taps_avx512(rows: usize, kc: usize, a: *const f32, cs: usize, toff: &[usize], b: *const f32, out: &Out) {
+        macro_rules! by_rows {
+            ($($r:literal)*) => {
+                match rows {
+                    $($r => tile_taps::<$r>(kc, a, cs, toff, b, out),)*
+                    _ => unreachable!("conv1x1 taps tile of {rows} rows"),
+                }
+            };
+        }
+        by_rows!(1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+    }
+
+    /// The end of a tile: plus C's partial sum unless `first`, then back to C or through `out`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn finish_tile<const R: usize>(mut acc: [[__m512; 2]; R], c: *mut f32, ldc: usize, first: bool, out: Option<&Out>) {
         if !first {
             for (i, row) in acc.iter_mut().enumerate() {
                 for (h, v) in row.iter_mut().enumerate() {
@@ -250,6 +300,8 @@ pub struct Kernels {
     /// panels stream from memory (as `gemm::Kernel::fb`).
     pub tile_pf: TileFn,
     pub transpose: Option<Transpose>,
+    /// The tile summed over filter taps, where there is one.
+    pub tile_taps: Option<TapsFn>,
 }
 
 /// The kernels for this CPU. AVX-512 only; elsewhere the generic GEMM's kernels are faster
@@ -257,7 +309,7 @@ pub struct Kernels {
 pub fn best() -> Option<Kernels> {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") {
-        return Some(Kernels { name: "avx512", tile: x86::tile_avx512, tile_pf: x86::tile_avx512_pf, transpose: Some(x86::transpose_16x32) });
+        return Some(Kernels { name: "avx512", tile: x86::tile_avx512, tile_pf: x86::tile_avx512_pf, transpose: Some(x86::transpose_16x32), tile_taps: Some(x86::tile_taps_avx512) });
     }
     None
 }
@@ -265,6 +317,6 @@ pub fn best() -> Option<Kernels> {
 /// Every set this CPU can run (tests run them all).
 pub fn available() -> Vec<Kernels> {
     let mut v: Vec<Kernels> = best().into_iter().collect();
-    v.push(Kernels { name: "portable", tile: tile_portable, tile_pf: tile_portable, transpose: None });
+    v.push(Kernels { name: "portable", tile: tile_portable, tile_pf: tile_portable, transpose: None, tile_taps: None });
     v
 }

@@ -17,6 +17,7 @@ pub mod conv_gemm;
 pub mod conv_gemm_bwd;
 pub mod conv_direct;
 pub mod conv_naive;
+pub mod conv_taps;
 pub mod conv_out;
 pub mod convert;
 #[cfg(target_arch = "x86_64")]
