@@ -8,8 +8,8 @@
 //! W is packed per tap on every call, or once per filter address under the constant-weights
 //! promise.
 
-use super::cpu_conv::{conv_of, run_parts};
-use super::cpu_gemm1x1::{direct_epilogue, fits_bias_relu};
+use super::cpu_conv::run_parts;
+use super::cpu_gemm1x1::{direct_epilogue, forward_f32_bias_relu};
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::conv1x1_kernel;
 use crate::backend::cpu::conv_taps;
@@ -19,7 +19,7 @@ use crate::conv::Geom;
 use crate::error::Result;
 use crate::fusion::FusedProblem;
 use crate::handle::{DeviceKind, Handle};
-use crate::types::{ConvAlgorithm, DataType, Direction};
+use crate::types::ConvAlgorithm;
 use std::sync::Arc;
 
 /// Fewest taps: a 1×1 or 1×3 filter has the 1×1 and GEMM solvers.
@@ -32,17 +32,7 @@ pub struct CpuDirectTaps;
 
 /// Whether `CpuDirectTaps` applies, else why not (also the FFT solver's yardstick).
 pub(super) fn taps_check(problem: &FusedProblem) -> std::result::Result<(), String> {
-    let (conv, epilogue) = conv_of(problem)?;
-    if conv.direction != Direction::Forward {
-        return Err(format!("forward only (this is {:?})", conv.direction));
-    }
-    if conv.dtype() != DataType::Float {
-        return Err(format!("f32 only (this is {:?})", conv.dtype()));
-    }
-    if !fits_bias_relu(epilogue) {
-        return Err("epilogue other than bias and/or ReLU".into());
-    }
-    let g = Geom::of(conv);
+    let g = Geom::of(forward_f32_bias_relu(problem)?);
     if g.input[0] != 1 || g.filter[0] != 1 {
         return Err("3-D convolution (2-D only)".into());
     }

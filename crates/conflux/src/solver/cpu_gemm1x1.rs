@@ -21,7 +21,7 @@ use crate::backend::cpu::conv1x1_pos::{self, PackedWalk, PosSplit};
 use crate::backend::cpu::conv1x1_pos_kernel::{self, PosKernels};
 use crate::backend::cpu::conv_gemm;
 use crate::backend::cpu::weight_cache::{Transformed, WeightCache};
-use crate::conv::Geom;
+use crate::conv::{ConvProblem, Geom};
 use crate::error::{Error, Result};
 use crate::fusion::{EpiOp, FusedProblem};
 use crate::handle::{DeviceKind, Handle};
@@ -72,7 +72,7 @@ fn geometry_refusal(g: &Geom) -> Option<String> {
 /// What every 1×1 forward solver of this file's kind requires: forward, f32, a none / bias /
 /// ReLU / bias + ReLU epilogue, 1×1 stride 1 unpadded, positions or channels consecutive.
 /// Whether the epilogue is none, bias, ReLU or bias then ReLU (what the 1×1 tiles apply).
-pub(super) fn fits_bias_relu(epilogue: &[EpiOp]) -> bool {
+fn fits_bias_relu(epilogue: &[EpiOp]) -> bool {
     let relu = |op: &EpiOp| matches!(op, EpiOp::Activation { mode: ActivationMode::Relu });
     let bias = |op: &EpiOp| matches!(op, EpiOp::Bias { .. });
     match epilogue {
@@ -83,7 +83,9 @@ pub(super) fn fits_bias_relu(epilogue: &[EpiOp]) -> bool {
     }
 }
 
-pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), String> {
+/// The convolution of a forward f32 problem whose epilogue the 1×1 tiles apply (none, bias,
+/// ReLU, bias then ReLU), else why not: what the solvers built on those tiles need first.
+pub(super) fn forward_f32_bias_relu(problem: &FusedProblem) -> std::result::Result<&ConvProblem, String> {
     let (conv, epilogue) = conv_of(problem)?;
     if conv.direction != Direction::Forward {
         return Err(format!("forward only (this is {:?})", conv.direction));
@@ -94,6 +96,11 @@ pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), St
     if !fits_bias_relu(epilogue) {
         return Err("epilogue other than bias and/or ReLU".into());
     }
+    Ok(conv)
+}
+
+pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), String> {
+    let conv = forward_f32_bias_relu(problem)?;
     if let Some(why) = geometry_refusal(&Geom::of(conv)) {
         return Err(why);
     }

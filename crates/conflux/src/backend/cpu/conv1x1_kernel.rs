@@ -87,6 +87,14 @@ pub mod x86 {
     #[inline]
     unsafe fn acc<const R: usize, const PF: bool>(kc: usize, a: *const f32, cs: usize, b: *const f32) -> [[__m512; 2]; R] {
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        acc_into::<R, PF>(kc, a, cs, b, &mut acc);
+        acc
+    }
+
+    /// `acc` added onto `acc`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn acc_into<const R: usize, const PF: bool>(kc: usize, a: *const f32, cs: usize, b: *const f32, acc: &mut [[__m512; 2]; R]) {
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
             let b0 = _mm512_loadu_ps(bp);
@@ -105,7 +113,6 @@ pub mod x86 {
             ap = ap.add(cs);
             bp = bp.add(NR);
         }
-        acc
     }
 
     /// The same with each position's channels consecutive (NHWC: cs = 1, positions at stride
@@ -144,18 +151,7 @@ pub mod x86 {
     unsafe fn tile_taps<const R: usize>(kc: usize, a: *const f32, cs: usize, toff: &[usize], b: *const f32, out: &Out) {
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
         for (t, &o) in toff.iter().enumerate() {
-            let (mut ap, mut bp) = (a.add(o), b.add(t * kc * NR));
-            for _ in 0..kc {
-                let b0 = _mm512_loadu_ps(bp);
-                let b1 = _mm512_loadu_ps(bp.add(16));
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let av = _mm512_set1_ps(*ap.add(i));
-                    row[0] = _mm512_fmadd_ps(av, b0, row[0]);
-                    row[1] = _mm512_fmadd_ps(av, b1, row[1]);
-                }
-                ap = ap.add(cs);
-                bp = bp.add(NR);
-            }
+            acc_into::<R, false>(kc, a.add(o), cs, b.add(t * kc * NR), &mut acc);
         }
         finish_tile::<R>(acc, std::ptr::null_mut(), 0, true, Some(out))
     }

@@ -214,17 +214,20 @@ pub fn forward_on(kern: Kernel, plan: Plan, g: &Geom, p: ConvPtrs, alpha: f32, b
     });
 }
 
-/// Phase 1: V of every (group, tile panel, channel chunk).
-fn input_transform(cx: &Ctx, v: &mut [f32]) {
-    let mr = cx.kern.mr;
-    let tpanels = cx.tpad / mr;
+/// `f(group, panel, c0, c1)` in parallel for every group, panel and chunk of 16 channels.
+fn by_channel_chunks(cx: &Ctx, panels: usize, f: impl Fn(usize, usize, usize, usize) + Sync) {
     let chunk = 16;
     let chunks = cx.cg.div_ceil(chunk);
-    let vp = Shared(v.as_mut_ptr());
-    (0..cx.g.groups * tpanels * chunks).into_par_iter().for_each(|i| {
-        let (group, tp, cc) = (i / (tpanels * chunks), (i / chunks) % tpanels, i % chunks);
-        input_panel(cx, group, tp, cc * chunk, ((cc + 1) * chunk).min(cx.cg), vp);
+    (0..cx.g.groups * panels * chunks).into_par_iter().for_each(|i| {
+        let (group, panel, cc) = (i / (panels * chunks), (i / chunks) % panels, i % chunks);
+        f(group, panel, cc * chunk, ((cc + 1) * chunk).min(cx.cg));
     });
+}
+
+/// Phase 1: V of every (group, tile panel, channel chunk).
+fn input_transform(cx: &Ctx, v: &mut [f32]) {
+    let vp = Shared(v.as_mut_ptr());
+    by_channel_chunks(cx, cx.tpad / cx.kern.mr, |group, tp, c0, c1| input_panel(cx, group, tp, c0, c1, vp));
 }
 
 simd!(input_panel(cx: &Ctx, group: usize, tp: usize, c0: usize, c1: usize, vp: Shared) {
@@ -376,15 +379,8 @@ pub fn transform_filters(kern: Kernel, g: &Geom, p: ConvPtrs, u: &mut [f32]) {
 
 /// Phase 2: U of every (group, filter panel, channel chunk).
 fn filters_into(cx: &Ctx, u: &mut [f32]) {
-    let g = cx.g;
-    let kpanels = cx.kpad / cx.kern.nr;
-    let chunk = 16;
-    let chunks = cx.cg.div_ceil(chunk);
     let up = Shared(u.as_mut_ptr());
-    (0..g.groups * kpanels * chunks).into_par_iter().for_each(|i| {
-        let (group, kp, cc) = (i / (kpanels * chunks), (i / chunks) % kpanels, i % chunks);
-        filter_panel(cx, group, kp, cc * chunk, ((cc + 1) * chunk).min(cx.cg), up);
-    });
+    by_channel_chunks(cx, cx.kpad / cx.kern.nr, |group, kp, c0, c1| filter_panel(cx, group, kp, c0, c1, up));
 }
 
 simd!(filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, up: Shared) {
