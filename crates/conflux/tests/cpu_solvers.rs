@@ -240,7 +240,7 @@ fn fft_random_forward() { random_cases_of(FFT, &[Dir::Forward], 5, 7, &fft_geo, 
 fn taps_geo(r: &mut Rng) -> Geo {
     loop {
         let g = r.pick(&[1, 1, 2, 3]);
-        let (cg, kg, n) = (r.range(1, 10), r.range(1, 40), r.range(1, 2));
+        let (cg, kg, n) = (r.range(1, 10), r.range(8, 40), r.range(1, 2));
         let (fh, fw) = (r.range(2, 6), r.range(2, 6));
         let dils = [r.pick(&[1, 1, 2]) as i64, r.pick(&[1, 1, 2]) as i64];
         let pads = [r.range(0, 3) as i64, r.range(0, 3) as i64];
@@ -701,6 +701,8 @@ fn refusals_name_the_cause() {
     assert!(why(&g5, Dir::Forward, GEMM1X1).contains("1×1"));
     let one = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 1, 1]).unwrap();
     assert!(why(&one, Dir::Forward, DIRECT_TAPS).contains("taps"));
+    let depthwise = make_geo(&[2, 2], &[1, 1], &[1, 1], 8, vec![1, 8, 9, 9], vec![8, 1, 5, 5]).unwrap();
+    assert!(why(&depthwise, Dir::Forward, DIRECT_TAPS).contains("filters per group"));
     assert!(why(&one, Dir::BackwardData, GEMM1X1).contains("forward only"));
     let gapped = |d: DataType, l: &[usize]| desc(d, l, Lay::Gapped);
     let check = |d: DataType, lay: &dyn Fn(DataType, &[usize]) -> TensorDesc| {

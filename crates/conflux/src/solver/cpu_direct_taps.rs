@@ -27,6 +27,9 @@ const MIN_TAPS: usize = 4;
 /// Longest reduction per output (C/G · taps) taken: measured faster than the implicit GEMM up
 /// to 4608 (512-7-7-512 3×3), not beyond.
 const MAX_REDUCTION: usize = 5000;
+/// Fewest filters per group: the tile computes 32 (depthwise layers would leave 31 of 32 lanes
+/// empty; CpuConvDirect and the GEMM solvers take them).
+const MIN_FILTERS: usize = 8;
 
 pub struct CpuDirectTaps;
 
@@ -42,6 +45,9 @@ pub(super) fn taps_check(problem: &FusedProblem) -> std::result::Result<(), Stri
     let taps = g.filter[1] * g.filter[2];
     if taps < MIN_TAPS {
         return Err(format!("{taps} filter taps (< {MIN_TAPS}: the 1×1 and GEMM solvers)"));
+    }
+    if g.kg() < MIN_FILTERS {
+        return Err(format!("{} filters per group (< {MIN_FILTERS}: the 32-filter tile would be mostly empty)", g.kg()));
     }
     let red = g.cg() * taps;
     if red > MAX_REDUCTION {
