@@ -128,6 +128,8 @@ struct Ctx<'a> {
     p: ConvPtrs,
     kern: Kernel,
     plan: Plan,
+    /// The s-point FFT's constants, made once per call.
+    fft: Fft,
     bins: usize,
     cg: usize,
     kg: usize,
@@ -145,7 +147,31 @@ impl<'a> Ctx<'a> {
         let tpad = plan.tiles.div_ceil(kern.mr) * kern.mr;
         let kpad = kg.div_ceil(kern.nr) * kern.nr;
         let (pv, pu) = plan.parts();
-        Ctx { g, p, kern, plan, bins: plan.bins(), cg, kg, tpad, kpad, vx: slab(tpad * pv * 2 * cg), ux: slab(kpad * pu * 2 * cg), mx: slab(tpad * 2 * kpad) }
+        Ctx { g, p, kern, plan, fft: Fft::new(plan.s), bins: plan.bins(), cg, kg, tpad, kpad, vx: slab(tpad * pv * 2 * cg), ux: slab(kpad * pu * 2 * cg), mx: slab(tpad * 2 * kpad) }
+    }
+}
+
+/// One task's buffers for the lane FFTs (made once per rayon job, not per item): an s×s
+/// block, its bins, and a row of scratch.
+struct Work {
+    a: Vec<Lanes>,
+    re: Vec<Lanes>,
+    im: Vec<Lanes>,
+    rr: Vec<Lanes>,
+    ri: Vec<Lanes>,
+}
+
+impl Work {
+    fn new(cx: &Ctx) -> Work {
+        let (s, bins) = (cx.plan.s, cx.bins);
+        let lanes = |n: usize| vec![[0f32; L]; n];
+        Work { a: lanes(s * s), re: lanes(bins), im: lanes(bins), rr: lanes(s), ri: lanes(s) }
+    }
+
+    /// `fft_math::forward_2d` of `a` (rows from `rows` on zero) into the bins.
+    #[inline(always)]
+    fn forward(&mut self, f: &Fft, rows: usize) {
+        fm::forward_2d(f, &self.a, rows, &mut Complex { re: &mut self.re, im: &mut self.im }, &mut Complex { re: &mut self.rr, im: &mut self.ri });
     }
 }
 
@@ -214,23 +240,27 @@ pub fn forward_on(kern: Kernel, plan: Plan, g: &Geom, p: ConvPtrs, alpha: f32, b
     });
 }
 
-/// `f(group, panel, c0, c1)` in parallel for every group, panel and chunk of 16 channels.
-fn by_channel_chunks(cx: &Ctx, panels: usize, f: impl Fn(usize, usize, usize, usize) + Sync) {
+/// `f(work, group, panel, c0, c1)` in parallel for every group, panel and chunk of 16
+/// channels.
+fn by_channel_chunks(cx: &Ctx, panels: usize, f: impl Fn(&mut Work, usize, usize, usize, usize) + Sync) {
     let chunk = 16;
     let chunks = cx.cg.div_ceil(chunk);
-    (0..cx.g.groups * panels * chunks).into_par_iter().for_each(|i| {
-        let (group, panel, cc) = (i / (panels * chunks), (i / chunks) % panels, i % chunks);
-        f(group, panel, cc * chunk, ((cc + 1) * chunk).min(cx.cg));
-    });
+    (0..cx.g.groups * panels * chunks).into_par_iter().for_each_init(
+        || Work::new(cx),
+        |w, i| {
+            let (group, panel, cc) = (i / (panels * chunks), (i / chunks) % panels, i % chunks);
+            f(w, group, panel, cc * chunk, ((cc + 1) * chunk).min(cx.cg));
+        },
+    );
 }
 
 /// Phase 1: V of every (group, tile panel, channel chunk).
 fn input_transform(cx: &Ctx, v: &mut [f32]) {
     let vp = Shared(v.as_mut_ptr());
-    by_channel_chunks(cx, cx.tpad / cx.kern.mr, |group, tp, c0, c1| input_panel(cx, group, tp, c0, c1, vp));
+    by_channel_chunks(cx, cx.tpad / cx.kern.mr, |w, group, tp, c0, c1| input_panel(cx, w, group, tp, c0, c1, vp));
 }
 
-simd!(input_panel(cx: &Ctx, group: usize, tp: usize, c0: usize, c1: usize, vp: Shared) {
+simd!(input_panel(cx: &Ctx, work: &mut Work, group: usize, tp: usize, c0: usize, c1: usize, vp: Shared) {
     // Lanes are the panel's tiles (missing tiles stay zero).
     let (g, plan, mr) = (cx.g, cx.plan, cx.kern.mr);
     let (s, bins) = (plan.s, cx.bins);
@@ -244,12 +274,9 @@ simd!(input_panel(cx: &Ctx, group: usize, tp: usize, c0: usize, c1: usize, vp: S
         let (n, i, j) = (t / (plan.th * plan.tw), (t / plan.tw) % plan.th, t % plan.tw);
         *o = (n * xs[0] + group * cx.cg * xs[1], (i * plan.mh) as isize - g.pad[1] as isize, (j * plan.mw) as isize - g.pad[2] as isize);
     }
-    let f = Fft::new(s);
-    let mut a = vec![[0f32; L]; s * s];
-    let (mut re, mut im) = (vec![[0f32; L]; bins], vec![[0f32; L]; bins]);
-    let (mut rr, mut ri) = (vec![[0f32; L]; s], vec![[0f32; L]; s]);
     let vlen = bins * cx.vx;
     let gather = window_gather(cx, &org[..live]);
+    work.a.fill([0.0; L]);
     for c in c0..c1 {
         match &gather {
             #[cfg(target_arch = "x86_64")]
@@ -258,7 +285,7 @@ simd!(input_panel(cx: &Ctx, group: usize, tp: usize, c0: usize, c1: usize, vp: S
                 // inside the image of each lane, and `window_gather` bounded the offsets.
                 unsafe {
                     let x = (cx.p.x as *const f32).wrapping_offset(first + (c * xs[1]) as isize);
-                    super::fft_x86::gather_window16(x, idx, rows, cols, xs[3], xs[4], s, a.as_mut_ptr() as *mut f32);
+                    super::fft_x86::gather_window16(x, idx, rows, cols, xs[3], xs[4], s, work.a.as_mut_ptr() as *mut f32);
                 }
             }
             _ => {
@@ -269,7 +296,7 @@ simd!(input_panel(cx: &Ctx, group: usize, tp: usize, c0: usize, c1: usize, vp: S
                         let inside_row = (0..h).contains(&y);
                         for q in 0..s {
                             let x = s0 + q as isize;
-                            a[r * s + q][l] = if inside_row && (0..w).contains(&x) {
+                            work.a[r * s + q][l] = if inside_row && (0..w).contains(&x) {
                                 // SAFETY: (y, x) is inside image n, channel group·cg + c of x.
                                 unsafe { load(cx.p.dt, cx.p.x, base + y as usize * xs[3] + x as usize * xs[4]) }
                             } else {
@@ -280,7 +307,8 @@ simd!(input_panel(cx: &Ctx, group: usize, tp: usize, c0: usize, c1: usize, vp: S
                 }
             }
         }
-        fm::forward_2d(&f, &a, s, &mut Complex { re: &mut re, im: &mut im }, &mut Complex { re: &mut rr, im: &mut ri });
+        work.forward(&cx.fft, s);
+        let (re, im) = (&work.re, &work.im);
         // Rows c and cg + c of each A panel: [Xre | −Xim], [Xim | Xre] or [Xre | Xim].
         let (k2, one, neg) = (2 * cx.cg, Part { imag: false, scale: 1.0 }, Part { imag: true, scale: -1.0 });
         let (im1, a2) = (Part { imag: true, scale: 1.0 }, k2 * mr);
@@ -292,10 +320,10 @@ simd!(input_panel(cx: &Ctx, group: usize, tp: usize, c0: usize, c1: usize, vp: S
         // every bin.
         unsafe {
             match mr {
-                12 => store_parts::<12>(&re, &im, vp, o, cx.vx, rows),
-                6 => store_parts::<6>(&re, &im, vp, o, cx.vx, rows),
-                4 => store_parts::<4>(&re, &im, vp, o, cx.vx, rows),
-                _ => store_parts_any(&re, &im, vp, o, cx.vx, rows, mr),
+                12 => store_parts::<12>(re, im, vp, o, cx.vx, rows),
+                6 => store_parts::<6>(re, im, vp, o, cx.vx, rows),
+                4 => store_parts::<4>(re, im, vp, o, cx.vx, rows),
+                _ => store_parts_any(re, im, vp, o, cx.vx, rows, mr),
             }
         }
     }
@@ -380,19 +408,15 @@ pub fn transform_filters(kern: Kernel, g: &Geom, p: ConvPtrs, u: &mut [f32]) {
 /// Phase 2: U of every (group, filter panel, channel chunk).
 fn filters_into(cx: &Ctx, u: &mut [f32]) {
     let up = Shared(u.as_mut_ptr());
-    by_channel_chunks(cx, cx.kpad / cx.kern.nr, |group, kp, c0, c1| filter_panel(cx, group, kp, c0, c1, up));
+    by_channel_chunks(cx, cx.kpad / cx.kern.nr, |w, group, kp, c0, c1| filter_panel(cx, w, group, kp, c0, c1, up));
 }
 
-simd!(filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, up: Shared) {
+simd!(filter_panel(cx: &Ctx, work: &mut Work, group: usize, kp: usize, c0: usize, c1: usize, up: Shared) {
     // Lanes are filters kp·nr + l0 + l (missing filters stay zero).
     let (g, plan, nr) = (cx.g, cx.plan, cx.kern.nr);
     let (s, bins, cg) = (plan.s, cx.bins, cx.cg);
     let (ws, dil) = (g.w_strides, g.dilation);
     let (eh, _) = dilated(g);
-    let f = Fft::new(s);
-    let mut a = vec![[0f32; L]; s * s];
-    let (mut re, mut im) = (vec![[0f32; L]; bins], vec![[0f32; L]; bins]);
-    let (mut rr, mut ri) = (vec![[0f32; L]; s], vec![[0f32; L]; s]);
     let scale = 1.0 / (s * s) as f32;
     // Streaming stores where U does not stay in cache anyway (they skip reading each line
     // first; 5–15% of the filter transform measured on 32-28-28-96 and 256-14-14-256 5×5).
@@ -401,18 +425,19 @@ simd!(filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, up: 
     for l0 in (0..nr).step_by(L) {
         let lanes = L.min(nr - l0).min(cx.kg.saturating_sub(kp * nr + l0));
         // Every c writes the same taps of the same lanes: the rest stays zero.
-        a.iter_mut().for_each(|v| *v = [0.0; L]);
+        work.a.fill([0.0; L]);
         for c in c0..c1 {
             for l in 0..lanes {
                 let base = (group * cx.kg + kp * nr + l0 + l) * ws[0] + c * ws[1];
                 for u in 0..g.filter[1] {
                     for q in 0..g.filter[2] {
                         // SAFETY: a weight element.
-                        a[u * dil[1] * s + q * dil[2]][l] = unsafe { load(cx.p.dt, cx.p.w, base + u * ws[3] + q * ws[4]) };
+                        work.a[u * dil[1] * s + q * dil[2]][l] = unsafe { load(cx.p.dt, cx.p.w, base + u * ws[3] + q * ws[4]) };
                     }
                 }
             }
-            fm::forward_2d(&f, &a, eh, &mut Complex { re: &mut re, im: &mut im }, &mut Complex { re: &mut rr, im: &mut ri });
+            work.forward(&cx.fft, eh);
+            let (re, im) = (&work.re, &work.im);
             // Rows c and cg + c of each B panel, U = conj(W)/s²: [Ure; Uim], or [Ure; −Uim] and
             // [Uim; Ure].
             let (re1, im1) = (Part { imag: false, scale }, Part { imag: true, scale: -scale });
@@ -432,11 +457,11 @@ simd!(filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, up: 
                         for (d, &(off, p)) in flat.iter_mut().zip(rows) {
                             *d = (off, p.imag, p.scale);
                         }
-                        super::fft_x86::store_parts16_stream(&re, &im, up.at(o), cx.ux, &flat[..rows.len()]);
+                        super::fft_x86::store_parts16_stream(re, im, up.at(o), cx.ux, &flat[..rows.len()]);
                     }
-                    16 => store_parts::<16>(&re, &im, up, o, cx.ux, rows),
-                    8 => store_parts::<8>(&re, &im, up, o, cx.ux, rows),
-                    n => store_parts_any(&re, &im, up, o, cx.ux, rows, n),
+                    16 => store_parts::<16>(re, im, up, o, cx.ux, rows),
+                    8 => store_parts::<8>(re, im, up, o, cx.ux, rows),
+                    n => store_parts_any(re, im, up, o, cx.ux, rows, n),
                 }
             }
         }
@@ -479,20 +504,18 @@ fn gemms(cx: &Ctx, v: &[f32], u: &[f32], m: &mut [f32]) {
 /// Phase 4: per (group, tile), the inverse transform of 16 filters at a time into y.
 fn output_transform(cx: &Ctx, m: &[f32], out: &OutTensor) {
     let plan = cx.plan;
-    (0..cx.g.groups * plan.tiles).into_par_iter().for_each(|i| output_tile(cx, m, out, i / plan.tiles, i % plan.tiles));
+    (0..cx.g.groups * plan.tiles).into_par_iter().for_each_init(|| Work::new(cx), |w, i| output_tile(cx, w, m, out, i / plan.tiles, i % plan.tiles));
 }
 
-simd!(output_tile(cx: &Ctx, m: &[f32], out: &OutTensor, group: usize, t: usize) {
+simd!(output_tile(cx: &Ctx, work: &mut Work, m: &[f32], out: &OutTensor, group: usize, t: usize) {
     let (g, plan) = (cx.g, cx.plan);
     let (s, bins) = (plan.s, cx.bins);
     let [_, oh, ow] = g.output;
     let (n, ti, tj) = (t / (plan.th * plan.tw), (t / plan.tw) % plan.th, t % plan.tw);
     let (rows, cols) = (plan.mh.min(oh - ti * plan.mh), plan.mw.min(ow - tj * plan.mw));
-    let f = Fft::new(s);
-    let (mut re, mut im) = (vec![[0f32; L]; bins], vec![[0f32; L]; bins]);
-    let (mut rr, mut ri) = (vec![[0f32; L]; s], vec![[0f32; L]; s]);
-    let mut a = vec![[0f32; L]; s * s];
-    let mut span = vec![0f32; cols];
+    let Work { a, re, im, rr, ri } = work;
+    let mut span = [0f32; 64];
+    let span = &mut span[..cols];
     let base = group * bins * cx.mx + t * 2 * cx.kpad;
     for l0 in (0..cx.kg).step_by(L) {
         let lanes = L.min(cx.kg - l0);
@@ -506,7 +529,8 @@ simd!(output_tile(cx: &Ctx, m: &[f32], out: &OutTensor, group: usize, t: usize) 
                 im[b][..lanes].copy_from_slice(&row[cx.kpad + l0..cx.kpad + l0 + lanes]);
             }
         }
-        fm::inverse_2d(&f, &mut Complex { re: &mut re, im: &mut im }, rows, cols, &mut a, &mut Complex { re: &mut rr, im: &mut ri });
+        // Lanes past `lanes` hold an earlier group's values: computed, never written out.
+        fm::inverse_2d(&cx.fft, &mut Complex { re, im }, rows, cols, a, &mut Complex { re: rr, im: ri });
         for l in 0..lanes {
             for r in 0..rows {
                 for (q, v) in span.iter_mut().enumerate() {
@@ -514,7 +538,7 @@ simd!(output_tile(cx: &Ctx, m: &[f32], out: &OutTensor, group: usize, t: usize) 
                 }
                 let o = ti * plan.mh + r;
                 // SAFETY: this item alone writes tile t of filter group·kg + l0 + l.
-                unsafe { out.write_span(&mut span, n, group * cx.kg + l0 + l, o * ow + tj * plan.mw) };
+                unsafe { out.write_span(span, n, group * cx.kg + l0 + l, o * ow + tj * plan.mw) };
             }
         }
     }
