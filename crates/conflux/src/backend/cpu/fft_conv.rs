@@ -27,6 +27,7 @@ use super::epilogue::CpuEpilogue;
 use super::fft_math::{self as fm, Complex, Fft, Lanes, L};
 use super::gemm::{with_scratch_aligned as with_scratch, Kernel, Slot};
 use super::lanes::level;
+use super::Shared;
 use crate::conv::Geom;
 use crate::types::DataType;
 use rayon::prelude::*;
@@ -192,21 +193,6 @@ pub fn scratch_len(kern: Kernel, g: &Geom) -> usize {
     g.groups * cx.bins * (cx.vx + cx.ux + cx.mx)
 }
 
-/// A pointer that parallel items write through at disjoint offsets.
-#[derive(Clone, Copy)]
-struct Shared(*mut f32);
-// SAFETY: every user writes disjoint elements, and reads happen after the writing phase.
-unsafe impl Sync for Shared {}
-unsafe impl Send for Shared {}
-
-impl Shared {
-    /// The pointer `off` elements on (a method, so closures capture the whole `Shared`).
-    ///
-    /// # Safety
-    /// As `pointer::add`.
-    unsafe fn at(self, off: usize) -> *mut f32 { self.0.add(off) }
-}
-
 /// y = epilogue(α·conv(x, w) + β·y) for a geometry `supports` accepts; `transformed`: the
 /// filters as `transform_filters` left them for the same kernel (then w is not read).
 pub fn forward_with(kern: Kernel, g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue, transformed: Option<&[f32]>) {
@@ -351,7 +337,7 @@ unsafe fn store_parts<const W: usize>(re: &[Lanes], im: &[Lanes], dst: Shared, o
             for l in 0..L {
                 v[l] = src[l] * part.scale;
             }
-            (dst.at(o + b * stride + off) as *mut [f32; W]).write_unaligned(*(v.as_ptr() as *const [f32; W]));
+            (dst.at(o + b * stride + off).0 as *mut [f32; W]).write_unaligned(*(v.as_ptr() as *const [f32; W]));
         }
     }
 }
@@ -364,7 +350,7 @@ unsafe fn store_parts_any(re: &[Lanes], im: &[Lanes], dst: Shared, o: usize, str
     for (b, (r, i)) in re.iter().zip(im).enumerate() {
         for &(off, part) in rows {
             let v = if part.imag { i } else { r }.map(|x| x * part.scale);
-            std::ptr::copy_nonoverlapping(v.as_ptr(), dst.at(o + b * stride + off), w);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), dst.at(o + b * stride + off).0, w);
         }
     }
 }
@@ -457,7 +443,7 @@ simd!(filter_panel(cx: &Ctx, work: &mut Work, group: usize, kp: usize, c0: usize
                         for (d, &(off, p)) in flat.iter_mut().zip(rows) {
                             *d = (off, p.imag, p.scale);
                         }
-                        super::fft_x86::store_parts16_stream(re, im, up.at(o), cx.ux, &flat[..rows.len()]);
+                        super::fft_x86::store_parts16_stream(re, im, up.at(o).0, cx.ux, &flat[..rows.len()]);
                     }
                     16 => store_parts::<16>(re, im, up, o, cx.ux, rows),
                     8 => store_parts::<8>(re, im, up, o, cx.ux, rows),
@@ -493,7 +479,7 @@ fn gemms(cx: &Ctx, v: &[f32], u: &[f32], m: &mut [f32]) {
                         let col = part * cx.kpad + kp * nr;
                         // SAFETY: panels of kc·mr and kc·nr values; the mr×nr tile lies in this
                         // (group, bin)'s slab of M, which only this item writes.
-                        unsafe { f(kc, ap, bp, mp.at(group * mlen + b * cx.mx + tp * mr * ld + col), ld, k0 > 0) };
+                        unsafe { f(kc, ap, bp, mp.at(group * mlen + b * cx.mx + tp * mr * ld + col).0, ld, k0 > 0) };
                     }
                 }
             }

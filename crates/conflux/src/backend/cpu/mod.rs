@@ -44,6 +44,22 @@ mod transpose_x86;
 
 pub use pool::on_pool;
 
+/// A pointer that parallel items write through at disjoint offsets (the Winograd and FFT
+/// transforms).
+#[derive(Clone, Copy)]
+pub(crate) struct Shared(pub(crate) *mut f32);
+// SAFETY: every user writes disjoint elements, and reads happen after the writing phase.
+unsafe impl Sync for Shared {}
+unsafe impl Send for Shared {}
+
+impl Shared {
+    /// The pointer `off` elements on (a method, so closures capture the whole `Shared`).
+    ///
+    /// # Safety
+    /// As `pointer::add`.
+    pub(crate) unsafe fn at(self, off: usize) -> Shared { Shared(self.0.add(off)) }
+}
+
 /// Part `i` of `0..len` cut into `parts` ranges that differ in length by at most one (task
 /// blocks of equal work: a short last block leaves a core idle).
 pub(crate) fn even_part(len: usize, parts: usize, i: usize) -> std::ops::Range<usize> {

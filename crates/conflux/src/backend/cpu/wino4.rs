@@ -18,6 +18,7 @@ use super::conv_out::{spatial_offsets, OutTensor};
 use super::epilogue::CpuEpilogue;
 use super::gemm::{best, with_scratch_aligned as with_scratch, Kernel, Slot};
 use super::lanes::{copy_lanes, level};
+use super::Shared;
 use super::wino4_math::{self as wm, Lanes, L};
 use crate::conv::Geom;
 use crate::tensor::TensorDesc;
@@ -114,21 +115,6 @@ struct Ctx<'a> {
 fn slab(n: usize) -> usize {
     let lines = n.div_ceil(16);
     16 * (lines | 1)
-}
-
-/// A pointer that parallel items write through at disjoint offsets.
-#[derive(Clone, Copy)]
-struct Shared(*mut f32);
-// SAFETY: every user writes disjoint elements, and reads happen after the writing phase.
-unsafe impl Sync for Shared {}
-unsafe impl Send for Shared {}
-
-impl Shared {
-    /// The pointer `off` elements on (a method, so closures capture the whole `Shared`).
-    ///
-    /// # Safety
-    /// As `pointer::add`.
-    unsafe fn at(self, off: usize) -> Shared { Shared(self.0.add(off)) }
 }
 
 /// Whether `wino4` computes this geometry (2-D, 3×3, stride 1, dilation 1), else why not.
