@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 /// Extents of the zero-padded input that covers every tap of every output.
 #[allow(clippy::needless_range_loop)] // three parallel per-dimension arrays
-fn padded(g: &Geom) -> [usize; 3] {
+pub(super) fn padded(g: &Geom) -> [usize; 3] {
     let mut p = [0; 3];
     for d in 0..3 {
         let need = (g.output[d].max(1) - 1) * g.stride[d] + (g.filter[d] - 1) * g.dilation[d] + 1;
@@ -24,15 +24,22 @@ fn padded(g: &Geom) -> [usize; 3] {
     p
 }
 
-/// Copy input plane (n, c) into `dst` (padded extents `pd`), zeros around it.
-fn load_padded(g: &Geom, x: u64, dt: DataType, n: usize, c: usize, pd: [usize; 3], dst: &mut [f32]) {
+/// Copy input plane (n, c) into `dst` (padded extents `pd`), zeros around it. (Also the
+/// taps-direct driver's planes, `conv_taps.rs`.)
+pub(super) fn load_padded(g: &Geom, x: u64, dt: DataType, n: usize, c: usize, pd: [usize; 3], dst: &mut [f32]) {
     dst.fill(0.0);
     let xs = g.x_strides;
     for id in 0..g.input[0] {
         for ih in 0..g.input[1] {
             let row = ((id + g.pad[0]) * pd[1] + ih + g.pad[1]) * pd[2] + g.pad[2];
             let base = n * xs[0] + c * xs[1] + id * xs[2] + ih * xs[3];
-            for (iw, v) in dst[row..row + g.input[2]].iter_mut().enumerate() {
+            let dst = &mut dst[row..row + g.input[2]];
+            if dt == DataType::Float && xs[4] == 1 {
+                // SAFETY: the row's W consecutive f32 elements of x.
+                dst.copy_from_slice(unsafe { std::slice::from_raw_parts((x as *const f32).add(base), g.input[2]) });
+                continue;
+            }
+            for (iw, v) in dst.iter_mut().enumerate() {
                 // SAFETY: (n, c, id, ih, iw) is an element of x.
                 *v = unsafe { load(dt, x, base + iw * xs[4]) };
             }

@@ -9,7 +9,7 @@
 //! is for short reductions over many taps (few channels, large filters), where the implicit
 //! GEMM spends most of its time gathering its B panels.
 
-use super::access::load;
+use super::conv_direct::{load_padded, padded};
 use super::conv1x1_kernel::{Kernels, Out, Transpose, MR, NR};
 use super::gemm::{with_scratch_aligned, Slot};
 use crate::conv::Geom;
@@ -80,11 +80,12 @@ pub unsafe fn forward(kern: &Kernels, g: &Geom, x: u64, dt: DataType, w: &[f32],
     assert_eq!(w.len(), packed_len(g), "conv_taps: packed W of another problem");
     assert!(g.stride[1..] == [1, 1] && g.input[0] == 1, "conv_taps: 2-D, stride 1");
     let [_, oh, ow] = g.output;
-    let (hp, wp) = (g.input[1] + 2 * g.pad[1], g.input[2] + 2 * g.pad[2]);
+    let [_, hp, wp] = padded(g);
     let (cg, kg, t) = (g.cg(), g.kg(), taps(g));
     let plane = hp * wp;
     with_scratch_aligned(Slot::Conv, g.n * g.c * plane, |planes| {
-        pad_planes(g, x, dt, planes);
+        // Every (n, c) plane of x as f32, zero-padded.
+        planes.par_chunks_mut(plane).enumerate().for_each(|(i, pln)| load_padded(g, x, dt, i / g.c, i % g.c, [1, hp, wp], pln));
         let planes = &*planes;
         let kblocks = kg.div_ceil(NR);
         // Tasks: (group, image, filter block, band of output rows), at least three per thread.
@@ -119,33 +120,5 @@ pub unsafe fn forward(kern: &Kernels, g: &Geom, x: u64, dt: DataType, w: &[f32],
                 }
             }
         });
-    });
-}
-
-/// Every (n, c) plane of x as f32, zero-padded: row r, column s hold x[.., r − pad, s − pad].
-fn pad_planes(g: &Geom, x: u64, dt: DataType, planes: &mut [f32]) {
-    let xs = g.x_strides;
-    let [_, h, w] = g.input;
-    let (pt, pl) = (g.pad[1], g.pad[2]);
-    let wp = w + 2 * pl;
-    planes.par_chunks_mut((h + 2 * pt) * wp).enumerate().for_each(|(i, pln)| {
-        let base = (i / g.c) * xs[0] + (i % g.c) * xs[1];
-        pln[..pt * wp].fill(0.0);
-        pln[(pt + h) * wp..].fill(0.0);
-        for r in 0..h {
-            let row = &mut pln[(pt + r) * wp..][..wp];
-            row[..pl].fill(0.0);
-            row[pl + w..].fill(0.0);
-            let dst = &mut row[pl..pl + w];
-            if dt == DataType::Float && xs[4] == 1 {
-                // SAFETY: row r of plane (n, c) has w consecutive f32 values.
-                dst.copy_from_slice(unsafe { std::slice::from_raw_parts((x as *const f32).add(base + r * xs[3]), w) });
-            } else {
-                for (s, v) in dst.iter_mut().enumerate() {
-                    // SAFETY: an element of x.
-                    *v = unsafe { load(dt, x, base + r * xs[3] + s * xs[4]) };
-                }
-            }
-        }
     });
 }
