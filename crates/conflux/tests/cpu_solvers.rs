@@ -401,13 +401,18 @@ fn winograd4_tile_blocks() {
 
 /// The Winograd driver, F(4×4) and F(2×2), with every GEMM micro-kernel this CPU has, with
 /// and without the AVX-512 intrinsic transforms (F(4×4) only; on other CPUs the lane-array
-/// transforms run), forward and backward-data (the filter read flipped in place).
+/// transforms run), forward and backward-data (the filter read flipped in place). The second
+/// layer has enough tile panels for the tasks to transform their own input
+/// (`Blocks::input_in_tasks`), the first does not.
 #[test]
 fn winograd4_every_kernel_and_transform_path() {
     use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, gemm, wino4, wino4::Variant};
     let h = Handle::cpu();
-    let geo = make_geo(&[1, 1], &[1, 1], &[1, 1], 2, vec![2, 24, 11, 13], vec![42, 12, 3, 3]).unwrap();
-    for dt in [DataType::Float, DataType::BFloat16] {
+    let geos = [
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 2, vec![2, 24, 11, 13], vec![42, 12, 3, 3]).unwrap(),
+        make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 8, 38, 42], vec![20, 8, 3, 3]).unwrap(),
+    ];
+    for (geo, dt) in geos.iter().flat_map(|g| [(g, DataType::Float), (g, DataType::BFloat16)]) {
         for lay in [Lay::Packed, Lay::ChannelsLast] {
             let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
             let x = random(&h, &xd, Fill::Normal, 11);

@@ -227,20 +227,24 @@ pub fn forward_with(kern: Kernel, v: Variant, intrinsics: bool, g: &Geom, fv: Fi
             pad_planes(&cx, planes);
         }
         let planes = &*planes;
-        with_scratch(Slot::PackA, g.groups * vlen, |v| {
+        let blk = Blocks::choose(&cx);
+        // V for all tiles, unless each task transforms its own tile panels.
+        with_scratch(Slot::PackA, if blk.input_in_tasks { 0 } else { g.groups * vlen }, |v| {
             let vp = Shared(v.as_mut_ptr());
             let tpanels = cx.tpad / kern.mr;
-            let cchunk = 16;
-            let cchunks = cx.cg.div_ceil(cchunk);
-            (0..g.groups * tpanels * cchunks).into_par_iter().for_each(|i| {
-                let (group, tp, cc) = (i / (tpanels * cchunks), (i / cchunks) % tpanels, i % cchunks);
-                let cs = cc * cchunk..((cc + 1) * cchunk).min(cx.cg);
-                input_panel(&cx, planes, group, tp, cs.start, cs.end, vp, vlen);
-            });
-            let blk = Blocks::choose(&cx);
+            if !blk.input_in_tasks {
+                let cchunk = 16;
+                let cchunks = cx.cg.div_ceil(cchunk);
+                (0..g.groups * tpanels * cchunks).into_par_iter().for_each(|i| {
+                    let (group, tp, cc) = (i / (tpanels * cchunks), (i / cchunks) % tpanels, i % cchunks);
+                    let cs = cc * cchunk..((cc + 1) * cchunk).min(cx.cg);
+                    input_panel(&cx, planes, group, tp, cs.start, cs.end, vp, vlen);
+                });
+            }
+            let io = Io { planes, v: vp, vlen, ulen, out: &out };
             if let Some(u) = transformed {
                 assert_eq!(u.len(), transformed_len(kern, cx.v, g), "wino4: transformed filters of another problem");
-                return gemm_and_output(&cx, &blk, v, Some(u), vlen, ulen, &out);
+                return gemm_and_output(&cx, &blk, &io, Some(u));
             }
             // U materialized once when it is reused by several tile blocks and small; else
             // each task transforms its filters chunk by chunk (no large U round trip, and
@@ -251,7 +255,7 @@ pub fn forward_with(kern: Kernel, v: Variant, intrinsics: bool, g: &Geom, fv: Fi
                     transform_filters(kern, cx.v, intrinsics, g, fv, p, u);
                 }
                 let uopt = if fused { None } else { Some(&*u) };
-                gemm_and_output(&cx, &blk, v, uopt, vlen, ulen, &out);
+                gemm_and_output(&cx, &blk, &io, uopt);
             });
         });
     });
@@ -271,15 +275,33 @@ struct Blocks {
     kb: usize,
     tblocks: usize,
     kblocks: usize,
+    /// One task per tile block, transforming its tile panels' input itself and then running
+    /// every filter block over them: V is written and read on one core, from its L2. With a
+    /// separate input phase most of V went to the other core's tasks: 64-55-55-64 N=1 spent a
+    /// fifth of its time in the input transform's stores.
+    input_in_tasks: bool,
 }
+
+/// Most bytes of V one task's tile block, and of U per group, when the tasks transform their
+/// own input (`Blocks::input_in_tasks`): V stays in the core's L2 across the filter blocks,
+/// and every task reads all of U, from L2. (With U streaming from memory, the smaller tile
+/// blocks read it more often: 256-14-14-256 N=8 measured 3–5% slower.)
+const INPUT_IN_TASK_BYTES: usize = 1 << 20;
 
 impl Blocks {
     fn choose(cx: &Ctx) -> Blocks {
         let (mr, nr) = (cx.kern.mr, cx.kern.nr);
         let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
+        let want = 3 * rayon::current_num_threads();
+        // Enough tile blocks for every thread, each block's V in L2.
+        let panel_bytes = 4 * mr * cx.cg * cx.xi;
+        let tb_own = tpanels.div_ceil(want.div_ceil(cx.g.groups)).min((48 / mr).max(1));
+        let u_bytes = 4 * cx.kpad * cx.cg * cx.xi;
+        if cx.g.groups * tpanels.div_ceil(tb_own) >= want && tb_own * panel_bytes <= INPUT_IN_TASK_BYTES && u_bytes <= INPUT_IN_TASK_BYTES {
+            return Blocks { kb: kpanels.min((64 / nr).max(1)), tblocks: tpanels.div_ceil(tb_own), kblocks: kpanels.div_ceil(kpanels.min((64 / nr).max(1))), input_in_tasks: true };
+        }
         let (mut tb, mut kb) = (tpanels.min((48 / mr).max(1)), kpanels.min((64 / nr).max(1)));
         let tasks = |tb: usize, kb: usize| cx.g.groups * tpanels.div_ceil(tb) * kpanels.div_ceil(kb);
-        let want = 3 * rayon::current_num_threads();
         // Narrower filter blocks first: every extra tile block repeats the filter transform
         // when the tasks do it themselves.
         while tasks(tb, kb) < want && kb > 1 {
@@ -288,7 +310,7 @@ impl Blocks {
         while tasks(tb, kb) < want && tb > 1 {
             tb -= 1;
         }
-        Blocks { kb, tblocks: tpanels.div_ceil(tb), kblocks: kpanels.div_ceil(kb) }
+        Blocks { kb, tblocks: tpanels.div_ceil(tb), kblocks: kpanels.div_ceil(kb), input_in_tasks: false }
     }
 
     /// Tile panels of tile block `ti`: the blocks differ by at most one panel. A last block of
@@ -331,6 +353,13 @@ fn filter_panel(cx: &Ctx, group: usize, kp: usize, c0: usize, c1: usize, dst: Sh
 /// V of tile panel tp for channels c0..c1 (see `input_panel_lanes`).
 #[allow(clippy::too_many_arguments)]
 fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
+    input_panel_to(cx, planes, group, tp, c0, c1, Shared(vp.0.wrapping_add(group * vlen + tp * cx.kern.mr * cx.cg)), cx.vx)
+}
+
+/// `input_panel` with V's panel at `dst` (channel c's rows at dst + c·mr) and the ξ slabs
+/// `vx` apart.
+#[allow(clippy::too_many_arguments)]
+fn input_panel_to(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, dst: Shared, vx: usize) {
     #[cfg(target_arch = "x86_64")]
     if cx.fast && cx.kern.mr <= 16 {
         let (mr, tm) = (cx.kern.mr, cx.m as isize);
@@ -364,28 +393,78 @@ fn input_panel(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1:
                 unsafe {
                     let idx = std::arch::x86_64::_mm512_loadu_si512(idx.as_ptr() as *const _);
                     let p = src.wrapping_offset(base[0] + (c * ch) as isize);
-                    let dst = vp.0.add(group * vlen + tp * mr * cx.cg + c * mr);
+                    let dst = dst.0.add(c * mr);
                     let f = if cx.v == Variant::F4 { super::wino4_x86::input16_masked } else { super::wino4_x86::input16_masked_f2 };
-                    f(p, idx, rows, cols, rs, cs, store_mask, dst, cx.vx);
+                    f(p, idx, rows, cols, rs, cs, store_mask, dst, vx);
                 }
             }
             return;
         }
     }
-    input_panel_lanes(cx, planes, group, tp, c0, c1, vp, vlen)
+    input_panel_lanes(cx, planes, group, tp, c0, c1, dst, vx)
 }
 
 /// Phase 4: (group, tile block, filter block) tasks. `u` is the materialized U, or None when
 /// each task transforms its filters per channel chunk.
-fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: usize, ulen: usize, out: &OutTensor) {
+fn gemm_and_output(cx: &Ctx, blk: &Blocks, io: &Io, u: Option<&[f32]>) {
+    let (tblocks, kblocks) = (blk.tblocks, blk.kblocks);
+    if blk.input_in_tasks {
+        let tpanels = cx.tpad / cx.kern.mr;
+        (0..cx.g.groups * tblocks).into_par_iter().for_each(|i| {
+            let (group, ti) = (i / tblocks, i % tblocks);
+            let tps = blk.tile_panels(ti, tpanels);
+            let panel = cx.kern.mr * cx.cg;
+            let vx = slab(tps.len() * panel);
+            // In this thread's own buffer, whose lines its previous tasks left in L2.
+            with_scratch(Slot::TaskInput, cx.xi * vx, |v| {
+                let vp = Shared(v.as_mut_ptr());
+                for (j, tp) in tps.clone().enumerate() {
+                    input_panel_to(cx, io.planes, group, tp, 0, cx.cg, Shared(vp.0.wrapping_add(j * panel)), vx);
+                }
+                let view = VView { base: vp.0, vx, tp0: tps.start };
+                for ki in 0..kblocks {
+                    gemm_task(cx, blk, io, view, u, group, ti, ki);
+                }
+            });
+        });
+    } else {
+        (0..cx.g.groups * tblocks * kblocks).into_par_iter().for_each(|i| {
+            let group = i / (tblocks * kblocks);
+            let view = VView { base: io.v.0.wrapping_add(group * io.vlen), vx: cx.vx, tp0: 0 };
+            gemm_task(cx, blk, io, view, u, group, (i / kblocks) % tblocks, i % kblocks);
+        });
+    }
+}
+
+/// Where a task finds V: tile panel tp, channel c at base + ξ·vx + (tp − tp0)·mr·cg + c·mr.
+#[derive(Clone, Copy)]
+struct VView {
+    base: *mut f32,
+    vx: usize,
+    tp0: usize,
+}
+
+/// What the phases share: the padded planes, V, the per-group lengths of V and U, y.
+struct Io<'a> {
+    planes: &'a [f32],
+    v: Shared,
+    vlen: usize,
+    ulen: usize,
+    out: &'a OutTensor<'a>,
+}
+
+/// Tile block ti × filter block ki of one group: the GEMMs over its V rows (all written by
+/// now) and the output transform.
+#[allow(clippy::too_many_arguments)]
+fn gemm_task(cx: &Ctx, blk: &Blocks, io: &Io, view: VView, u: Option<&[f32]>, group: usize, ti: usize, ki: usize) {
     let (mr, nr, cg) = (cx.kern.mr, cx.kern.nr, cx.cg);
     let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
-    let (kb, tblocks, kblocks) = (blk.kb, blk.tblocks, blk.kblocks);
+    let kb = blk.kb;
+    let (ulen, out) = (io.ulen, io.out);
     let chunk = if u.is_some() { cg } else { FUSED_CHUNK };
     // The partial last tile panel runs a kernel of its own height (AVX-512 12×32 only).
     let rows_kernel = cx.fast && (mr, nr) == (12, 32);
-    (0..cx.g.groups * tblocks * kblocks).into_par_iter().for_each(|i| {
-        let (group, ti, ki) = (i / (tblocks * kblocks), (i / kblocks) % tblocks, i % kblocks);
+    {
         let tps = blk.tile_panels(ti, tpanels);
         let kps = ki * kb..((ki + 1) * kb).min(kpanels);
         let (rows, cols) = (tps.len() * mr, kps.len() * nr);
@@ -401,7 +480,9 @@ fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: u
                         }
                     }
                     for xi in 0..cx.xi {
-                        let vx = &v[group * vlen + xi * cx.vx + c0 * mr..];
+                        // SAFETY: inside V; these rows were written before this task reads
+                        // them, and nothing writes them while it runs.
+                        let vx = unsafe { std::slice::from_raw_parts(view.base.add(xi * view.vx + c0 * mr), (tps.end - view.tp0) * mr * cg - c0 * mr) };
                         let mx = &mut m[xi * ms..];
                         for (kj, kp) in kps.clone().enumerate() {
                             let bp = match u {
@@ -409,7 +490,7 @@ fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: u
                                 None => ul[xi * slab(cols * cl) + kj * nr * cl..].as_ptr(),
                             };
                             for (tj, tp) in tps.clone().enumerate() {
-                                let ap = vx[tp * mr * cg..].as_ptr();
+                                let ap = vx[(tp - view.tp0) * mr * cg..].as_ptr();
                                 let cp = mx[tj * mr * cols + kj * nr..].as_mut_ptr();
                                 let live = mr.min(cx.tiles - tp * mr);
                                 #[cfg(target_arch = "x86_64")]
@@ -433,7 +514,7 @@ fn gemm_and_output(cx: &Ctx, blk: &Blocks, v: &[f32], u: Option<&[f32]>, vlen: u
             let klive = cols.min(cx.kg - k0);
             write_block(cx, out, m, ms, cols, group, t0, tlive, k0, klive);
         });
-    });
+    }
 }
 
 /// Every (n, c) plane of x as f32, zero-padded: row r, column s hold x[.., r − pad, s − pad].
@@ -504,7 +585,7 @@ fn pad_planes_channels_last(cx: &Ctx, planes: &mut [f32]) {
     });
 }
 
-simd!(input_panel_lanes(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, vp: Shared, vlen: usize) {
+simd!(input_panel_lanes(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, c1: usize, dst: Shared, vx: usize) {
     // Plane offsets of the panel's tiles (tiles past the end read tile 0 and are zeroed later).
     let (mr, pw, tm) = (cx.kern.mr, cx.pw, cx.m);
     let a = tm + 2;
@@ -531,9 +612,8 @@ simd!(input_panel_lanes(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: u
             Variant::F2 => wm::f2::input(&d),
         };
         for (xi, row) in v.iter().enumerate().take(cx.xi) {
-            let o = group * vlen + xi * cx.vx + tp * mr * cx.cg + c * mr;
             // SAFETY: this item alone writes panel tp, channel c of every ξ.
-            unsafe { copy_lanes(row, vp.0.add(o), mr) };
+            unsafe { copy_lanes(row, dst.0.add(xi * vx + c * mr), mr) };
         }
     }
 });

@@ -16,10 +16,12 @@ pub enum Slot {
     Task2 = 5,
     /// B packed once for all tasks of a GEMM (on the calling thread).
     PackBAll = 6,
+    /// A task's own transformed input (the Winograd driver's `Blocks::input_in_tasks`).
+    TaskInput = 7,
 }
 
 thread_local! {
-    static SCRATCH: [RefCell<Vec<f32>>; 7] = Default::default();
+    static SCRATCH: [RefCell<Vec<f32>>; 8] = Default::default();
 }
 
 /// Run `f` with `len` f32 of scratch (contents unspecified). If the slot is busy on this
