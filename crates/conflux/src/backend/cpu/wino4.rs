@@ -275,10 +275,10 @@ struct Blocks {
     kb: usize,
     tblocks: usize,
     kblocks: usize,
-    /// One task per tile block, transforming its tile panels' input itself and then running
-    /// every filter block over them: V is written and read on one core, from its L2. With a
-    /// separate input phase most of V went to the other core's tasks: 64-55-55-64 N=1 spent a
-    /// fifth of its time in the input transform's stores.
+    /// One task per tile block, transforming its tile panels' input itself into a buffer of
+    /// its thread and then running every filter block over it: V is written and read in the
+    /// core's L2. A separate input phase wrote all of V to lines that had left L2 since the
+    /// last call (store misses): a fifth of 64-55-55-64 N=1.
     input_in_tasks: bool,
 }
 
@@ -297,10 +297,11 @@ impl Blocks {
         let panel_bytes = 4 * mr * cx.cg * cx.xi;
         let tb_own = tpanels.div_ceil(want.div_ceil(cx.g.groups)).min((48 / mr).max(1));
         let u_bytes = 4 * cx.kpad * cx.cg * cx.xi;
+        let kb_most = kpanels.min((64 / nr).max(1));
         if cx.g.groups * tpanels.div_ceil(tb_own) >= want && tb_own * panel_bytes <= INPUT_IN_TASK_BYTES && u_bytes <= INPUT_IN_TASK_BYTES {
-            return Blocks { kb: kpanels.min((64 / nr).max(1)), tblocks: tpanels.div_ceil(tb_own), kblocks: kpanels.div_ceil(kpanels.min((64 / nr).max(1))), input_in_tasks: true };
+            return Blocks { kb: kb_most, tblocks: tpanels.div_ceil(tb_own), kblocks: kpanels.div_ceil(kb_most), input_in_tasks: true };
         }
-        let (mut tb, mut kb) = (tpanels.min((48 / mr).max(1)), kpanels.min((64 / nr).max(1)));
+        let (mut tb, mut kb) = (tpanels.min((48 / mr).max(1)), kb_most);
         let tasks = |tb: usize, kb: usize| cx.g.groups * tpanels.div_ceil(tb) * kpanels.div_ceil(kb);
         // Narrower filter blocks first: every extra tile block repeats the filter transform
         // when the tasks do it themselves.
@@ -404,8 +405,9 @@ fn input_panel_to(cx: &Ctx, planes: &[f32], group: usize, tp: usize, c0: usize, 
     input_panel_lanes(cx, planes, group, tp, c0, c1, dst, vx)
 }
 
-/// Phase 4: (group, tile block, filter block) tasks. `u` is the materialized U, or None when
-/// each task transforms its filters per channel chunk.
+/// Phase 4: (group, tile block, filter block) tasks, or (group, tile block) tasks that first
+/// transform their own input (`Blocks::input_in_tasks`). `u` is the materialized U, or None
+/// when each task transforms its filters per channel chunk.
 fn gemm_and_output(cx: &Ctx, blk: &Blocks, io: &Io, u: Option<&[f32]>) {
     let (tblocks, kblocks) = (blk.tblocks, blk.kblocks);
     if blk.input_in_tasks {
