@@ -347,38 +347,6 @@ unsafe fn store_rows(p: &Problem, c: &[f32; BLOCK * BLOCK], rows: usize, cols: u
             // v first: a NaN v gives 0, like the generic ReLU.
             if p.relu { _mm512_max_ps(v, zero) } else { v }
         });
-        store_run(y.add(i * ys), v, cols);
+        super::line_store::store(y.add(i * ys), v, cols);
     }
-}
-
-/// The first `cols` (≤ 32) values of v0:v1 stored at `y` in whole or masked stores that each
-/// stay inside one 64-byte line. NCHW rows of an odd width (55×55) start anywhere in a line:
-/// plain stores there split lines, and 64-55-55-256 N=1 measured 1.5× the time of 64-56-56-256.
-///
-/// # Safety
-/// AVX-512F; y.. y + cols writable and 4-byte aligned.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn store_run(y: *mut f32, v: [std::arch::x86_64::__m512; 2], cols: usize) {
-    use std::arch::x86_64::*;
-    let live = |n: usize| -> __mmask16 { if n >= 16 { 0xffff } else { (1u16 << n) - 1 } };
-    let m = (y as usize / 4) % 16;
-    if m == 0 {
-        _mm512_mask_storeu_ps(y, live(cols), v[0]);
-        _mm512_mask_storeu_ps(y.add(16), live(cols.saturating_sub(16)), v[1]);
-        return;
-    }
-    // Lane l of line j (starting at y − m + 16j) holds value 16j + l − m.
-    let idx = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(16 - m as i32));
-    let zero = _mm512_setzero_ps();
-    let line = y.sub(m);
-    // Values present in line j: lanes l with 0 ≤ 16j + l − m < cols.
-    let mask = |j: usize| -> __mmask16 {
-        let lo = (m as isize - 16 * j as isize).max(0) as usize;
-        let hi = (cols as isize + m as isize - 16 * j as isize).clamp(0, 16) as usize;
-        if hi <= lo { 0 } else { live(hi) & !live(lo) }
-    };
-    _mm512_mask_storeu_ps(line, mask(0), _mm512_permutex2var_ps(zero, idx, v[0]));
-    _mm512_mask_storeu_ps(line.add(16), mask(1), _mm512_permutex2var_ps(v[0], idx, v[1]));
-    _mm512_mask_storeu_ps(line.add(32), mask(2), _mm512_permutex2var_ps(v[1], idx, zero));
 }

@@ -30,6 +30,8 @@ mod fft_math;
 mod fft_x86;
 pub mod gemm;
 pub mod im2col;
+#[cfg(target_arch = "x86_64")]
+mod line_store;
 pub mod pointwise;
 mod pool;
 mod pointwise_dense;
