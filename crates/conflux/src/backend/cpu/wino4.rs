@@ -466,57 +466,55 @@ fn gemm_task(cx: &Ctx, blk: &Blocks, io: &Io, view: VView, u: Option<&[f32]>, gr
     let chunk = if u.is_some() { cg } else { FUSED_CHUNK };
     // The partial last tile panel runs a kernel of its own height (AVX-512 12×32 only).
     let rows_kernel = cx.fast && (mr, nr) == (12, 32);
-    {
-        let tps = blk.tile_panels(ti, tpanels);
-        let kps = ki * kb..((ki + 1) * kb).min(kpanels);
-        let (rows, cols) = (tps.len() * mr, kps.len() * nr);
-        let ms = slab(rows * cols);
-        with_scratch(Slot::Task, cx.xi * ms, |m| {
-            with_scratch(Slot::PackB, if u.is_some() { 0 } else { cx.xi * slab(cols * chunk.min(cg)) }, |ul| {
-                for c0 in (0..cg).step_by(chunk) {
-                    let cl = chunk.min(cg - c0);
-                    if u.is_none() {
-                        for (kj, kp) in kps.clone().enumerate() {
-                            let dst = Shared(ul[kj * nr * cl..].as_mut_ptr());
-                            filter_panel(cx, group, kp, c0, c0 + cl, dst, slab(cols * cl));
-                        }
+    let tps = blk.tile_panels(ti, tpanels);
+    let kps = ki * kb..((ki + 1) * kb).min(kpanels);
+    let (rows, cols) = (tps.len() * mr, kps.len() * nr);
+    let ms = slab(rows * cols);
+    with_scratch(Slot::Task, cx.xi * ms, |m| {
+        with_scratch(Slot::PackB, if u.is_some() { 0 } else { cx.xi * slab(cols * chunk.min(cg)) }, |ul| {
+            for c0 in (0..cg).step_by(chunk) {
+                let cl = chunk.min(cg - c0);
+                if u.is_none() {
+                    for (kj, kp) in kps.clone().enumerate() {
+                        let dst = Shared(ul[kj * nr * cl..].as_mut_ptr());
+                        filter_panel(cx, group, kp, c0, c0 + cl, dst, slab(cols * cl));
                     }
-                    for xi in 0..cx.xi {
-                        // SAFETY: inside V; these rows were written before this task reads
-                        // them, and nothing writes them while it runs.
-                        let vx = unsafe { std::slice::from_raw_parts(view.base.add(xi * view.vx + c0 * mr), (tps.end - view.tp0) * mr * cg - c0 * mr) };
-                        let mx = &mut m[xi * ms..];
-                        for (kj, kp) in kps.clone().enumerate() {
-                            let bp = match u {
-                                Some(u) => u[group * ulen + xi * cx.ux + kp * nr * cg + c0 * nr..].as_ptr(),
-                                None => ul[xi * slab(cols * cl) + kj * nr * cl..].as_ptr(),
-                            };
-                            for (tj, tp) in tps.clone().enumerate() {
-                                let ap = vx[(tp - view.tp0) * mr * cg..].as_ptr();
-                                let cp = mx[tj * mr * cols + kj * nr..].as_mut_ptr();
-                                let live = mr.min(cx.tiles - tp * mr);
-                                #[cfg(target_arch = "x86_64")]
-                                if live < mr && rows_kernel {
-                                    // SAFETY: as below, for the first `live` rows only.
-                                    unsafe { super::wino4_x86::gemm_rows(live, cl, ap, bp, cp, cols, c0 > 0, tj == 0) };
-                                    continue;
-                                }
-                                // The first tile panel streams this U panel in (`Kernel::fb`).
-                                let f = if tj == 0 { cx.kern.fb } else { cx.kern.f };
-                                // SAFETY: panels of cl·mr and cl·nr values; the mr×nr tile lies in m.
-                                unsafe { f(cl, ap, bp, cp, cols, c0 > 0) };
+                }
+                for xi in 0..cx.xi {
+                    // SAFETY: inside V; these rows were written before this task reads
+                    // them, and nothing writes them while it runs.
+                    let vx = unsafe { std::slice::from_raw_parts(view.base.add(xi * view.vx + c0 * mr), (tps.end - view.tp0) * mr * cg - c0 * mr) };
+                    let mx = &mut m[xi * ms..];
+                    for (kj, kp) in kps.clone().enumerate() {
+                        let bp = match u {
+                            Some(u) => u[group * ulen + xi * cx.ux + kp * nr * cg + c0 * nr..].as_ptr(),
+                            None => ul[xi * slab(cols * cl) + kj * nr * cl..].as_ptr(),
+                        };
+                        for (tj, tp) in tps.clone().enumerate() {
+                            let ap = vx[(tp - view.tp0) * mr * cg..].as_ptr();
+                            let cp = mx[tj * mr * cols + kj * nr..].as_mut_ptr();
+                            let live = mr.min(cx.tiles - tp * mr);
+                            #[cfg(target_arch = "x86_64")]
+                            if live < mr && rows_kernel {
+                                // SAFETY: as below, for the first `live` rows only.
+                                unsafe { super::wino4_x86::gemm_rows(live, cl, ap, bp, cp, cols, c0 > 0, tj == 0) };
+                                continue;
                             }
+                            // The first tile panel streams this U panel in (`Kernel::fb`).
+                            let f = if tj == 0 { cx.kern.fb } else { cx.kern.f };
+                            // SAFETY: panels of cl·mr and cl·nr values; the mr×nr tile lies in m.
+                            unsafe { f(cl, ap, bp, cp, cols, c0 > 0) };
                         }
                     }
                 }
-            });
-            let t0 = tps.start * mr;
-            let k0 = kps.start * nr;
-            let tlive = rows.min(cx.tiles - t0);
-            let klive = cols.min(cx.kg - k0);
-            write_block(cx, out, m, ms, cols, group, t0, tlive, k0, klive);
+            }
         });
-    }
+        let t0 = tps.start * mr;
+        let k0 = kps.start * nr;
+        let tlive = rows.min(cx.tiles - t0);
+        let klive = cols.min(cx.kg - k0);
+        write_block(cx, out, m, ms, cols, group, t0, tlive, k0, klive);
+    });
 }
 
 /// Every (n, c) plane of x as f32, zero-padded: row r, column s hold x[.., r − pad, s − pad].
