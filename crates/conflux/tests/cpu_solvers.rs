@@ -570,8 +570,10 @@ fn fused_bias_relu_per_algorithm() {
     // pick the new solver, and the epilogue runs on its tiles.
     let h = Handle::cpu();
     type Case = (ConvAlgorithm, &'static str, [usize; 4], [usize; 4], i64);
-    let cases: [Case; 7] = [
+    let cases: [Case; 8] = [
         (ConvAlgorithm::Winograd, "CpuConvWinogradF4x3", [2, 8, 9, 10], [12, 8, 3, 3], 1),
+        // 2 × 2 F(4×4) tiles: F(2×2), its 4 × 3 tiles partial in the last row, 16 + 4 filters.
+        (ConvAlgorithm::Winograd, "CpuConvWinogradF2x3", [1, 8, 7, 6], [20, 8, 3, 3], 1),
         (ConvAlgorithm::Fft, "CpuConvFft", [1, 32, 24, 24], [32, 32, 9, 9], 4),
         (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),

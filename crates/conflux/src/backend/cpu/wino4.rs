@@ -716,7 +716,8 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
 }
 
 /// `write_block` for f32 y, α = 1, β = 0 and a none / bias / ReLU / bias + ReLU epilogue,
-/// stored straight from the output transform (F(4×4) intrinsics), 16 filters at a time:
+/// stored straight from the output transform (AVX-512 intrinsics; F(2×2) since the
+/// seventeenth session, `output4_rows_f2` / `output4_channels_last_f2`), 16 filters at a time:
 /// - channels consecutive (NHWC): each position's 16-filter run from the transform's lanes
 ///   (`output16_channels_last`). Through the per-channel stage, NHWC y was written one element
 ///   per cache line (a fifth of 128-28-28-128 N=1).
@@ -729,7 +730,7 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
 fn write_block_direct(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, group: usize, t0: usize, tlive: usize, k0: usize, klive: usize) -> bool {
     let ys = cx.g.y_strides;
     let channels_last = ys[1] == 1;
-    if !cx.f4_intrinsics() || out.dt != DataType::Float || !(channels_last || ys[4] == 1) || out.alpha != 1.0 || out.beta != 0.0 || cols % 16 != 0 {
+    if !cx.fast || out.dt != DataType::Float || !(channels_last || ys[4] == 1) || out.alpha != 1.0 || out.beta != 0.0 || cols % 16 != 0 {
         return false;
     }
     let Some((bias, relu)) = out.epi.bias_relu_all() else { return false };
@@ -737,22 +738,25 @@ fn write_block_direct(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usi
     for tl in 0..tlive {
         let t = t0 + tl;
         let (n, ti, tj) = (t / (cx.th * cx.tw), (t / cx.tw) % cx.th, t % cx.tw);
-        let (rows, wcols) = ((oh - 4 * ti).min(4), (ow - 4 * tj).min(4));
+        let tm = cx.m;
+        let (rows, wcols) = ((oh - tm * ti).min(tm), (ow - tm * tj).min(tm));
         for l0 in (0..klive).step_by(16) {
             let live = (klive - l0).min(16);
             let ch = group * cx.kg + k0 + l0;
             let b = bias.map_or(std::ptr::null(), |b| b[ch..].as_ptr());
-            // SAFETY: AVX-512 was detected (cx.f4_intrinsics); M holds 36 slabs of `ms` with this
+            // SAFETY: AVX-512 was detected (cx.fast); M holds the ξ slabs of `ms` with this
             // tile's row of `cols` (a multiple of 16) filters, so 16 lanes from l0 are readable;
             // the stored outputs are this task's (n, channel, tile) elements of y.
             unsafe {
-                let y = (out.ptr as *mut f32).add(n * ys[0] + ch * ys[1] + 4 * ti * ys[3] + 4 * tj * ys[4]);
+                let y = (out.ptr as *mut f32).add(n * ys[0] + ch * ys[1] + tm * ti * ys[3] + tm * tj * ys[4]);
                 let mv = m[tl * cols + l0..].as_ptr();
-                if channels_last {
-                    let mask: u16 = if live == 16 { 0xffff } else { (1u16 << live) - 1 };
-                    super::wino4_x86::output16_channels_last(mv, ms, y, ys[3], ys[4], rows, wcols, mask, b, relu);
-                } else {
-                    super::wino4_x86::output16_rows(mv, ms, y, ys[1], ys[3], rows, wcols, live, b, relu);
+                let mask: u16 = if live == 16 { 0xffff } else { (1u16 << live) - 1 };
+                use super::wino4_x86 as x86;
+                match (cx.v, channels_last) {
+                    (Variant::F4, true) => x86::output16_channels_last(mv, ms, y, ys[3], ys[4], rows, wcols, mask, b, relu),
+                    (Variant::F4, false) => x86::output16_rows(mv, ms, y, ys[1], ys[3], rows, wcols, live, b, relu),
+                    (Variant::F2, true) => x86::output4_channels_last_f2(mv, ms, y, ys[3], ys[4], rows, wcols, mask, b, relu),
+                    (Variant::F2, false) => x86::output4_rows_f2(mv, ms, y, ys[1], ys[3], rows, wcols, live, b, relu),
                 }
             }
         }

@@ -220,6 +220,87 @@ pub unsafe fn output16_rows(m: *const f32, ms: usize, y: *mut f32, ks: usize, rs
     }
 }
 
+/// F(2×2): A''ᵀ applied to four values: two rows (`wino4_math::f2`).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn a_rows2(m: [__m512; 4]) -> [__m512; 2] {
+    let [m0, m1, m2, m3] = m;
+    let two = _mm512_set1_ps(2.0);
+    [_mm512_add_ps(_mm512_fmadd_ps(two, m0, m1), m2), _mm512_fnmadd_ps(two, m3, _mm512_sub_ps(m1, m2))]
+}
+
+/// F(2×2): Y = A''ᵀ m A'' / 4 for 16 filters (lanes) of one tile: m[ξ] at m + ξ·ms (16
+/// values, ξ < 16); element 2r + s of the result is output (r, s) of the 16 filters.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn output_lanes_f2(m: *const f32, ms: usize) -> [__m512; 4] {
+    let mut t = [[_mm512_setzero_ps(); 4]; 2]; // t[i][col]
+    for col in 0..4 {
+        let r = a_rows2(std::array::from_fn(|i| _mm512_loadu_ps(m.add((4 * i + col) * ms))));
+        t[0][col] = r[0];
+        t[1][col] = r[1];
+    }
+    let quarter = _mm512_set1_ps(0.25);
+    let [y00, y01] = a_rows2(t[0]);
+    let [y10, y11] = a_rows2(t[1]);
+    [y00, y01, y10, y11].map(|v| _mm512_mul_ps(v, quarter))
+}
+
+/// `output16_rows` for F(2×2): output (r, s) of filter l < `live` at y + l·ks + r·rs + s, plus
+/// bias[l] (null: none), then ReLU; only `rows` × `cols` (≤ 2 × 2) outputs exist. Four
+/// unpacks and four shuffles put each filter's 2×2 outputs side by side in one 128-bit lane;
+/// each row is a masked store.
+///
+/// # Safety
+/// AVX-512F; the 16 rows of m readable; the addressed outputs writable; a non-null bias covers
+/// `live` values.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn output4_rows_f2(m: *const f32, ms: usize, y: *mut f32, ks: usize, rs: usize, rows: usize, cols: usize, live: usize, bias: *const f32, relu: bool) {
+    let zero = _mm512_setzero_ps();
+    let lanes: __mmask16 = if live >= 16 { 0xffff } else { (1u16 << live) - 1 };
+    let b = if bias.is_null() { zero } else { _mm512_maskz_loadu_ps(lanes, bias) };
+    let [y00, y01, y10, y11] = output_lanes_f2(m, ms).map(|v| {
+        let o = _mm512_add_ps(v, b);
+        // o first: a NaN o gives 0, as the generic ReLU.
+        if relu { _mm512_max_ps(o, zero) } else { o }
+    });
+    // u[q], 128-bit lane j: (y00, y01, y10, y11) of filter 4j + q.
+    let (a0, a1) = (_mm512_unpacklo_ps(y00, y01), _mm512_unpackhi_ps(y00, y01));
+    let (b0, b1) = (_mm512_unpacklo_ps(y10, y11), _mm512_unpackhi_ps(y10, y11));
+    let u = [_mm512_shuffle_ps::<0x44>(a0, b0), _mm512_shuffle_ps::<0xee>(a0, b0), _mm512_shuffle_ps::<0x44>(a1, b1), _mm512_shuffle_ps::<0xee>(a1, b1)];
+    let cmask = (1u16 << cols) - 1;
+    for l in 0..live {
+        let (q, j) = (l % 4, l / 4);
+        for r in 0..rows {
+            // Lanes 4j + 2r.. of u[q] are row r of filter l: store them from a base that far back.
+            let dst = y.add(l * ks + r * rs).wrapping_sub(4 * j + 2 * r);
+            _mm512_mask_storeu_ps(dst, cmask << (4 * j + 2 * r), u[q]);
+        }
+    }
+}
+
+/// `output16_channels_last` for F(2×2): output (r, s) of the 16 filters (the `mask` lanes) at
+/// y + r·rs + s·cs.
+///
+/// # Safety
+/// As `output16_channels_last`, with the 16 rows of m readable.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn output4_channels_last_f2(m: *const f32, ms: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: bool) {
+    let v = output_lanes_f2(m, ms);
+    let zero = _mm512_setzero_ps();
+    let b = if bias.is_null() { zero } else { _mm512_maskz_loadu_ps(mask, bias) };
+    for r in 0..rows {
+        for c in 0..cols {
+            let o = _mm512_add_ps(v[2 * r + c], b);
+            // o first: a NaN o gives 0, as the generic ReLU.
+            let o = if relu { _mm512_max_ps(o, zero) } else { o };
+            _mm512_mask_storeu_ps(y.add(r * rs + c * cs), mask, o);
+        }
+    }
+}
+
 /// `output_lanes` stored into an f32 output whose channels are consecutive (NHWC): output
 /// (r, s) of the 16 filters (the `mask` lanes) at y + r·rs + s·cs, plus `bias` (null: none),
 /// then ReLU; only `rows` × `cols` outputs of the tile exist. No transpose: the lanes are
