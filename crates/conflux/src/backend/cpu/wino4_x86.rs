@@ -288,12 +288,22 @@ pub unsafe fn output4_rows_f2(m: *const f32, ms: usize, y: *mut f32, ks: usize, 
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn output4_channels_last_f2(m: *const f32, ms: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: bool) {
-    let v = output_lanes_f2(m, ms);
+    store_channels_last(&output_lanes_f2(m, ms), 2, y, rs, cs, rows, cols, mask, bias, relu)
+}
+
+/// A tile's outputs `v` (element side·r + s is output (r, s) of the 16 filters) through bias
+/// and ReLU to an NHWC-like y, as `output16_channels_last` describes.
+///
+/// # Safety
+/// As `output16_channels_last`.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_channels_last(v: &[__m512], side: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: bool) {
     let zero = _mm512_setzero_ps();
     let b = if bias.is_null() { zero } else { _mm512_maskz_loadu_ps(mask, bias) };
     for r in 0..rows {
         for c in 0..cols {
-            let o = _mm512_add_ps(v[2 * r + c], b);
+            let o = _mm512_add_ps(v[side * r + c], b);
             // o first: a NaN o gives 0, as the generic ReLU.
             let o = if relu { _mm512_max_ps(o, zero) } else { o };
             _mm512_mask_storeu_ps(y.add(r * rs + c * cs), mask, o);
@@ -312,17 +322,7 @@ pub unsafe fn output4_channels_last_f2(m: *const f32, ms: usize, y: *mut f32, rs
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn output16_channels_last(m: *const f32, ms: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: bool) {
-    let v = output_lanes(m, ms);
-    let zero = _mm512_setzero_ps();
-    let b = if bias.is_null() { zero } else { _mm512_maskz_loadu_ps(mask, bias) };
-    for r in 0..rows {
-        for c in 0..cols {
-            let o = _mm512_add_ps(v[4 * r + c], b);
-            // o first: a NaN o gives 0, as the generic ReLU.
-            let o = if relu { _mm512_max_ps(o, zero) } else { o };
-            _mm512_mask_storeu_ps(y.add(r * rs + c * cs), mask, o);
-        }
-    }
+    store_channels_last(&output_lanes(m, ms), 4, y, rs, cs, rows, cols, mask, bias, relu)
 }
 
 /// C[R×32] = Σ_p A[p][0..R] ⊗ B[p][0..32] for the packed 12×32 panels of the AVX-512 GEMM
