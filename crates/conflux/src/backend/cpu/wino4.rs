@@ -293,15 +293,16 @@ impl Blocks {
         let (mr, nr) = (cx.kern.mr, cx.kern.nr);
         let (tpanels, kpanels) = (cx.tpad / mr, cx.kpad / nr);
         let want = 3 * rayon::current_num_threads();
+        // Most tile and filter panels per task (48 tiles, 64 filters).
+        let (tb_most, kb_most) = (tpanels.min((48 / mr).max(1)), kpanels.min((64 / nr).max(1)));
         // Enough tile blocks for every thread, each block's V in L2.
         let panel_bytes = 4 * mr * cx.cg * cx.xi;
-        let tb_own = tpanels.div_ceil(want.div_ceil(cx.g.groups)).min((48 / mr).max(1));
+        let tb_own = tpanels.div_ceil(want.div_ceil(cx.g.groups)).min(tb_most);
         let u_bytes = 4 * cx.kpad * cx.cg * cx.xi;
-        let kb_most = kpanels.min((64 / nr).max(1));
         if cx.g.groups * tpanels.div_ceil(tb_own) >= want && tb_own * panel_bytes <= INPUT_IN_TASK_BYTES && u_bytes <= INPUT_IN_TASK_BYTES {
             return Blocks { kb: kb_most, tblocks: tpanels.div_ceil(tb_own), kblocks: kpanels.div_ceil(kb_most), input_in_tasks: true };
         }
-        let (mut tb, mut kb) = (tpanels.min((48 / mr).max(1)), kb_most);
+        let (mut tb, mut kb) = (tb_most, kb_most);
         let tasks = |tb: usize, kb: usize| cx.g.groups * tpanels.div_ceil(tb) * kpanels.div_ceil(kb);
         // Narrower filter blocks first: every extra tile block repeats the filter transform
         // when the tasks do it themselves.
