@@ -12,7 +12,6 @@ use super::cpu_conv::run_parts;
 use super::cpu_winograd::winograd_check;
 use super::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::conv_naive::ConvPtrs;
-use crate::backend::cpu::gemm;
 use crate::backend::cpu::weight_cache::WeightCache;
 use crate::backend::cpu::wino4::{self, FilterView, Variant};
 use crate::conv::{ConvProblem, Geom};
@@ -110,7 +109,7 @@ impl Invoker for ForwardInvoker {
         if dir != Direction::Forward {
             return Err(Error::internal(format!("{}: forward invoker on another direction", self.name)));
         }
-        let (kern, fv, v) = (gemm::best(), FilterView::of(&g), self.variant);
+        let (kern, fv, v) = (wino4::panel_kernel(&g, self.variant), FilterView::of(&g), self.variant);
         let u = match &self.transformed {
             // SAFETY: w is the filter tensor the descriptors describe.
             Some(cache) => Some(unsafe { cache.filter(&self.problem, r.ptrs.w, wino4::transformed_len(kern, v, &g), |u| wino4::transform_filters(kern, v, true, &g, fv, r.ptrs, u)) }),

@@ -1,7 +1,7 @@
 //! Register-blocked micro-kernels: C[MR×NR] (+)= Σ_p A_panel[p][0..MR] ⊗ B_panel[p][0..NR].
 //!
-//! Shapes: AVX-512 12×32 (24 zmm accumulators), AVX2+FMA 6×16 (12 ymm), portable 4×8; picked
-//! once at run time (`is_x86_feature_detected!`). The x86 kernels use `std::arch` intrinsics:
+//! Shapes: AVX-512 12×32 (24 zmm accumulators; 8×32 for some Winograd panel counts, see
+//! `avx512_8`), AVX2+FMA 6×16 (12 ymm), portable 4×8; picked once at run time (`is_x86_feature_detected!`). The x86 kernels use `std::arch` intrinsics:
 //! the same loops written with `[f32; N]` arrays under `#[target_feature]` were measured at
 //! 2 GFLOP/s (AVX-512, accumulators spilled) and 30–70 GFLOP/s (AVX2) on 2 cores, against
 //! ~500 with intrinsics. The portable kernel is the auto-vectorized array version.
@@ -166,12 +166,11 @@ pub(in crate::backend::cpu) mod x86 {
         }
     }
 
-    /// 12×32 accumulators: two B vectors, A broadcast from memory. `PF`: prefetch B
+    /// MR×32 accumulators (MR ≤ 12): two B vectors, A broadcast from memory. `PF`: prefetch B
     /// `B_PREFETCH_AHEAD` values ahead (see `Kernel::fb`).
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn acc_avx512<const PF: bool>(kc: usize, a: *const f32, b: *const f32) -> [[__m512; 2]; 12] {
-        const MR: usize = 12;
+    unsafe fn acc_avx512<const MR: usize, const PF: bool>(kc: usize, a: *const f32, b: *const f32) -> [[__m512; 2]; MR] {
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         for p in 0..kc {
             let b0 = _mm512_loadu_ps(b.add(p * 32));
@@ -201,20 +200,39 @@ pub(in crate::backend::cpu) mod x86 {
     /// `k_avx512` prefetching B (`Kernel::fb`).
     #[target_feature(enable = "avx512f")]
     pub unsafe fn k_avx512_pf(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
-        store_tile_512(&acc_avx512::<true>(kc, a, b), c, ldc, accumulate);
+        store_tile_512(&acc_avx512::<12, true>(kc, a, b), c, ldc, accumulate);
     }
 
     /// 12×32: 24 zmm accumulators.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn k_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
-        store_tile_512(&acc_avx512::<false>(kc, a, b), c, ldc, accumulate);
+        store_tile_512(&acc_avx512::<12, false>(kc, a, b), c, ldc, accumulate);
     }
 
     /// The same, stored through a `TileOut` (`lda` unused: A is packed).
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn k_avx512_out(kc: usize, a: *const f32, _lda: usize, b: *const f32, c: *const f32, ldc: usize, accumulate: bool, out: &super::TileOut) {
-        store_tile_512_out(&acc_avx512::<false>(kc, a, b), c, ldc, accumulate, out);
+        store_tile_512_out(&acc_avx512::<12, false>(kc, a, b), c, ldc, accumulate, out);
+    }
+
+    /// 8×32: 16 zmm accumulators, still twice the FMA pipeline's depth (see `avx512_8`).
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn k_avx512_8(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+        store_tile_512(&acc_avx512::<8, false>(kc, a, b), c, ldc, accumulate);
+    }
+
+    /// `k_avx512_8` prefetching B.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn k_avx512_8_pf(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+        store_tile_512(&acc_avx512::<8, true>(kc, a, b), c, ldc, accumulate);
+    }
+
+    /// `k_avx512_8` stored through a `TileOut`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn k_avx512_8_out(kc: usize, a: *const f32, _lda: usize, b: *const f32, c: *const f32, ldc: usize, accumulate: bool, out: &super::TileOut) {
+        store_tile_512_out(&acc_avx512::<8, false>(kc, a, b), c, ldc, accumulate, out);
     }
 
     /// 6×16: 12 ymm accumulators (16 ymm registers without AVX-512).
@@ -240,6 +258,26 @@ unsafe fn k_portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: 
     body::<4, 8, false>(kc, a, b, c, ldc, acc)
 }
 
+/// The AVX-512 kernel with 8 rows instead of 12, where this CPU has AVX-512. Not the GEMMs'
+/// choice: the Winograd GEMMs take it where 12-row panels would end in a panel of ≤ 4 rows
+/// (`wino4::panel_kernel`), since a kernel of ≤ 4 rows has ≤ 8 accumulators, too few to keep
+/// both FMA pipes busy through their latency.
+pub fn avx512_8() -> Option<Kernel> {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
+        return Some(Kernel {
+            name: "avx512_8",
+            mr: 8,
+            nr: 32,
+            f: x86::k_avx512_8,
+            fb: x86::k_avx512_8_pf,
+            fa: super::kernel_a::x86::k_avx512_8_a,
+            fe: Some((x86::k_avx512_8_out, super::kernel_a::x86::k_avx512_8_a_out)),
+        });
+    }
+    None
+}
+
 /// Every kernel this CPU can run, best first (tests run them all).
 pub fn available() -> Vec<Kernel> {
     let mut v = Vec::new();
@@ -255,6 +293,7 @@ pub fn available() -> Vec<Kernel> {
                 fa: super::kernel_a::x86::k_avx512_a,
                 fe: Some((x86::k_avx512_out, super::kernel_a::x86::k_avx512_a_out)),
             });
+            v.extend(avx512_8());
         }
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             v.push(Kernel { name: "avx2", mr: 6, nr: 16, f: x86::k_avx2, fb: x86::k_avx2, fa: super::kernel_a::x86::k_avx2_a, fe: None });

@@ -38,32 +38,48 @@ pub(super) mod x86 {
     /// 12×32.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn k_avx512_a(kc: usize, a: *const f32, lda: usize, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
-        store_tile_512(&acc_avx512_a(kc, a, lda, b), c, ldc, accumulate);
+        store_tile_512(&acc_avx512_a::<12>(kc, a, lda, b), c, ldc, accumulate);
     }
 
     /// The same, stored through a `TileOut`.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn k_avx512_a_out(kc: usize, a: *const f32, lda: usize, b: *const f32, c: *const f32, ldc: usize, accumulate: bool, out: &TileOut) {
-        store_tile_512_out(&acc_avx512_a(kc, a, lda, b), c, ldc, accumulate, out);
+        store_tile_512_out(&acc_avx512_a::<12>(kc, a, lda, b), c, ldc, accumulate, out);
     }
 
-    /// 12×32 accumulators. Rows are addressed from four base pointers (rows 0, 3, 6, 9) plus
-    /// 0/1/2·lda, which x86 addressing expresses without extra registers per row.
+    /// 8×32.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn k_avx512_8_a(kc: usize, a: *const f32, lda: usize, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+        store_tile_512(&acc_avx512_a::<8>(kc, a, lda, b), c, ldc, accumulate);
+    }
+
+    /// The same, stored through a `TileOut`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn k_avx512_8_a_out(kc: usize, a: *const f32, lda: usize, b: *const f32, c: *const f32, ldc: usize, accumulate: bool, out: &TileOut) {
+        store_tile_512_out(&acc_avx512_a::<8>(kc, a, lda, b), c, ldc, accumulate, out);
+    }
+
+    /// MR×32 accumulators (MR ≤ 12). Rows are addressed from base pointers every third row
+    /// (0, 3, 6, 9) plus 0/1/2·lda, which x86 addressing expresses without extra registers per
+    /// row.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn acc_avx512_a(kc: usize, a: *const f32, lda: usize, b: *const f32) -> [[__m512; 2]; 12] {
-        let mut acc = [[_mm512_setzero_ps(); 2]; 12];
-        let bases = [a, a.add(3 * lda), a.add(6 * lda), a.add(9 * lda)];
+    unsafe fn acc_avx512_a<const MR: usize>(kc: usize, a: *const f32, lda: usize, b: *const f32) -> [[__m512; 2]; MR] {
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        let bases = [a, a.wrapping_add(3 * lda), a.wrapping_add(6 * lda), a.wrapping_add(9 * lda)];
         for p in 0..kc {
             let b0 = _mm512_loadu_ps(b.add(p * 32));
             let b1 = _mm512_loadu_ps(b.add(p * 32 + 16));
             for (q, base) in bases.iter().enumerate() {
                 for r in 0..3 {
-                    let av = _mm512_set1_ps(*base.add(r * lda + p));
-                    let row = &mut acc[3 * q + r];
-                    row[0] = _mm512_fmadd_ps(av, b0, row[0]);
-                    row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+                    if 3 * q + r < MR {
+                        let av = _mm512_set1_ps(*base.add(r * lda + p));
+                        let row = &mut acc[3 * q + r];
+                        row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+                        row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+                    }
                 }
             }
         }
