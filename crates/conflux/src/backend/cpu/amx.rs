@@ -15,7 +15,8 @@
 //! (`split_chunk` per 16 values of a row); B, 32 columns, as [part][columns 0–15 | 16–31][16
 //! VNNI rows: k = 2r and 2r + 1 side by side] (`vnni_tile`). A step is three parts × two
 //! tiles: `STEP` values, 64-byte aligned (`skip_to_64`).
-//! `Tiles::block_32x32` runs one 32 × 32 block of C over the steps.
+//! `Tiles::block_32x32` runs one 32 × 32 block of C over the steps, `Tiles::block_half` one of
+//! at most 16 positions (half the multiplies).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::{asm, x86_64::*};
@@ -153,6 +154,85 @@ impl Tiles {
                     ld = in(reg) 64usize,
                     options(nostack, readonly),
                 );
+            }
+            asm!(
+                "tilestored [{c0} + {s}*1], tmm0",
+                "tilestored [{c1} + {s}*1], tmm1",
+                "tilestored [{c2} + {s}*1], tmm2",
+                "tilestored [{c3} + {s}*1], tmm3",
+                c0 = in(reg) c0, c1 = in(reg) c1, c2 = in(reg) c2, c3 = in(reg) c3, s = in(reg) s,
+                options(nostack),
+            );
+        }
+    }
+}
+
+impl Tiles {
+    /// `block_32x32` (fresh) for a block of at most 16 positions: only the first position
+    /// tile of x's operand is multiplied, half the tile multiplies. NCHW-like (`x_is_a` false):
+    /// x is B, its first column tile (C columns 0–15); NHWC-like: x is A, its first row tile
+    /// (C rows 0–15). The other half of C is stored as zeros, so all of `c` is written. Per
+    /// step, 10 (11) tile loads feed 12 multiplies, the six part pairs as in `block_32x32`.
+    ///
+    /// # Safety
+    /// As `block_32x32`; `c` writable.
+    pub unsafe fn block_half(&self, a: *const u16, b: *const u16, steps: usize, c: *mut f32, x_is_a: bool) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (c0, c1, c2, c3, s) = (c, c.wrapping_add(16), c.wrapping_add(16 * 32), c.wrapping_add(16 * 32 + 16), 128usize);
+            asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
+            for step in 0..steps {
+                let (a, b) = (a.add(step * STEP), b.add(step * STEP));
+                if x_is_a {
+                    // C rows 0–15 (tmm0, tmm1) += A's row tile 0 × both B column tiles.
+                    asm!(
+                        "tileloadd tmm4, [{a} + {ld}*1]",
+                        "tileloadd tmm6, [{b} + {ld}*1 + 4096]",
+                        "tileloadd tmm7, [{b} + {ld}*1 + 5120]",
+                        "tdpbf16ps tmm0, tmm4, tmm6\ntdpbf16ps tmm1, tmm4, tmm7",
+                        "tileloadd tmm6, [{b} + {ld}*1 + 2048]",
+                        "tileloadd tmm7, [{b} + {ld}*1 + 3072]",
+                        "tdpbf16ps tmm0, tmm4, tmm6\ntdpbf16ps tmm1, tmm4, tmm7",
+                        "tileloadd tmm6, [{b} + {ld}*1]",
+                        "tileloadd tmm7, [{b} + {ld}*1 + 1024]",
+                        "tdpbf16ps tmm0, tmm4, tmm6\ntdpbf16ps tmm1, tmm4, tmm7",
+                        "tileloadd tmm4, [{a} + {ld}*1 + 4096]",
+                        "tdpbf16ps tmm0, tmm4, tmm6\ntdpbf16ps tmm1, tmm4, tmm7",
+                        "tileloadd tmm5, [{a} + {ld}*1 + 2048]",
+                        "tdpbf16ps tmm0, tmm5, tmm6\ntdpbf16ps tmm1, tmm5, tmm7",
+                        "tileloadd tmm6, [{b} + {ld}*1 + 2048]",
+                        "tileloadd tmm7, [{b} + {ld}*1 + 3072]",
+                        "tdpbf16ps tmm0, tmm5, tmm6\ntdpbf16ps tmm1, tmm5, tmm7",
+                        a = in(reg) a,
+                        b = in(reg) b,
+                        ld = in(reg) 64usize,
+                        options(nostack, readonly),
+                    );
+                } else {
+                    // C columns 0–15 (tmm0, tmm2) += both A row tiles × B's column tile 0; B's
+                    // mid part stays in tmm7 for mid·mid.
+                    asm!(
+                        "tileloadd tmm4, [{a} + {ld}*1]",
+                        "tileloadd tmm5, [{a} + {ld}*1 + 1024]",
+                        "tileloadd tmm6, [{b} + {ld}*1 + 4096]",
+                        "tdpbf16ps tmm0, tmm4, tmm6\ntdpbf16ps tmm2, tmm5, tmm6",
+                        "tileloadd tmm7, [{b} + {ld}*1 + 2048]",
+                        "tdpbf16ps tmm0, tmm4, tmm7\ntdpbf16ps tmm2, tmm5, tmm7",
+                        "tileloadd tmm6, [{b} + {ld}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6\ntdpbf16ps tmm2, tmm5, tmm6",
+                        "tileloadd tmm4, [{a} + {ld}*1 + 4096]",
+                        "tileloadd tmm5, [{a} + {ld}*1 + 5120]",
+                        "tdpbf16ps tmm0, tmm4, tmm6\ntdpbf16ps tmm2, tmm5, tmm6",
+                        "tileloadd tmm4, [{a} + {ld}*1 + 2048]",
+                        "tileloadd tmm5, [{a} + {ld}*1 + 3072]",
+                        "tdpbf16ps tmm0, tmm4, tmm6\ntdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm0, tmm4, tmm7\ntdpbf16ps tmm2, tmm5, tmm7",
+                        a = in(reg) a,
+                        b = in(reg) b,
+                        ld = in(reg) 64usize,
+                        options(nostack, readonly),
+                    );
+                }
             }
             asm!(
                 "tilestored [{c0} + {s}*1], tmm0",

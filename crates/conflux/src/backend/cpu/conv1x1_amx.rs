@@ -8,7 +8,10 @@
 //! W is split into bf16 parts once (`pack_w`: per call, or once per filter address under the
 //! constant-weights promise); each task splits its x tiles in chunks (`Walk`), then runs
 //! every filter block of its group over the chunk, the finished 32 × 32 blocks going through
-//! bias and ReLU to y.
+//! bias and ReLU to y. An image's last tile of ≤ 16 positions runs half the tile multiplies
+//! (`Tiles::block_half`): 14×14 images are 6 tiles + 4 positions, and 1024-14-14-256 measured
+//! 4% faster at N=1 (minima 212–214 → 199–205 µs), 6% at N=8 (medians 1980–2126 →
+//! 1856–1971).
 
 use super::amx::{self, Tiles, ALIGN_SLACK, STEP, TILE};
 use super::conv1x1::{self, Problem};
@@ -126,7 +129,12 @@ unsafe fn block(tiles: &Tiles, p: &Problem, w: *const u16, x: *const u16, st: us
     let mut c = std::mem::MaybeUninit::<[f32; BLOCK * BLOCK]>::uninit();
     let nhwc = channels_last(p);
     let (a, b) = if nhwc { (x, w) } else { (w, x) };
-    tiles.block_32x32(a, b, st, c.as_mut_ptr() as *mut f32, true);
+    if BLOCK.min(p.hw - p0) <= 16 {
+        // An image's last tile of at most 16 positions: x's other half is zeros.
+        tiles.block_half(a, b, st, c.as_mut_ptr() as *mut f32, nhwc);
+    } else {
+        tiles.block_32x32(a, b, st, c.as_mut_ptr() as *mut f32, true);
+    }
     // By reference: `assume_init` by value copied the 4 KiB block (a memcpy call per block,
     // ~5% of 64-55-55-256).
     let c = c.assume_init_ref();
