@@ -399,6 +399,32 @@ fn winograd4_tile_blocks() {
     }
 }
 
+/// Layers of 16 tiles — F(4×4) on a 14×14 output, F(2×2) on 7×7 — whose GEMMs take the 8-row
+/// tile panels (8 + 8, `wino4::panel_kernel`) where the CPU has AVX-512: through both solvers,
+/// with and without constant weights, NCHW and NHWC, exact data bit for bit. 200 filters: with
+/// two threads each task takes both tile panels, so the plain and the prefetching kernel run.
+#[test]
+fn winograd_sixteen_tiles() {
+    use conflux::backend::cpu::wino4::{self, Variant};
+    let h = Handle::cpu();
+    for (sol, v, side) in [(WINOGRAD4, Variant::F4, 14usize), (WINOGRAD, Variant::F2, 7)] {
+        for constant in [false, true] {
+            let mut geo = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 8, side, side], vec![200, 8, 3, 3]).unwrap();
+            geo.conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64).unwrap();
+            let dt = DataType::Float;
+            for lay in [Lay::Packed, Lay::ChannelsLast] {
+                let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+                if lay == Lay::Packed && conflux::backend::cpu::gemm::kernel::avx512_8().is_some() {
+                    let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
+                    let g = conflux::conv::Geom::of(fp.conv_problem().unwrap());
+                    assert_eq!(wino4::panel_kernel(&g, v).mr, 8, "{v:?} on {side}×{side}");
+                }
+                assert!(check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, sol, 950 + side as u64));
+            }
+        }
+    }
+}
+
 /// The Winograd driver, F(4×4) and F(2×2), with every GEMM micro-kernel this CPU has, with
 /// and without the AVX-512 intrinsic transforms (F(4×4) only; on other CPUs the lane-array
 /// transforms run), forward and backward-data (the filter read flipped in place). The second
