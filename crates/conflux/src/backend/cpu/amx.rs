@@ -155,14 +155,7 @@ impl Tiles {
                     options(nostack, readonly),
                 );
             }
-            asm!(
-                "tilestored [{c0} + {s}*1], tmm0",
-                "tilestored [{c1} + {s}*1], tmm1",
-                "tilestored [{c2} + {s}*1], tmm2",
-                "tilestored [{c3} + {s}*1], tmm3",
-                c0 = in(reg) c0, c1 = in(reg) c1, c2 = in(reg) c2, c3 = in(reg) c3, s = in(reg) s,
-                options(nostack),
-            );
+            store_c(c);
         }
     }
 }
@@ -179,7 +172,6 @@ impl Tiles {
     pub unsafe fn block_half(&self, a: *const u16, b: *const u16, steps: usize, c: *mut f32, x_is_a: bool) {
         #[cfg(target_arch = "x86_64")]
         {
-            let (c0, c1, c2, c3, s) = (c, c.wrapping_add(16), c.wrapping_add(16 * 32), c.wrapping_add(16 * 32 + 16), 128usize);
             asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
             for step in 0..steps {
                 let (a, b) = (a.add(step * STEP), b.add(step * STEP));
@@ -234,16 +226,28 @@ impl Tiles {
                     );
                 }
             }
-            asm!(
-                "tilestored [{c0} + {s}*1], tmm0",
-                "tilestored [{c1} + {s}*1], tmm1",
-                "tilestored [{c2} + {s}*1], tmm2",
-                "tilestored [{c3} + {s}*1], tmm3",
-                c0 = in(reg) c0, c1 = in(reg) c1, c2 = in(reg) c2, c3 = in(reg) c3, s = in(reg) s,
-                options(nostack),
-            );
+            store_c(c);
         }
     }
+}
+
+/// Stores C (tmm0–3) as the 32 × 32 f32 block at `c`, rows of 32 values: tmm0 rows 0–15 ×
+/// columns 0–15, tmm1 columns 16–31, tmm2 and tmm3 rows 16–31.
+///
+/// # Safety
+/// Tiles configured (`Tiles::configure`); `c` has 1024 writable f32.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn store_c(c: *mut f32) {
+    let (c0, c1, c2, c3, s) = (c, c.wrapping_add(16), c.wrapping_add(16 * 32), c.wrapping_add(16 * 32 + 16), 128usize);
+    asm!(
+        "tilestored [{c0} + {s}*1], tmm0",
+        "tilestored [{c1} + {s}*1], tmm1",
+        "tilestored [{c2} + {s}*1], tmm2",
+        "tilestored [{c3} + {s}*1], tmm3",
+        c0 = in(reg) c0, c1 = in(reg) c1, c2 = in(reg) c2, c3 = in(reg) c3, s = in(reg) s,
+        options(nostack),
+    );
 }
 
 impl Drop for Tiles {
