@@ -49,7 +49,7 @@ impl Solver for CpuWinograd4 {
             Some(fwd) => (winograd_check(&FusedProblem::conv(fwd))?, false),
             None => (winograd_check(problem)?, true),
         };
-        let tiles = g.n * g.output[1].div_ceil(4) * g.output[2].div_ceil(4);
+        let tiles = Variant::F4.tiles(&g);
         if forward && tiles < MIN_FORWARD_TILES {
             return Err(format!("{tiles} output tiles (< {MIN_FORWARD_TILES}): F(2×2) is faster there (transformed filters 16/36 the size)"));
         }

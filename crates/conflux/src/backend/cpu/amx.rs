@@ -158,14 +158,13 @@ impl Tiles {
             store_c(c);
         }
     }
-}
 
-impl Tiles {
     /// `block_32x32` (fresh) for a block of at most 16 positions: only the first position
     /// tile of x's operand is multiplied, half the tile multiplies. NCHW-like (`x_is_a` false):
     /// x is B, its first column tile (C columns 0–15); NHWC-like: x is A, its first row tile
     /// (C rows 0–15). The other half of C is stored as zeros, so all of `c` is written. Per
-    /// step, 10 (11) tile loads feed 12 multiplies, the six part pairs as in `block_32x32`.
+    /// step, 9 tile loads (NHWC-like 11) feed 12 multiplies, the six part pairs as in
+    /// `block_32x32`.
     ///
     /// # Safety
     /// As `block_32x32`; `c` writable.

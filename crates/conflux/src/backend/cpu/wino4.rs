@@ -47,6 +47,12 @@ impl Variant {
 
     /// Transform points per tile (GEMMs): (m + 2)².
     pub fn points(self) -> usize { (self.m() + 2) * (self.m() + 2) }
+
+    /// Output tiles of `g` over all images (the GEMMs' rows).
+    pub fn tiles(self, g: &Geom) -> usize {
+        let [_, oh, ow] = g.output;
+        g.n * oh.div_ceil(self.m()) * ow.div_ceil(self.m())
+    }
 }
 
 /// Where the 3×3 taps of filter k, input channel c of a group are in w (element offsets): the
@@ -149,9 +155,7 @@ pub fn forward_view(g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32
 /// U streams from memory, tied. Elsewhere the 12-row kernel stays: 49 tiles (12·4 + 1 against
 /// 8·6 + 1) measured 10% slower with 8 rows, 128 tiles tied.
 pub fn panel_kernel(g: &Geom, v: Variant) -> Kernel {
-    let kern = best();
-    let [_, oh, ow] = g.output;
-    let tiles = g.n * oh.div_ceil(v.m()) * ow.div_ceil(v.m());
+    let (kern, tiles) = (best(), v.tiles(g));
     let short_tail = |mr: usize| (1..=4).contains(&(tiles % mr));
     match super::gemm::kernel::avx512_8() {
         Some(k8) if kern.mr == 12 && kern.nr == k8.nr && short_tail(12) && !short_tail(8) => k8,
@@ -189,8 +193,7 @@ impl<'a> Ctx<'a> {
     fn new(kern: Kernel, v: Variant, intrinsics: bool, g: &'a Geom, fv: FilterView, p: ConvPtrs) -> Ctx<'a> {
         let (cg, kg, m) = (g.cg(), g.kg(), v.m());
         let [_, oh, ow] = g.output;
-        let (th, tw) = (oh.div_ceil(m), ow.div_ceil(m));
-        let tiles = g.n * th * tw;
+        let (th, tw, tiles) = (oh.div_ceil(m), ow.div_ceil(m), v.tiles(g));
         Ctx {
             g,
             p,
