@@ -1,9 +1,10 @@
 //! `--list-solvers`: the support matrix for one problem, taken from the solvers' own checks
-//! (`solver::applicable`), plus the solvers of other devices, which never apply here.
+//! (`search::support_matrix`), plus the solvers of other devices, which never apply here.
 
 use crate::session::Session;
 use conflux::fusion::FusedProblem;
-use conflux::solver::{applicable, registry};
+use conflux::search::support_matrix;
+use conflux::solver::registry;
 use serde_json::json;
 
 pub fn list_solvers(s: &Session, title: &str, fp: &FusedProblem) {
@@ -21,11 +22,11 @@ pub fn list_solvers(s: &Session, title: &str, fp: &FusedProblem) {
                     "applicable": verdict.is_ok(), "reason": verdict.err() }),
         );
     };
-    for info in applicable(fp, h) {
+    for info in support_matrix(fp, h.device().info()) {
         let sv = info.solver;
         row(sv.name(), sv.solution_id(), sv.algorithm().name(), &format!("{:?}", sv.device()), info.verdict);
     }
-    for sv in registry().iter().filter(|sv| sv.device() != h.device_kind()) {
+    for sv in registry().filter(|sv| sv.device() != h.device_kind()) {
         let why = format!("a {:?} solver; this handle is on {}", sv.device(), h.device().name());
         row(sv.name(), sv.solution_id(), sv.algorithm().name(), &format!("{:?}", sv.device()), Err(why));
     }

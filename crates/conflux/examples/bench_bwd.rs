@@ -56,7 +56,7 @@ fn main() -> conflux::Result<()> {
         } else {
             FusedProblem::conv(ConvProblem::backward_data(&conv, &dy_desc, &w_desc, &dx_desc)?)
         };
-        let solver = api::choose_solver(&h, &problem, Choice::Auto, 0)?.name();
+        let solver = conflux::search::choose(&h, &problem, Choice::Auto, 0)?.name();
         let run = || {
             if weights {
                 api::backward_weights(&h, &conv, &dy_desc, dyb.ptr(), &dx_desc, dxb.ptr(), &w_desc, wb.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default())

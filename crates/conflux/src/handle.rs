@@ -1,112 +1,23 @@
-//! The handle: which device runs the work, profiling state, and the cache of compiled
-//! invokers (so a plan or convolution compiled once runs many times).
+//! The handle (`miopenHandle_t`): the session on top of a device. It holds which device runs
+//! the work, the stream, profiling state, the caller's allocator, and the search state
+//! (compiled invokers, find-db memo, progress hook) so a plan or convolution compiled once runs
+//! many times. Solvers and backends never see it: they get `RunContext` / `BuildContext`.
 
-use crate::backend::cuda::driver::DeviceMemory;
 use crate::backend::cuda::CudaBackend;
-use crate::conv::FindProgressFn;
+pub use crate::backend::{Buffer, Device, DeviceAllocator, DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
-use crate::fusion::FusedProblem;
-use crate::memory::{DevPtr, HostBuffer};
+use crate::problem::FusedProblem;
+use crate::search::{FindProgressFn, SearchState, Session};
 use crate::solver::{Invoker, Solver};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// The kind of device, for matching solvers to handles.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DeviceKind {
-    Cpu,
-    Cuda,
-}
-
-/// The device a handle runs on.
-#[derive(Clone, Debug)]
-pub enum Device {
-    /// Host memory and CPU threads (rayon).
-    Cpu,
-    /// An NVIDIA GPU through the dynamically loaded CUDA driver and NVRTC.
-    Cuda(Arc<CudaBackend>),
-}
-
-impl Device {
-    pub fn kind(&self) -> DeviceKind {
-        match self {
-            Device::Cpu => DeviceKind::Cpu,
-            Device::Cuda(_) => DeviceKind::Cuda,
-        }
-    }
-    /// What a find-db entry is valid for: the device model and architecture (never its
-    /// ordinal), or the CPU architecture and thread count for CPU handles.
-    pub fn identity(&self) -> String {
-        match self {
-            Device::Cpu => format!("cpu-{}-{}t", std::env::consts::ARCH, rayon::current_num_threads()),
-            Device::Cuda(b) => format!("cuda-{}-{}-{}sm", b.dev.name(), b.dev.arch(), b.dev.sm_count()),
-        }
-    }
-    pub fn name(&self) -> String {
-        match self {
-            Device::Cpu => "cpu".to_string(),
-            Device::Cuda(b) => format!("cuda:{} ({}, {})", b.dev.ordinal(), b.dev.name(), b.dev.arch()),
-        }
-    }
-    /// The CUDA backend, if this is a GPU.
-    pub fn cuda(&self) -> Option<&Arc<CudaBackend>> {
-        match self {
-            Device::Cuda(b) => Some(b),
-            Device::Cpu => None,
-        }
-    }
-}
-
-/// Memory owned by conflux on the handle's device (tests, examples, the driver). Callers'
-/// memory is never wrapped in this type; it is used through `DevPtr` only.
-pub enum Buffer {
-    Host(HostBuffer),
-    Cuda(DeviceMemory),
-}
-
-impl Buffer {
-    pub fn ptr(&self) -> DevPtr {
-        match self {
-            Buffer::Host(h) => h.ptr(),
-            Buffer::Cuda(d) => DevPtr(d.ptr()),
-        }
-    }
-    pub fn len(&self) -> usize {
-        match self {
-            Buffer::Host(h) => h.len(),
-            Buffer::Cuda(d) => d.len(),
-        }
-    }
-    pub fn is_empty(&self) -> bool { self.len() == 0 }
-}
-
-/// Device memory supplied by the caller (MIOpen's `miopenSetAllocator`): the GPU solvers'
-/// per-execution scratch comes from it instead of conflux's own memory pool. Memory is used on
-/// the handle's stream only and handed back as soon as the work using it is queued, as MIOpen
-/// does: stream order keeps it valid for a stream-aware caching allocator (PyTorch's), and a
-/// plain `cudaFree` waits for the device anyway.
-pub trait DeviceAllocator: Send + Sync {
-    /// `bytes` bytes of device memory, or None when the allocator has none.
-    fn allocate(&self, bytes: usize) -> Option<u64>;
-    /// Give back memory `allocate` returned.
-    fn free(&self, ptr: u64);
-}
-
-type InvokerKey = (String, &'static str);
-/// Find results read or written by this handle, by find-db key (None: no entry on disk).
-type FindMemo = HashMap<String, Option<Arc<crate::conv::find_db::FindRecord>>>;
 
 /// A conflux handle (`miopenHandle_t`).
 pub struct Handle {
     device: Device,
     profiling: Mutex<bool>,
     last_time_ms: Mutex<f32>,
-    invokers: Mutex<HashMap<InvokerKey, Arc<dyn Invoker>>>,
-    builds: AtomicU64,
-    find_memo: Mutex<FindMemo>,
-    /// Called once per timed candidate of Find / tuning (`set_find_progress`).
-    find_progress: Mutex<Option<FindProgressFn>>,
+    /// Compiled invokers, find-db memo and progress hook (`search::Session`).
+    search: SearchState,
     /// The caller's device allocator (`set_allocator`); None: conflux's pool.
     allocator: Mutex<Option<Arc<dyn DeviceAllocator>>>,
 }
@@ -172,10 +83,7 @@ impl Handle {
             device,
             profiling: Mutex::new(false),
             last_time_ms: Mutex::new(0.0),
-            invokers: Mutex::new(HashMap::new()),
-            builds: AtomicU64::new(0),
-            find_memo: Mutex::new(HashMap::new()),
-            find_progress: Mutex::new(None),
+            search: SearchState::default(),
             allocator: Mutex::new(None),
         }
     }
@@ -194,49 +102,24 @@ impl Handle {
     pub fn kernel_time_ms(&self) -> f32 {
         *self.last_time_ms.lock().unwrap()
     }
-    pub(crate) fn set_kernel_time_ms(&self, t: f32) {
+    fn set_kernel_time_ms(&self, t: f32) {
         *self.last_time_ms.lock().unwrap() = t;
     }
 
     /// Number of invokers built on this handle (a cache hit builds none).
     pub fn build_count(&self) -> u64 {
-        self.builds.load(Ordering::Relaxed)
+        self.search.build_count()
     }
 
-    /// The invoker of `solver` for `problem`, built once and cached on the handle. The lock
-    /// is held while building so racing threads build it once.
+    /// The invoker of `solver` for `problem`, built once and cached on the handle.
     pub fn invoker(&self, problem: &FusedProblem, solver: &'static dyn Solver) -> Result<Arc<dyn Invoker>> {
-        let key = (problem.key(), solver.name());
-        let mut cache = self.invokers.lock().unwrap();
-        if let Some(inv) = cache.get(&key) {
-            return Ok(inv.clone());
-        }
-        let inv = solver.build(problem, self)?;
-        self.builds.fetch_add(1, Ordering::Relaxed);
-        cache.insert(key, inv.clone());
-        Ok(inv)
-    }
-
-    /// Cache `inv` as the invoker of `solver` for `problem`, replacing any earlier one (after
-    /// tuning picked a configuration other than the one built first).
-    pub fn replace_invoker(&self, problem: &FusedProblem, solver: &'static dyn Solver, inv: Arc<dyn Invoker>) {
-        self.invokers.lock().unwrap().insert((problem.key(), solver.name()), inv);
-    }
-
-    /// The cached invoker of `solver` for `problem`, if one was built.
-    pub fn cached_invoker(&self, problem: &FusedProblem, solver: &'static dyn Solver) -> Option<Arc<dyn Invoker>> {
-        self.invokers.lock().unwrap().get(&(problem.key(), solver.name())).cloned()
-    }
-
-    /// The in-memory view of the find-db for this handle (read once per key, updated by Find).
-    pub(crate) fn find_memo(&self) -> &Mutex<FindMemo> {
-        &self.find_memo
+        crate::search::invoker(self, problem, solver)
     }
 
     /// Install (Some) or remove (None) the hook Find and exhaustive tuning call after each
     /// timed candidate, on every direction and on fusion plans compiled with a timing find mode.
     pub fn set_find_progress(&self, hook: Option<FindProgressFn>) {
-        *self.find_progress.lock().unwrap() = hook;
+        self.search.set_find_progress(hook);
     }
 
     /// Take GPU scratch from the caller's allocator (Some) or from conflux's pool again (None).
@@ -250,37 +133,14 @@ impl Handle {
         self.allocator.lock().unwrap().clone()
     }
 
-    /// The installed progress hook, cloned so it runs without the lock held (it may call
-    /// back into the handle, even replace itself).
-    pub(crate) fn find_progress(&self) -> Option<FindProgressFn> {
-        self.find_progress.lock().unwrap().clone()
-    }
-
-    /// Milliseconds `work` takes on the device: CUDA events around it on the handle's stream,
-    /// wall-clock time on the CPU (whose invokers return when done).
+    /// Milliseconds `work` takes on the device (`Device::measure_ms`).
     pub fn measure_ms(&self, work: impl FnOnce() -> Result<()>) -> Result<f32> {
-        match &self.device {
-            Device::Cpu => {
-                let t = std::time::Instant::now();
-                work()?;
-                Ok((t.elapsed().as_secs_f64() * 1e3) as f32)
-            }
-            Device::Cuda(b) => {
-                b.dev.bind()?;
-                let timer = crate::backend::cuda::driver::EventTimer::new()?;
-                timer.start(&b.dev)?;
-                work()?;
-                timer.stop(&b.dev)
-            }
-        }
+        self.device.measure_ms(work)
     }
 
     /// Allocate `bytes` of zeroed memory on the handle's device.
     pub fn alloc(&self, bytes: usize) -> Result<Buffer> {
-        match &self.device {
-            Device::Cpu => Ok(Buffer::Host(HostBuffer::zeroed(bytes)?)),
-            Device::Cuda(b) => Ok(Buffer::Cuda(b.dev.alloc(bytes)?)),
-        }
+        self.device.alloc(bytes)
     }
 
     /// Copy `data` into the start of `buf`.
@@ -309,13 +169,21 @@ impl Handle {
 
     /// Wait until all work queued on the handle has finished.
     pub fn synchronize(&self) -> Result<()> {
-        match &self.device {
-            Device::Cpu => Ok(()),
-            Device::Cuda(b) => b.dev.synchronize(),
-        }
+        self.device.synchronize()
     }
 
     fn cuda_backend(&self) -> Result<&Arc<CudaBackend>> {
         self.device.cuda().ok_or_else(|| Error::internal("GPU buffer used with a CPU handle"))
     }
+}
+
+impl RunContext for Handle {
+    fn device(&self) -> &Device { &self.device }
+    fn profiling(&self) -> bool { self.profiling() }
+    fn record_kernel_time(&self, ms: f32) { self.set_kernel_time_ms(ms) }
+    fn allocator(&self) -> Option<Arc<dyn DeviceAllocator>> { self.allocator() }
+}
+
+impl Session for Handle {
+    fn search_state(&self) -> &SearchState { &self.search }
 }

@@ -1,11 +1,10 @@
 //! Command logging (MIOpen's `MIOPEN_ENABLE_LOGGING_CMD`): with `CONFLUX_LOG=cmd` (a
 //! comma-separated list containing `cmd`) or `MIOPEN_ENABLE_LOGGING_CMD=1`, each convolution
-//! and fusion plan the library runs prints the `conflux-driver` command that reproduces it,
+//! and fusion plan (`fusion/log_cmd.rs`) the library runs prints the `conflux-driver` command that reproduces it,
 //! once per distinct problem, on stderr (and as a `tracing` info event), so a framework's call
 //! can be replayed, verified and timed from the command line.
 
-use crate::conv::ConvDesc;
-use crate::fusion::{FusionOp, FusionOpKind};
+use crate::conv_desc::ConvDesc;
 use crate::tensor::TensorDesc;
 use crate::types::{ConvMode, DataType};
 use std::collections::HashSet;
@@ -23,7 +22,7 @@ pub fn enabled() -> bool {
 }
 
 /// Print `args` once per distinct command.
-fn emit(func: &str, args: &str) {
+pub(crate) fn emit(func: &str, args: &str) {
     static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
     let fresh = SEEN.get_or_init(Default::default).lock().map(|mut s| s.insert(args.to_string())).unwrap_or(false);
     if fresh {
@@ -33,12 +32,12 @@ fn emit(func: &str, args: &str) {
 }
 
 /// Layout flag value when not the default (NCHW / NCDHW).
-fn layout_of(d: &TensorDesc) -> Option<&'static str> {
+pub(crate) fn layout_of(d: &TensorDesc) -> Option<&'static str> {
     d.packed_layout().filter(|_| d.is_channels_last()).map(|l| l.name())
 }
 
 /// The geometry flags shared by `conv` and `CBAInfer` (2-D or 3-D; MIOpen's short names).
-fn geometry_flags(conv: &ConvDesc, x: &TensorDesc, w: &TensorDesc, k: usize) -> String {
+pub(crate) fn geometry_flags(conv: &ConvDesc, x: &TensorDesc, w: &TensorDesc, k: usize) -> String {
     let (sp, f) = (x.spatial(), w.spatial());
     let (p, s, d) = (conv.pads(), conv.strides(), conv.dilations());
     let i = sp.len() - 2; // index of H in the spatial lists
@@ -91,65 +90,9 @@ pub(crate) fn conv(func: &str, conv: &ConvDesc, x: &TensorDesc, w: &TensorDesc, 
     }
 }
 
-/// The `CBAInfer` command of a plan, when the plan is one of MIOpen's seven modes
-/// (C, [B], [N], [A] in that order) in fp32 or fp16; None otherwise.
-pub fn plan_command(input: &TensorDesc, ops: &[FusionOp]) -> Option<String> {
-    let sub = match input.dtype() {
-        DataType::Float => "CBAInfer",
-        DataType::Half => "CBAInferfp16",
-        _ => return None,
-    };
-    let letters: String = ops
-        .iter()
-        .map(|o| match o.kind {
-            FusionOpKind::ConvForward { .. } => 'c',
-            FusionOpKind::BiasForward { .. } => 'b',
-            FusionOpKind::BnInference { .. } => 'n',
-            FusionOpKind::ActivationForward { .. } => 'a',
-            _ => '?',
-        })
-        .collect();
-    let mode = ["cbna", "cna", "na", "cn", "cba", "ca", "cb"].iter().position(|m| *m == letters)?;
-    let mut cmd = format!("{sub} -F {mode}");
-    match ops.first().map(|o| &o.kind) {
-        Some(FusionOpKind::ConvForward { conv, w }) => cmd += &format!(" {}", geometry_flags(conv, input, w, w.n())),
-        _ => {
-            let sp = input.spatial();
-            let i = sp.len() - 2;
-            cmd += &format!(" -n {} -c {} -H {} -W {}", input.n(), input.c(), sp[i], sp[i + 1]);
-            if sp.len() == 3 {
-                cmd += &format!(" --spatial_dim 3 --in_d {}", sp[0]);
-            }
-        }
-    }
-    for o in ops {
-        match &o.kind {
-            FusionOpKind::BnInference { mode, .. } => cmd += &format!(" -M {}", *mode as i32),
-            FusionOpKind::ActivationForward { mode } => cmd += &format!(" -m {}", *mode as i32),
-            _ => {}
-        }
-    }
-    if let Some(l) = layout_of(input) {
-        cmd += &format!(" --layout {l}");
-    }
-    Some(cmd + " -t 1")
-}
-
-/// Log a fusion plan (its CBAInfer command, or a note that the driver has none).
-pub(crate) fn plan(func: &str, input: &TensorDesc, ops: &[FusionOp], short_name: impl FnOnce() -> String) {
-    if enabled() {
-        match plan_command(input, ops) {
-            Some(cmd) => emit(func, &cmd),
-            None => emit(func, &format!("# no driver equivalent for fusion plan {} on {}", short_name(), input.key())),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fusion::FusionPlan;
-    use crate::types::{ActivationMode, FusionDirection, Layout};
 
     #[test]
     fn conv_command_has_the_driver_flags() {
@@ -161,24 +104,5 @@ mod tests {
             conv_command(&c, &x, &w, &y, 1),
             "convfp16 -n 4 -c 64 -H 28 -W 28 -k 32 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -l 1 -j 1 -g 1 -m conv -F 1 -t 1"
         );
-    }
-
-    #[test]
-    fn plan_command_names_the_fusion_mode() {
-        let x = TensorDesc::with_layout(DataType::Float, Layout::NHWC, &[2, 8, 6, 6]).unwrap();
-        let w = TensorDesc::with_layout(DataType::Float, Layout::NHWC, &[16, 8, 3, 3]).unwrap();
-        let b = TensorDesc::new(DataType::Float, &[1, 16, 1, 1]).unwrap();
-        let c = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 1], &[1, 1]).unwrap();
-        let mut plan = FusionPlan::new(FusionDirection::Vertical, x.clone());
-        plan.add_conv_forward(&c, &w).unwrap();
-        plan.add_bias(&b).unwrap();
-        plan.add_activation(ActivationMode::LeakyRelu).unwrap();
-        let cmd = plan_command(&x, plan.ops()).unwrap();
-        assert!(cmd.starts_with("CBAInfer -F 4 -n 2 -c 8 -H 6 -W 6 -k 16 -y 3 -x 3 -p 1 -q 1"), "{cmd}");
-        assert!(cmd.contains(" -m 8") && cmd.contains("--layout NHWC"), "{cmd}");
-        // Activation alone is no CBAInfer mode.
-        let mut pw = FusionPlan::new(FusionDirection::Vertical, x.clone());
-        pw.add_activation(ActivationMode::Relu).unwrap();
-        assert!(plan_command(&x, pw.ops()).is_none());
     }
 }

@@ -135,7 +135,7 @@ fn run_dir(
     }
     .unwrap();
     let fp = FusedProblem::conv(problem);
-    let ws_bytes = conflux::solver::applicable(&fp, h)
+    let ws_bytes = conflux::search::support_matrix(&fp, h.device().info())
         .iter()
         .filter(|i| i.verdict.is_ok())
         .map(|i| i.solver.workspace_bytes(&fp))
@@ -259,7 +259,7 @@ device_tests!(exact_small_integers_every_solver, |h: &Handle| {
             }
             .unwrap();
             let fp = FusedProblem::conv(problem);
-            let ids: Vec<u64> = conflux::solver::applicable(&fp, h)
+            let ids: Vec<u64> = conflux::search::support_matrix(&fp, h.device().info())
                 .into_iter()
                 .filter(|i| i.verdict.is_ok())
                 .map(|i| i.solver.solution_id())

@@ -128,7 +128,7 @@ fn full_ws(h: &Handle, c: &Case, d: Dir) -> (Buffer, Workspace) {
 
 /// The ids of the applicable solvers of a problem on this handle's device.
 fn applicable_ids(h: &Handle, fp: &FusedProblem) -> Vec<u64> {
-    conflux::solver::applicable(fp, h).into_iter().filter(|i| i.verdict.is_ok()).map(|i| i.solver.solution_id()).collect()
+    conflux::search::support_matrix(fp, h.device().info()).into_iter().filter(|i| i.verdict.is_ok()).map(|i| i.solver.solution_id()).collect()
 }
 
 /// Run solver `id` on `c` in direction `d`: against the reference with a NaN-poisoned output
@@ -368,7 +368,7 @@ device_tests!(workspace_rules, |h: &Handle| {
     for d in DIRS {
         let p = c.problem(d);
         let fp = c.fused(d);
-        let infos: Vec<_> = conflux::solver::applicable(&fp, h).into_iter().filter(|i| i.verdict.is_ok()).collect();
+        let infos: Vec<_> = conflux::search::support_matrix(&fp, h.device().info()).into_iter().filter(|i| i.verdict.is_ok()).collect();
         let max = infos.iter().map(|i| i.solver.workspace_bytes(&fp)).max().unwrap();
         assert_eq!(conv::workspace_size(h, &p).unwrap(), max, "{d:?}");
         assert_eq!(conv::solution_count(h, &p).unwrap(), infos.len());
@@ -453,10 +453,10 @@ device_tests!(compiled_solution_runs_by_id_after_auto_choice, |h: &Handle| {
     let want = c.reference(Dir::Fwd, (1.0, 0.0), &x.host, &w.host, &y.host);
     assert_close("by id", &download(h, &y), &want, 0.0);
     let perfs = c.find(h, Dir::Fwd, x.ptr(), w.ptr(), y.ptr(), 8, Workspace::default()).unwrap();
-    let chosen = api::choose_solver(h, &c.fused(Dir::Fwd), Choice::Auto, 0).unwrap();
+    let chosen = conflux::search::choose(h, &c.fused(Dir::Fwd), Choice::Auto, 0).unwrap();
     assert_eq!(chosen.solution_id(), perfs[0].solution_id, "Auto ignores the find-db");
     for p in &perfs {
-        let by_algo = api::choose_solver(h, &c.fused(Dir::Fwd), Choice::Algorithm(p.algorithm), 0).unwrap();
+        let by_algo = conflux::search::choose(h, &c.fused(Dir::Fwd), Choice::Algorithm(p.algorithm), 0).unwrap();
         assert_eq!(by_algo.solution_id(), p.solution_id, "Algorithm({:?}) ignores the find-db", p.algorithm);
     }
 });

@@ -8,7 +8,7 @@ mod support;
 
 use conflux::reference::compare::{tolerance, TF32_TOLERANCE};
 use conflux::reference::{activation, bias, conv as rconv, fill::Fill};
-use conflux::solver::cuda_gemm_lt::CudaConvGemmLt;
+use conflux::solver::cuda::gemm_lt::CudaConvGemmLt;
 use conflux::solver::Solver;
 use conflux::types::ConvAttrib;
 use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
@@ -138,7 +138,7 @@ device_tests!(every_epilogue_and_type, |h: &Handle| {
 device_tests!(refusals_and_fallback, |h: &Handle| {
     let problem = |c: &Case| plan_for(c).problem().unwrap();
     let refuse = |p: conflux::fusion::FusedProblem, needle: &str| {
-        let why = CudaConvGemmLt.check(&p, h).expect_err("must refuse");
+        let why = CudaConvGemmLt.check(&p, h.device().info()).expect_err("must refuse");
         assert!(why.contains(needle), "reason {why:?} lacks {needle:?}");
     };
     let half = |epi| case(DataType::Half, [1, 16, 4, 4], 8, Lay::ChannelsLast, epi);
@@ -186,7 +186,7 @@ device_tests!(refusals_and_fallback, |h: &Handle| {
     // conflux's own kernels and must still be right.
     let c = case(DataType::Half, [2, 32, 5, 5], 40, Lay::ChannelsLast, Epi::BiasRelu);
     let p = problem(&c);
-    let inv = CudaConvGemmLt.build(&p, h).unwrap();
+    let inv = CudaConvGemmLt.build(&p, h.device()).unwrap();
     let x = random(h, &c.x, Fill::SmallInt(-2, 2), 77);
     let w = random(h, &c.w, Fill::SmallInt(-2, 2), 78);
     let b = random(h, &c.b, Fill::SmallInt(-2, 2), 79);

@@ -10,7 +10,7 @@ mod support;
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
 use conflux::fusion::FusedProblem;
 use conflux::reference::{self as r, compare::tolerance, fill::Fill};
-use conflux::solver::cuda_tc_bwd_data::{reads_filter_in_place, CudaConvBwdDataTc};
+use conflux::solver::cuda::bwd_data_tc::{reads_filter_in_place, CudaConvBwdDataTc};
 use conflux::solver::{RunArgs, Solver};
 use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, TensorDesc};
 use support::*;
@@ -71,8 +71,8 @@ device_tests!(backward_data_through_the_api, |h: &Handle| {
         let (dy, w, _, want) = reference(h, &c, exact, 10 + i as u64, (1.0, 0.0));
         if h.device_kind() == conflux::handle::DeviceKind::Cuda {
             let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
-            let chosen = api::choose_solver(h, &fp, Choice::Auto, 0).unwrap();
-            if CudaConvBwdDataTc.check(&fp, h).is_ok() {
+            let chosen = conflux::search::choose(h, &fp, Choice::Auto, 0).unwrap();
+            if CudaConvBwdDataTc.check(&fp, h.device().info()).is_ok() {
                 assert_eq!(chosen.name(), CudaConvBwdDataTc.name(), "{}", label(&c, "auto", h));
             }
         }
@@ -91,12 +91,12 @@ device_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
     for (i, spec) in CASES.iter().enumerate() {
         let c = case(spec);
         let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
-        CudaConvBwdDataTc.check(&fp, h).unwrap_or_else(|why| panic!("{}: refused: {why}", label(&c, "check", h)));
+        CudaConvBwdDataTc.check(&fp, h.device().info()).unwrap_or_else(|why| panic!("{}: refused: {why}", label(&c, "check", h)));
         let exact = i % 2 == 1;
         let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
         let (dy, w, dx0, want) = reference(h, &c, exact, 30 + i as u64, (alpha, beta));
-        let mut built = vec![("default".to_string(), CudaConvBwdDataTc.build(&fp, h).unwrap())];
-        built.extend(CudaConvBwdDataTc.tuning_space(&fp).into_iter().filter_map(|l| CudaConvBwdDataTc.build_config(&fp, h, &l).ok().map(|inv| (l, inv))));
+        let mut built = vec![("default".to_string(), CudaConvBwdDataTc.build(&fp, h.device()).unwrap())];
+        built.extend(CudaConvBwdDataTc.tuning_space(&fp).into_iter().filter_map(|l| CudaConvBwdDataTc.build_config(&fp, h.device(), &l).ok().map(|inv| (l, inv))));
         assert!(built.len() > 2, "{}: no configuration built", label(&c, "tuning", h));
         for (cfg, inv) in built {
             let dx = upload(h, &c.dx, &dx0);
@@ -118,7 +118,7 @@ device_tests!(tf32_permission_reaches_the_forward_kernel, |h: &Handle| {
     let mut c = case(&CASES[8]);
     c.conv.set_attribute(conflux::types::ConvAttrib::AllowTf32, 1).unwrap();
     let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
-    if CudaConvBwdDataTc.check(&fp, h).is_err() {
+    if CudaConvBwdDataTc.check(&fp, h.device().info()).is_err() {
         return;
     }
     let (dy, w, _, want) = reference(h, &c, false, 50, (1.0, 0.0));
@@ -143,7 +143,7 @@ device_tests!(refusals_name_the_cause, |h: &Handle| {
         let conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[1, 1]).unwrap();
         let dy = conv.output_desc(&dx, &w).unwrap();
         let fp = FusedProblem::conv(ConvProblem::backward_data(&conv, &dy, &w, &dx).unwrap());
-        let why = CudaConvBwdDataTc.check(&fp, h).unwrap_err();
+        let why = CudaConvBwdDataTc.check(&fp, h.device().info()).unwrap_err();
         assert!(why.contains(want), "{why}");
     }
 });
@@ -159,9 +159,9 @@ device_tests!(filter_read_in_place_and_misaligned, |h: &Handle| {
     for (i, spec) in [&CASES[0], &CASES[1], &CASES[2], &NCHW_1X1].into_iter().enumerate() {
         let c = case(spec);
         let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
-        assert!(reads_filter_in_place(&fp, h), "{}: expected the in-place filter read", label(&c, "check", h));
+        assert!(reads_filter_in_place(&fp, h.device().info()), "{}: expected the in-place filter read", label(&c, "check", h));
         let (dy, w, _, want) = reference(h, &c, false, 70 + i as u64, (1.0, 0.0));
-        let inv = CudaConvBwdDataTc.build(&fp, h).unwrap();
+        let inv = CudaConvBwdDataTc.build(&fp, h.device()).unwrap();
         let (_ws, w_off) = misaligned_copy(h, &w);
         for (how, wp) in [("in place", w.ptr()), ("misaligned w", w_off)] {
             let dx = poisoned(h, &c.dx);
@@ -173,5 +173,5 @@ device_tests!(filter_read_in_place_and_misaligned, |h: &Handle| {
     // KCRS filters with taps (case 3) take the copy.
     let c = case(&CASES[3]);
     let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
-    assert!(!reads_filter_in_place(&fp, h), "{}", label(&c, "check", h));
+    assert!(!reads_filter_in_place(&fp, h.device().info()), "{}", label(&c, "check", h));
 });

@@ -11,9 +11,9 @@ mod support;
 
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
 use conflux::reference::compare::{rel_l2_error, tolerance, TF32_TOLERANCE};
-use conflux::solver::cuda_wgrad_simt::CudaConvWgradSimt;
-use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
-use conflux::solver::cuda_wgrad_tma::CudaConvWgradTma;
+use conflux::solver::cuda::wgrad_simt::CudaConvWgradSimt;
+use conflux::solver::cuda::nchw_tc::CudaConvTcNchw;
+use conflux::solver::cuda::wgrad_tma::CudaConvWgradTma;
 use conflux::solver::{RunArgs, Solver};
 use conflux::types::ConvAttrib;
 use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle};
@@ -83,10 +83,10 @@ fn through_the_api(h: &Handle, specs: &[Spec], tf32: bool) {
         let (dy, x, _, want) = reference(h, &c, exact, 10 + i as u64, (1.0, 0.0));
         if h.device_kind() == conflux::handle::DeviceKind::Cuda {
             let fp = problem(&c);
-            let chosen = api::choose_solver(h, &fp, Choice::Auto, 0).unwrap();
-            if CudaConvWgradTma.check(&fp, h).is_ok() {
+            let chosen = conflux::search::choose(h, &fp, Choice::Auto, 0).unwrap();
+            if CudaConvWgradTma.check(&fp, h.device().info()).is_ok() {
                 assert_eq!(chosen.name(), CudaConvWgradTma.name(), "{}", label(&c, "auto", h));
-            } else if CudaConvTcNchw.check(&fp, h).is_ok() {
+            } else if CudaConvTcNchw.check(&fp, h.device().info()).is_ok() {
                 assert_eq!(chosen.name(), CudaConvTcNchw.name(), "{}", label(&c, "auto", h));
             } else {
                 panic!("{}: no tensor-core solver takes it", label(&c, "auto", h));
@@ -108,13 +108,13 @@ fn every_configuration(h: &Handle, specs: &[Spec], tf32: bool) {
         let fp = problem(&c);
         // Channels-first x and dy go through the layout adapter.
         let solver: &dyn Solver = if spec.7 == Lay::Packed { &CudaConvTcNchw } else { &CudaConvWgradTma };
-        solver.check(&fp, h).unwrap_or_else(|why| panic!("{}: {} refused: {why}", label(&c, "check", h), solver.name()));
+        solver.check(&fp, h.device().info()).unwrap_or_else(|why| panic!("{}: {} refused: {why}", label(&c, "check", h), solver.name()));
         let exact = exact(spec, i);
         let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
         let (dy, x, dw0, want) = reference(h, &c, exact, 30 + i as u64, (alpha, beta));
-        let mut built = vec![("default".to_string(), solver.build(&fp, h).unwrap())];
+        let mut built = vec![("default".to_string(), solver.build(&fp, h.device()).unwrap())];
         built.extend(solver.tuning_space(&fp).into_iter().map(|l| {
-            let inv = solver.build_config(&fp, h, &l).unwrap_or_else(|e| panic!("{}: {e}", label(&c, &l, h)));
+            let inv = solver.build_config(&fp, h.device(), &l).unwrap_or_else(|e| panic!("{}: {e}", label(&c, &l, h)));
             (l, inv)
         }));
         for (cfg, inv) in built {
@@ -160,7 +160,7 @@ device_tests!(f32_strict_as_accurate_as_cuda_cores, |h: &Handle| {
         let err = |s: &dyn Solver| {
             let dw = upload(h, &c.dw, &dw0);
             let args = RunArgs { x: x.ptr(), w: dw.ptr(), y: dy.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
-            s.build(&fp, h).and_then(|inv| inv.run(h, &args)).unwrap_or_else(|e| panic!("{}: {e}", label(&c, s.name(), h)));
+            s.build(&fp, h.device()).and_then(|inv| inv.run(h, &args)).unwrap_or_else(|e| panic!("{}: {e}", label(&c, s.name(), h)));
             rel_l2_error(&logical(&c.dw, &download(h, &dw)), &want)
         };
         let (split, simt) = (err(&CudaConvWgradTma), err(&CudaConvWgradSimt));
@@ -182,7 +182,7 @@ device_tests!(refusals_name_the_cause, |h: &Handle| {
         let x = desc(dt, lx, lay);
         let dw = desc(dt, lw, Lay::ChannelsLast);
         let dy = desc(dt, conv.output_desc(&x, &dw).unwrap().lens(), lay);
-        let why = CudaConvWgradTma.check(&problem(&Case { conv: conv.clone(), x, dw, dy }), h).unwrap_err();
+        let why = CudaConvWgradTma.check(&problem(&Case { conv: conv.clone(), x, dw, dy }), h.device().info()).unwrap_err();
         assert!(why.contains(want), "{why}");
     }
 });
@@ -191,8 +191,8 @@ device_tests!(refusals_name_the_cause, |h: &Handle| {
 fn f32_plan_choices() {
     // Host-side choices of the f32 backward-weights kernel (CI checks them without a GPU).
     use conflux::conv::Geom;
-    use conflux::solver::cuda_igemm_tc::TcPrecision;
-    use conflux::solver::cuda_wgrad_tf32::{r_is_x, smem_bytes, tf32_heuristic, TLayout, TF32_CONFIGS};
+    use conflux::solver::cuda::tensor_core::TcPrecision;
+    use conflux::solver::cuda::wgrad_tf32::{r_is_x, smem_bytes, tf32_heuristic, TLayout, TF32_CONFIGS};
     let geom = |spec: &Spec| {
         let c = case(spec, false);
         Geom::of(&ConvProblem::backward_weights(&c.conv, &c.dy, &c.x, &c.dw).unwrap())

@@ -9,10 +9,10 @@ mod support;
 
 use conflux::fusion::FusedProblem;
 use conflux::reference::compare::tolerance;
-use conflux::solver::cuda_igemm_tc::{CudaConvIgemmTc, CONFIGS};
-use conflux::solver::cuda_igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
-use conflux::solver::cuda_igemm_wgmma::{CudaConvIgemmWgmma, WG_CONFIGS};
-use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
+use conflux::solver::cuda::igemm_mma::{CudaConvIgemmTc, CONFIGS};
+use conflux::solver::cuda::igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
+use conflux::solver::cuda::igemm_wgmma::{CudaConvIgemmWgmma, WG_CONFIGS};
+use conflux::solver::cuda::nchw_tc::CudaConvTcNchw;
 use conflux::solver::{Invoker, RunArgs, Solver};
 use std::sync::Arc;
 use conflux::{ConvDesc, ConvMode, DataType, DevPtr, FusionDirection, FusionPlan, Handle, OpArg, TensorDesc};
@@ -65,11 +65,11 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
         // TMA + wgmma where the GPU and geometry allow, channels-first tensors through the
         // layout adapter, else wgmma (sm_90), else mma.sync.
         let p = plan.problem().unwrap();
-        let want = if CudaConvIgemmTma.check(&p, h).is_ok() {
+        let want = if CudaConvIgemmTma.check(&p, h.device().info()).is_ok() {
             TMA
-        } else if CudaConvTcNchw.check(&p, h).is_ok() {
+        } else if CudaConvTcNchw.check(&p, h.device().info()).is_ok() {
             NCHW
-        } else if CudaConvIgemmWgmma.check(&p, h).is_ok() {
+        } else if CudaConvIgemmWgmma.check(&p, h.device().info()).is_ok() {
             WGMMA
         } else {
             TC
@@ -83,16 +83,16 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
 /// An invoker of every tile configuration of the tensor-core kernels (wgmma and TMA only
 /// where the GPU and geometry allow), labelled.
 fn every_tile(h: &Handle, problem: &FusedProblem) -> Vec<(String, Arc<dyn Invoker>)> {
-    let mut out: Vec<(String, Arc<dyn Invoker>)> = CONFIGS.iter().map(|c| (c.label(), CudaConvIgemmTc.build_with(problem, h, *c).unwrap())).collect();
-    if CudaConvIgemmWgmma.check(problem, h).is_ok() {
-        out.extend(WG_CONFIGS.iter().map(|c| (c.label(), CudaConvIgemmWgmma.build_with(problem, h, *c).unwrap())));
+    let mut out: Vec<(String, Arc<dyn Invoker>)> = CONFIGS.iter().map(|c| (c.label(), CudaConvIgemmTc.build_with(problem, h.device(), *c).unwrap())).collect();
+    if CudaConvIgemmWgmma.check(problem, h.device().info()).is_ok() {
+        out.extend(WG_CONFIGS.iter().map(|c| (c.label(), CudaConvIgemmWgmma.build_with(problem, h.device(), *c).unwrap())));
         // The persistent kernel with a small grid, so every block walks several tiles.
-        out.extend(WG_CONFIGS.iter().filter(|c| c.persistent).map(|c| (format!("{} on 3 blocks", c.label()), CudaConvIgemmWgmma.build_capped(problem, h, *c, Some(3)).unwrap())));
+        out.extend(WG_CONFIGS.iter().filter(|c| c.persistent).map(|c| (format!("{} on 3 blocks", c.label()), CudaConvIgemmWgmma.build_capped(problem, h.device(), *c, Some(3)).unwrap())));
     }
-    if CudaConvIgemmTma.check(problem, h).is_ok() {
+    if CudaConvIgemmTma.check(problem, h.device().info()).is_ok() {
         for c in TMA_CONFIGS {
-            out.push((c.label(), CudaConvIgemmTma.build_with(problem, h, *c, None).unwrap()));
-            out.push((format!("{} on 3 blocks", c.label()), CudaConvIgemmTma.build_with(problem, h, *c, Some(3)).unwrap()));
+            out.push((c.label(), CudaConvIgemmTma.build_with(problem, h.device(), *c, None).unwrap()));
+            out.push((format!("{} on 3 blocks", c.label()), CudaConvIgemmTma.build_with(problem, h.device(), *c, Some(3)).unwrap()));
         }
     }
     out
@@ -101,7 +101,7 @@ fn every_tile(h: &Handle, problem: &FusedProblem) -> Vec<(String, Arc<dyn Invoke
 /// Every tile configuration, with α/β, straight through the solvers' invokers.
 fn run_configs(h: &Handle, c: &Case, seed: u64, exact: bool) {
     let problem: FusedProblem = plan_for(c).problem().unwrap();
-    CudaConvIgemmTc.check(&problem, h).unwrap_or_else(|why| panic!("{}: refused: {why}", what(c, "check", h)));
+    CudaConvIgemmTc.check(&problem, h.device().info()).unwrap_or_else(|why| panic!("{}: refused: {why}", what(c, "check", h)));
     let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
     let d = data(h, c, seed, exact, alpha, beta);
     let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
@@ -167,9 +167,9 @@ device_tests!(tma_geometries, |h: &Handle| {
         let b = TensorDesc::new(dt, &[1, lw[0], 1, 1]).unwrap();
         let c = Case { dt, conv, x, w, y, b };
         let problem = plan_for(&c).problem().unwrap();
-        if CudaConvIgemmTma.check(&problem, h).is_err() {
+        if CudaConvIgemmTma.check(&problem, h.device().info()).is_err() {
             // Not an sm_90 GPU: the other kernels are covered elsewhere.
-            assert!(CudaConvIgemmWgmma.check(&problem, h).is_err(), "TMA refused {}: {:?}", what(&c, "check", h), CudaConvIgemmTma.check(&problem, h));
+            assert!(CudaConvIgemmWgmma.check(&problem, h.device().info()).is_err(), "TMA refused {}: {:?}", what(&c, "check", h), CudaConvIgemmTma.check(&problem, h.device().info()));
             return;
         }
         run_plan(h, &c, 70 + i as u64, exact);
@@ -181,12 +181,12 @@ device_tests!(tma_geometries, |h: &Handle| {
 /// kernels fail to build and are skipped), with α/β, into `y` of any layout.
 fn run_adapter_configs(h: &Handle, c: &Case, seed: u64, exact: bool) {
     let problem = FusedProblem { kind: conflux::fusion::FusedKind::Conv { conv: conflux::conv::ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap(), epilogue: plan_for(c).problem().unwrap().epilogue().to_vec() } };
-    CudaConvTcNchw.check(&problem, h).unwrap_or_else(|why| panic!("{}: refused: {why}", what(c, "check", h)));
+    CudaConvTcNchw.check(&problem, h.device().info()).unwrap_or_else(|why| panic!("{}: refused: {why}", what(c, "check", h)));
     let (alpha, beta) = if exact { (1.0, 0.5) } else { (0.75, 0.5) };
     let d = data(h, c, seed, exact, alpha, beta);
     let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
-    let mut built = vec![("default".to_string(), CudaConvTcNchw.build(&problem, h).unwrap())];
-    built.extend(CudaConvTcNchw.tuning_space(&problem).into_iter().filter_map(|l| CudaConvTcNchw.build_config(&problem, h, &l).ok().map(|inv| (l, inv))));
+    let mut built = vec![("default".to_string(), CudaConvTcNchw.build(&problem, h.device()).unwrap())];
+    built.extend(CudaConvTcNchw.tuning_space(&problem).into_iter().filter_map(|l| CudaConvTcNchw.build_config(&problem, h.device(), &l).ok().map(|inv| (l, inv))));
     assert!(built.len() > 2, "{}: no configuration of the adapted kernel built", what(c, "adapter", h));
     for (label, inv) in built {
         let y = upload(h, &c.y, &d.y0);
@@ -260,7 +260,7 @@ device_tests!(refusals_and_fallback, |h: &Handle| {
         plan.problem().unwrap()
     };
     let refuse = |p: FusedProblem, needle: &str| {
-        let why = CudaConvIgemmTc.check(&p, h).expect_err("must refuse");
+        let why = CudaConvIgemmTc.check(&p, h.device().info()).expect_err("must refuse");
         assert!(why.contains(needle), "reason {why:?} lacks {needle:?}");
     };
     refuse(problem(DataType::Float, 8, Lay::ChannelsLast), "f16 or bf16");
@@ -292,7 +292,7 @@ device_tests!(refusals_and_fallback, |h: &Handle| {
 
 #[test]
 fn tile_space_is_consistent() {
-    use conflux::solver::cuda_igemm_tc::TileConfig;
+    use conflux::solver::cuda::igemm_mma::TileConfig;
     for c in CONFIGS {
         assert_eq!(TileConfig::parse(&c.label()), Some(*c), "{}", c.label());
         assert!(c.bm % c.wm == 0 && c.bn % c.wn == 0 && c.wm % 16 == 0 && c.wn % 16 == 0, "{}", c.label());
@@ -301,15 +301,15 @@ fn tile_space_is_consistent() {
         assert!(c.smem_bytes() * c.min_blocks().min(2) <= 227 * 1024, "{}: shared memory", c.label());
     }
     assert_eq!(TileConfig::parse("1x1x1w1x1s1"), None);
-    use conflux::solver::cuda_igemm_wgmma::WgTile;
+    use conflux::solver::cuda::igemm_wgmma::WgTile;
     for c in WG_CONFIGS {
         assert_eq!(WgTile::parse(&c.label()), Some(*c), "{}", c.label());
         assert!(c.bm % 64 == 0 && [64, 128, 256].contains(&c.bn) && c.stages >= 3, "{}", c.label());
         assert!((c.bm * 8) % c.threads() == 0 && (c.bn * 8) % c.threads() == 0, "{}", c.label());
         assert!(c.smem_bytes() <= 227 * 1024, "{}: shared memory", c.label());
     }
-    use conflux::solver::cuda_igemm_tc::TcPrecision;
-    use conflux::solver::cuda_igemm_tma::TmaTile;
+    use conflux::solver::cuda::tensor_core::TcPrecision;
+    use conflux::solver::cuda::igemm_tma::TmaTile;
     for c in TMA_CONFIGS {
         assert_eq!(TmaTile::parse(&c.label()), Some(*c), "{}", c.label());
         assert!([64, 128, 256].contains(&c.bn) && c.stages >= 2, "{}", c.label());
@@ -325,7 +325,7 @@ fn tile_space_is_consistent() {
 device_tests!(simt_tile_heights, |h: &Handle| {
     // The CUDA-core kernel picks 64- or 128-pixel tiles by grid size; small test shapes would
     // only ever see one, so both are built explicitly here (f32, both layouts, a 3-D case).
-    use conflux::solver::cuda_igemm::CudaConvIgemm;
+    use conflux::solver::cuda::igemm_simt::CudaConvIgemm;
     if h.device_kind() != conflux::handle::DeviceKind::Cuda {
         return;
     }
@@ -342,7 +342,7 @@ device_tests!(simt_tile_heights, |h: &Handle| {
         let problem = plan_for(&c).problem().unwrap();
         let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
         for bm in [64, 128] {
-            let inv = CudaConvIgemm.build_with(&problem, h, bm).unwrap();
+            let inv = CudaConvIgemm.build_with(&problem, h.device(), bm).unwrap();
             let y = upload(h, &c.y, &d.y0);
             let args = RunArgs { x: d.x.ptr(), w: d.w.ptr(), y: y.ptr(), alpha: 0.5, beta: 1.5, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
             inv.run(h, &args).unwrap();

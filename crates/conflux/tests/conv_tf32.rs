@@ -11,9 +11,9 @@ mod support;
 
 use conflux::fusion::FusedProblem;
 use conflux::reference::compare::{rel_l2_error, tolerance, TF32_TOLERANCE};
-use conflux::solver::cuda_igemm::CudaConvIgemm;
-use conflux::solver::cuda_igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
-use conflux::solver::cuda_tc_nchw::CudaConvTcNchw;
+use conflux::solver::cuda::igemm_simt::CudaConvIgemm;
+use conflux::solver::cuda::igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
+use conflux::solver::cuda::nchw_tc::CudaConvTcNchw;
 use conflux::solver::{Invoker, RunArgs, Solver};
 use conflux::types::ConvAttrib;
 use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, OpArg, TensorDesc};
@@ -77,7 +77,7 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
     let problem = plan.problem().unwrap();
     let on_tc = matches!(plan.solver_name(), Some(TMA | NCHW));
     if h.device_kind() == conflux::handle::DeviceKind::Cuda {
-        let takes = CudaConvIgemmTma.check(&problem, h).or_else(|direct| CudaConvTcNchw.check(&problem, h).map_err(|adapted| format!("{direct}; adapter: {adapted}")));
+        let takes = CudaConvIgemmTma.check(&problem, h.device().info()).or_else(|direct| CudaConvTcNchw.check(&problem, h.device().info()).map_err(|adapted| format!("{direct}; adapter: {adapted}")));
         assert_eq!(on_tc, takes.is_ok(), "{}: chosen {:?}, TF32 kernels say {takes:?}", what(c, "plan", h), plan.solver_name());
     } else {
         assert!(!on_tc);
@@ -96,8 +96,8 @@ fn run_every_tile(h: &Handle, c: &Case, seed: u64, exact: bool) {
     let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
     let mut built: Vec<(String, Arc<dyn Invoker>)> = Vec::new();
     for t in TMA_CONFIGS {
-        built.push((t.label(), CudaConvIgemmTma.build_with(&problem, h, *t, None).unwrap()));
-        built.push((format!("{} on 3 blocks", t.label()), CudaConvIgemmTma.build_with(&problem, h, *t, Some(3)).unwrap()));
+        built.push((t.label(), CudaConvIgemmTma.build_with(&problem, h.device(), *t, None).unwrap()));
+        built.push((format!("{} on 3 blocks", t.label()), CudaConvIgemmTma.build_with(&problem, h.device(), *t, Some(3)).unwrap()));
     }
     for (label, inv) in built {
         let y = upload(h, &c.y, &d.y0);
@@ -122,7 +122,7 @@ fn every_tile(h: &Handle, tf32: bool) {
     }
     for (i, c) in cases(tf32).iter().enumerate().filter(|(_, c)| c.x.strides()[1] == 1) {
         let problem = plan_for(c).problem().unwrap();
-        if let Err(why) = CudaConvIgemmTma.check(&problem, h) {
+        if let Err(why) = CudaConvIgemmTma.check(&problem, h.device().info()) {
             // Not an sm_90 GPU: nothing of this kernel to run.
             assert!(why.contains("compute capability"), "{}: {why}", what(c, "check", h));
             return;
@@ -150,7 +150,7 @@ fn split_matches_cuda_cores(h: &Handle) {
     ];
     for (i, c) in cases(false).iter().chain(&long).enumerate().filter(|(_, c)| c.x.strides()[1] == 1) {
         let problem: FusedProblem = plan_for(c).problem().unwrap();
-        if CudaConvIgemmTma.check(&problem, h).is_err() {
+        if CudaConvIgemmTma.check(&problem, h.device().info()).is_err() {
             return;
         }
         let d = data(h, c, 60 + i as u64, false, 1.0, 0.0);
@@ -161,8 +161,8 @@ fn split_matches_cuda_cores(h: &Handle) {
             inv.run(h, &args).unwrap();
             rel_l2_error(&logical(&c.y, &download(h, &y)), &d.want)
         };
-        let split = error_of(CudaConvIgemmTma.build(&problem, h).unwrap());
-        let simt = error_of(CudaConvIgemm.build(&problem, h).unwrap());
+        let split = error_of(CudaConvIgemmTma.build(&problem, h.device()).unwrap());
+        let simt = error_of(CudaConvIgemm.build(&problem, h.device()).unwrap());
         eprintln!("{}: relative L2 error split TF32 {split:.3e}, CUDA cores {simt:.3e}", what(c, "accuracy", h));
         // TF32 alone would be ~1e-3.
         assert!(split <= 4.0 * simt.max(1e-8), "{}: split TF32 error {split:e}, CUDA cores {simt:e}", what(c, "accuracy", h));

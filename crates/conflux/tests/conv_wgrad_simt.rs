@@ -10,7 +10,7 @@ mod support;
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
 use conflux::fusion::FusedProblem;
 use conflux::reference::compare::tolerance;
-use conflux::solver::cuda_wgrad_simt::CudaConvWgradSimt;
+use conflux::solver::cuda::wgrad_simt::CudaConvWgradSimt;
 use conflux::solver::Solver;
 use conflux::{ConvDesc, ConvMode, DataType, Handle};
 use support::wgrad::{label, reference, Case};
@@ -79,7 +79,7 @@ device_tests!(chosen_for_f32, |h: &Handle| {
     // 24 channels: no tensor-core kernel (109 needs multiples of 32 for f32).
     let c = case(&CASES[1]);
     let fp = FusedProblem::conv(ConvProblem::backward_weights(&c.conv, &c.dy, &c.x, &c.dw).unwrap());
-    assert_eq!(api::choose_solver(h, &fp, Choice::Auto, 0).unwrap().name(), CudaConvWgradSimt.name());
+    assert_eq!(conflux::search::choose(h, &fp, Choice::Auto, 0).unwrap().name(), CudaConvWgradSimt.name());
     let (got, want) = run(h, &c, false, 40, (1.0, 0.0), Choice::Auto).unwrap();
     assert_close(&label(&c, "auto", h), &logical(&c.dw, &got), &logical(&c.dw, &want), tolerance(DataType::Float) * 2.0);
 });

@@ -54,7 +54,7 @@ fn cases(constant: bool) -> Vec<Case> {
         .into_iter()
         .filter(|c| {
             let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
-            conflux::solver::find_by_id(c.solution).unwrap().check(&fp, &h).is_ok()
+            conflux::solver::find_by_id(c.solution).unwrap().check(&fp, h.device().info()).is_ok()
         })
         .collect()
 }
@@ -133,7 +133,7 @@ fn fusion_plan_with_constant_weights() {
         let name = plan.solver_name().unwrap_or("?").to_string();
         // The AMX solver comes first among the GEMM ones where it applies.
         let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
-        let amx = conflux::solver::find_by_id(AMX1X1).unwrap().check(&fp, &h).is_ok();
+        let amx = conflux::solver::find_by_id(AMX1X1).unwrap().check(&fp, h.device().info()).is_ok();
         let expected = match c.solution {
             WINOGRAD4 => "CpuConvWinogradF4x3",
             _ if amx => "CpuConvAmx1x1",
@@ -169,7 +169,7 @@ fn winograd_takes_wide_filters_at_small_batches_only_with_the_promise() {
     for constant in [false, true] {
         let c = case(WINOGRAD4, [1, 2048, 4, 20], [1024, 2048, 3, 3], 1, constant);
         let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
-        let verdict = conflux::solver::find_by_id(WINOGRAD4).unwrap().check(&fp, &h);
+        let verdict = conflux::solver::find_by_id(WINOGRAD4).unwrap().check(&fp, h.device().info());
         match constant {
             false => assert!(verdict.as_ref().is_err_and(|why| why.contains("filter transform")), "{verdict:?}"),
             true => assert!(verdict.is_ok(), "{verdict:?}"),
@@ -184,8 +184,8 @@ fn winograd_f2_takes_layers_of_few_tiles() {
     for constant in [false, true] {
         let c = case(WINOGRAD4, [1, 64, 4, 4], [64, 64, 3, 3], 1, constant);
         let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
-        let f4 = conflux::solver::find_by_id(WINOGRAD4).unwrap().check(&fp, &h);
+        let f4 = conflux::solver::find_by_id(WINOGRAD4).unwrap().check(&fp, h.device().info());
         assert!(f4.as_ref().is_err_and(|why| why.contains("F(2×2) is faster")), "{f4:?}");
-        assert!(conflux::solver::find_by_id(3).unwrap().check(&fp, &h).is_ok());
+        assert!(conflux::solver::find_by_id(3).unwrap().check(&fp, h.device().info()).is_ok());
     }
 }

@@ -114,7 +114,7 @@ fn check_solver(h: &Handle, geo: &Geo, descs: (&TensorDesc, &TensorDesc, &Tensor
     let (xd, wd, yd) = descs;
     let fp = problem(geo, descs, dir);
     let solver = conflux::solver::find_by_id(solution).unwrap();
-    if solver.check(&fp, h).is_err() {
+    if solver.check(&fp, h.device().info()).is_err() {
         return false;
     }
     let label = format!("{} {dir:?} α,β={ab:?} {geo:?} x {} w {} y {}", solver.name(), xd.key(), wd.key(), yd.key());
@@ -576,7 +576,7 @@ fn gemm1x1_random_forward() {
         // The AMX solver, NCHW and NHWC (bf16×6 keeps f32's tolerance; small integers exact).
         let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, AMX1X1, 805 + case as u64 * 10);
         {
-            use conflux::solver::cpu_amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES, MIN_TILES_SPLITTING_W};
+            use conflux::solver::cpu::amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES, MIN_TILES_SPLITTING_W};
             let tiles = geo.y[0] * geo.y[2..].iter().product::<usize>().div_ceil(32);
             let few = conflux::backend::cpu::conv1x1_amx::few_tiles_split(tiles, kg.div_ceil(32), cg, case % 2 == 1, rayon::current_num_threads());
             let enough = (tiles >= MIN_TILES || kg.div_ceil(32) >= 2 * tiles || few) && (constant || tiles >= MIN_TILES_SPLITTING_W) && cg * kg >= MIN_MACS_PER_POSITION;
@@ -584,7 +584,7 @@ fn gemm1x1_random_forward() {
         }
         if !avx512 {
             let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
-            let why = conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, &h).unwrap_err();
+            let why = conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, h.device().info()).unwrap_err();
             assert!(why.contains("AVX-512"), "{why}");
         }
     }
@@ -635,7 +635,7 @@ fn fused_bias_relu_per_algorithm() {
                 // blocks).
                 let (tiles, fblocks) = (xl[0] * (xl[2] * xl[3]).div_ceil(32), wl[0].div_ceil(32));
                 let few = conflux::backend::cpu::conv1x1_amx::few_tiles_split(tiles, fblocks, wl[1], layout == Layout::NHWC, rayon::current_num_threads());
-                let enough = tiles >= conflux::solver::cpu_amx1x1::MIN_TILES || fblocks >= 2 * tiles || few;
+                let enough = tiles >= conflux::solver::cpu::amx1x1::MIN_TILES || fblocks >= 2 * tiles || few;
                 let name = match name {
                     "CpuConvGemm1x1" if dt == DataType::Float && amx && enough => "CpuConvAmx1x1",
                     "CpuConvGemm1x1" if !(avx512 && dt == DataType::Float) => "CpuConvGemm",
@@ -698,7 +698,7 @@ fn refusals_name_the_cause() {
     let dt = DataType::Float;
     let why = |geo: &Geo, dir: Dir, id: u64| {
         let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, Lay::Packed), desc(dt, &geo.y, Lay::Packed));
-        conflux::solver::find_by_id(id).unwrap().check(&problem(geo, (&xd, &wd, &yd), dir), &h).unwrap_err()
+        conflux::solver::find_by_id(id).unwrap().check(&problem(geo, (&xd, &wd, &yd), dir), h.device().info()).unwrap_err()
     };
     let g5 = make_geo(&[2, 2], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 5, 5]).unwrap();
     assert!(why(&g5, Dir::Forward, WINOGRAD).contains("3×3"));
@@ -730,7 +730,7 @@ fn refusals_name_the_cause() {
     // ~3× faster than direct there).
     let big = make_geo(&[3, 3], &[1, 1], &[1, 1], 1, vec![1, 64, 56, 56], vec![64, 64, 7, 7]).unwrap();
     let (xd, wd, yd) = (desc(dt, &big.x, Lay::Packed), desc(dt, &big.w, Lay::Packed), desc(dt, &big.y, Lay::Packed));
-    assert_eq!(conflux::solver::find_by_id(FFT).unwrap().check(&problem(&big, (&xd, &wd, &yd), Dir::Forward), &h), Ok(()));
+    assert_eq!(conflux::solver::find_by_id(FFT).unwrap().check(&problem(&big, (&xd, &wd, &yd), Dir::Forward), h.device().info()), Ok(()));
     assert!(why(&g5, Dir::Forward, GEMM1X1).contains("1×1"));
     let one = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 1, 1]).unwrap();
     assert!(why(&one, Dir::Forward, DIRECT_TAPS).contains("taps"));
@@ -740,7 +740,7 @@ fn refusals_name_the_cause() {
     let gapped = |d: DataType, l: &[usize]| desc(d, l, Lay::Gapped);
     let check = |d: DataType, lay: &dyn Fn(DataType, &[usize]) -> TensorDesc| {
         let fp = problem(&one, (&lay(d, &one.x), &desc(d, &one.w, Lay::Packed), &lay(d, &one.y)), Dir::Forward);
-        conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, &h).unwrap_err()
+        conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, h.device().info()).unwrap_err()
     };
     assert!(check(DataType::Half, &|d, l| desc(d, l, Lay::Packed)).contains("f32 only"));
     assert!(check(dt, &gapped).contains("neither its positions nor its channels consecutive"));

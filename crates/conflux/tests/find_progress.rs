@@ -35,7 +35,7 @@ fn recorder(log: &Log) -> FindProgressFn {
 /// solvers that fit in `ws` bytes, one per tuning configuration when `exhaustive`.
 fn expected(h: &Handle, fp: &FusedProblem, ws: usize, exhaustive: bool) -> Vec<(String, Option<String>)> {
     let mut out = Vec::new();
-    for info in conflux::solver::applicable(fp, h).into_iter().filter(|i| i.verdict.is_ok()) {
+    for info in conflux::search::support_matrix(fp, h.device().info()).into_iter().filter(|i| i.verdict.is_ok()) {
         let s = info.solver;
         if s.workspace_bytes(fp) > ws {
             continue;

@@ -6,7 +6,8 @@ mod support;
 use conflux::conv::{self, Workspace};
 use conflux::fusion::FusedProblem;
 use conflux::reference::fill::Fill;
-use conflux::solver::{find_by_name, perf_db};
+use conflux::search::perf_db;
+use conflux::solver::find_by_name;
 use conflux::{ConvDesc, ConvMode, ConvProblem, DataType, Handle};
 use support::*;
 
@@ -16,12 +17,12 @@ const WGMMA: &str = "CudaConvImplicitGemmWgmma";
 device_tests!(perf_db_round_trip_and_rejection, |h: &Handle| {
     isolate_cache();
     let key = format!("tuning-test-{}", std::process::id());
-    assert_eq!(perf_db::lookup(h, "SomeSolver", &key), None);
-    perf_db::store(h, "SomeSolver", &key, "64x64x64w32x32s4");
-    assert_eq!(perf_db::lookup(h, "SomeSolver", &key).as_deref(), Some("64x64x64w32x32s4"));
+    assert_eq!(perf_db::lookup(h.device(), "SomeSolver", &key), None);
+    perf_db::store(h.device(), "SomeSolver", &key, "64x64x64w32x32s4");
+    assert_eq!(perf_db::lookup(h.device(), "SomeSolver", &key).as_deref(), Some("64x64x64w32x32s4"));
     // Another solver or problem never sees it.
-    assert_eq!(perf_db::lookup(h, "OtherSolver", &key), None);
-    assert_eq!(perf_db::lookup(h, "SomeSolver", &format!("{key}-other")), None);
+    assert_eq!(perf_db::lookup(h.device(), "OtherSolver", &key), None);
+    assert_eq!(perf_db::lookup(h.device(), "SomeSolver", &format!("{key}-other")), None);
     // Corrupt every file of the perf-db: the entry must read as a miss, then be rewritable.
     let dir = conflux::cache::cache_dir().unwrap().join("perf-db");
     for f in std::fs::read_dir(&dir).unwrap() {
@@ -31,9 +32,9 @@ device_tests!(perf_db_round_trip_and_rejection, |h: &Handle| {
         bytes[last] ^= 0x55;
         std::fs::write(&p, bytes).unwrap();
     }
-    assert_eq!(perf_db::lookup(h, "SomeSolver", &key), None);
-    perf_db::store(h, "SomeSolver", &key, "128x64x64w64x32s3");
-    assert_eq!(perf_db::lookup(h, "SomeSolver", &key).as_deref(), Some("128x64x64w64x32s3"));
+    assert_eq!(perf_db::lookup(h.device(), "SomeSolver", &key), None);
+    perf_db::store(h.device(), "SomeSolver", &key, "128x64x64w64x32s3");
+    assert_eq!(perf_db::lookup(h.device(), "SomeSolver", &key).as_deref(), Some("128x64x64w64x32s3"));
 });
 
 device_tests!(exhaustive_find_tunes_tensor_core_tiles, |h: &Handle| {
@@ -52,8 +53,8 @@ device_tests!(exhaustive_find_tunes_tensor_core_tiles, |h: &Handle| {
     assert!(!perfs.is_empty());
     for name in [TC, WGMMA] {
         let tc = find_by_name(name).unwrap();
-        let tunable = tc.device() == h.device_kind() && tc.check(&fp, h).is_ok();
-        let entry = perf_db::lookup(h, name, &fp.key());
+        let tunable = tc.device() == h.device_kind() && tc.check(&fp, h.device().info()).is_ok();
+        let entry = perf_db::lookup(h.device(), name, &fp.key());
         if !tunable {
             // CPU (or no wgmma): nothing to tune, nothing recorded.
             assert_eq!(entry, None, "{name}");

@@ -38,7 +38,7 @@ pub fn run(a: &[String]) {
             .iter()
             .map(|&(id, _)| {
                 let solver = conflux::solver::find_by_id(id).unwrap();
-                if solver.check(&problem, &h).is_err() {
+                if solver.check(&problem, h.device().info()).is_err() {
                     return "–".to_string();
                 }
                 let us = super::conv::time_us(|| {

@@ -3,3 +3,6 @@
 
 pub mod cpu;
 pub mod cuda;
+mod device;
+
+pub use device::{cuda_of, Buffer, CpuInfo, CudaInfo, Device, DeviceAllocator, DeviceInfo, DeviceKind, RunContext};

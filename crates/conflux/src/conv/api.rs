@@ -1,15 +1,17 @@
-//! Running convolutions through the solver machinery. Pointers are in the user's roles;
+//! Running convolutions: the solver comes from `search::choose`. Pointers are in the user's roles;
 //! transpose problems are mapped onto the normal convolution here (`bind_*`), and Find and
 //! immediate mode reuse the same mapping.
 
-use super::{find_db, ConvDesc, ConvProblem};
-use crate::error::{Error, Result};
-use crate::fusion::FusedProblem;
+use super::{ConvDesc, ConvProblem};
+use crate::error::Result;
+use crate::problem::FusedProblem;
 use crate::handle::Handle;
 use crate::memory::DevPtr;
-use crate::solver::{applicable, find_by_id, find_by_name, select_first, RunArgs, Solver};
+pub use crate::search::Choice;
+use crate::search;
+use crate::solver::RunArgs;
 use crate::tensor::TensorDesc;
-use crate::types::{ConvAlgorithm, ConvMode, Direction};
+use crate::types::{ConvMode, Direction};
 use crate::ensure;
 
 /// Workspace handed to a convolution.
@@ -17,25 +19,6 @@ use crate::ensure;
 pub struct Workspace {
     pub ptr: DevPtr,
     pub bytes: usize,
-}
-
-/// Which solver runs a convolution.
-///
-/// - `Auto`: the find-db's fastest solver for this problem on this device when Find has
-///   recorded one, else the first applicable solver in registry order.
-/// - `Algorithm(a)`: the find-db's fastest solver of algorithm `a`, else the first applicable
-///   solver of `a`. **MIOpen differs**: `miopenConvolutionForward` with an algorithm fails
-///   ("No invoker was registered") unless Find ran for this problem on this handle; conflux
-///   runs the best solver of that algorithm it knows.
-/// - `Solution(id)`: exactly that solver (immediate mode); BadParm when the id does not exist,
-///   is for another device, does not apply or needs more workspace than given.
-///
-/// `Auto` and `Algorithm` skip solvers that need more workspace than given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Choice {
-    Auto,
-    Algorithm(ConvAlgorithm),
-    Solution(u64),
 }
 
 /// A convolution in normal roles: the problem and its x, w, y pointers (checked non-NULL),
@@ -94,55 +77,11 @@ pub(crate) fn check_workspace(op: &str, ws: Workspace) -> Result<()> {
     Ok(())
 }
 
-/// The solver `choice` names for `problem` given `ws_bytes` of workspace (see `Choice`).
-pub fn choose_solver(handle: &Handle, problem: &FusedProblem, choice: Choice, ws_bytes: usize) -> Result<&'static dyn Solver> {
-    let algo = match choice {
-        Choice::Solution(id) => return solution_solver(handle, problem, id, ws_bytes),
-        Choice::Algorithm(a) => Some(a),
-        Choice::Auto => None,
-    };
-    let wanted = |s: &dyn Solver| algo.is_none_or(|a| s.algorithm() == a);
-    if let Some(rec) = find_db::lookup(handle, problem) {
-        for e in &rec.entries {
-            let Some(s) = find_by_name(e.solver) else { continue };
-            if wanted(s) && s.device() == handle.device_kind() && s.workspace_bytes(problem) <= ws_bytes && s.check(problem, handle).is_ok() {
-                return Ok(s);
-            }
-        }
-    }
-    let mut too_big = Vec::new();
-    for info in applicable(problem, handle) {
-        if !wanted(info.solver) || info.verdict.is_err() {
-            continue;
-        }
-        let need = info.solver.workspace_bytes(problem);
-        if need <= ws_bytes {
-            return Ok(info.solver);
-        }
-        too_big.push(format!("{} needs {need}", info.solver.name()));
-    }
-    if !too_big.is_empty() {
-        return Err(Error::bad_parm(format!("no applicable solver fits in {ws_bytes} workspace bytes ({})", too_big.join(", "))));
-    }
-    // Nothing applies: the registry walk's error lists every solver's reason.
-    Err(select_first(problem, handle, algo).err().unwrap_or_else(|| Error::internal("a solver applies but was not chosen")))
-}
-
-/// Immediate mode's solver `id`, checked against the device, the problem and the workspace.
-pub(crate) fn solution_solver(handle: &Handle, problem: &FusedProblem, id: u64, ws_bytes: usize) -> Result<&'static dyn Solver> {
-    let s = find_by_id(id).ok_or_else(|| Error::bad_parm(format!("solution id {id} does not exist")))?;
-    ensure!(s.device() == handle.device_kind(), BadParm, "solution {id} ({}) is for another device", s.name());
-    s.check(problem, handle).map_err(|why| Error::bad_parm(format!("solution {id} ({}) does not apply: {why}", s.name())))?;
-    let need = s.workspace_bytes(problem);
-    ensure!(need <= ws_bytes, BadParm, "solution {id} ({}) needs {need} workspace bytes, {ws_bytes} given", s.name());
-    Ok(s)
-}
-
 /// Run a bound convolution: out = α·result + β·out. Nothing is written when a check fails.
 pub fn run_bound(handle: &Handle, b: &Bound, choice: Choice, alpha: f64, beta: f64, ws: Workspace) -> Result<()> {
     check_workspace(b.op, ws)?;
     let fp = FusedProblem::conv(b.problem.clone());
-    let solver = choose_solver(handle, &fp, choice, ws.bytes).map_err(|e| e.context(b.op))?;
+    let solver = search::choose(handle, &fp, choice, ws.bytes).map_err(|e| e.context(b.op))?;
     let inv = handle.invoker(&fp, solver).map_err(|e| e.context(b.op))?;
     crate::solver::invoke(&*inv, handle, &RunArgs { x: b.x, w: b.w, y: b.y, alpha, beta, workspace: ws.ptr, workspace_bytes: ws.bytes, ops: &[] })
 }

@@ -5,12 +5,11 @@
 //! Problems are taken in normal roles, as `ConvProblem::forward` / `backward_data` /
 //! `backward_weights` build them from the user's descriptors.
 
-use super::api::solution_solver;
-use super::{find_db, ConvProblem};
-use crate::error::{Error, Result};
-use crate::fusion::FusedProblem;
+use super::ConvProblem;
+use crate::error::Result;
 use crate::handle::Handle;
-use crate::solver::{applicable, Solver};
+use crate::problem::FusedProblem;
+use crate::search::{self, applicable, find_db};
 use crate::types::ConvAlgorithm;
 
 /// `miopenConvSolution_t`. `time_ms` is a Find measurement from the find-db when positive,
@@ -23,37 +22,16 @@ pub struct ConvSolution {
     pub workspace_bytes: usize,
 }
 
-/// The applicable solvers of the handle's device; NotImplemented when there are none.
-fn applicable_solvers(handle: &Handle, fp: &FusedProblem) -> Result<Vec<&'static dyn Solver>> {
-    let mut reasons = Vec::new();
-    let mut ok = Vec::new();
-    for info in applicable(fp, handle) {
-        match info.verdict {
-            Ok(()) => ok.push(info.solver),
-            Err(why) => reasons.push(format!("{}: {why}", info.solver.name())),
-        }
-    }
-    if ok.is_empty() {
-        return Err(Error::not_implemented(format!(
-            "requested convolution {} is not supported on {}: {}",
-            fp.short_name(),
-            handle.device().name(),
-            reasons.join("; ")
-        )));
-    }
-    Ok(ok)
-}
-
 /// `*GetSolutionCount`: the number of applicable solutions.
 pub fn solution_count(handle: &Handle, problem: &ConvProblem) -> Result<usize> {
-    Ok(applicable_solvers(handle, &FusedProblem::conv(problem.clone()))?.len())
+    Ok(applicable(handle, &FusedProblem::conv(problem.clone()))?.len())
 }
 
 /// `*GetSolution`: at most `max` solutions, best first: solvers Find measured (find-db times,
 /// ascending), then the others by their estimates (negative times, ascending magnitude).
 pub fn solutions(handle: &Handle, problem: &ConvProblem, max: usize) -> Result<Vec<ConvSolution>> {
     let fp = FusedProblem::conv(problem.clone());
-    let mut rest = applicable_solvers(handle, &fp)?;
+    let mut rest = applicable(handle, &fp)?;
     let mut out = Vec::new();
     if let Some(rec) = find_db::lookup(handle, &fp) {
         for e in &rec.entries {
@@ -77,13 +55,13 @@ pub fn solutions(handle: &Handle, problem: &ConvProblem, max: usize) -> Result<V
 /// `*GetSolutionWorkspaceSize`: BadParm for an unknown, foreign or inapplicable id.
 pub fn solution_workspace(handle: &Handle, problem: &ConvProblem, id: u64) -> Result<usize> {
     let fp = FusedProblem::conv(problem.clone());
-    Ok(solution_solver(handle, &fp, id, usize::MAX)?.workspace_bytes(&fp))
+    Ok(search::solution(handle, &fp, id, usize::MAX)?.workspace_bytes(&fp))
 }
 
 /// `*CompileSolution`: build the solver's invoker now and cache it on the handle.
 pub fn compile_solution(handle: &Handle, problem: &ConvProblem, id: u64) -> Result<()> {
     let fp = FusedProblem::conv(problem.clone());
-    let s = solution_solver(handle, &fp, id, usize::MAX)?;
+    let s = search::solution(handle, &fp, id, usize::MAX)?;
     handle.invoker(&fp, s).map(|_| ())
 }
 
@@ -91,5 +69,5 @@ pub fn compile_solution(handle: &Handle, problem: &ConvProblem, id: u64) -> Resu
 /// Fast/Hybrid find modes may return the find-db best's size instead, never more than this).
 pub fn workspace_size(handle: &Handle, problem: &ConvProblem) -> Result<usize> {
     let fp = FusedProblem::conv(problem.clone());
-    Ok(applicable_solvers(handle, &fp)?.iter().map(|s| s.workspace_bytes(&fp)).max().unwrap_or(0))
+    Ok(applicable(handle, &fp)?.iter().map(|s| s.workspace_bytes(&fp)).max().unwrap_or(0))
 }

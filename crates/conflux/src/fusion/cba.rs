@@ -11,7 +11,7 @@
 use super::{FusionPlan, OpArg, OpArgs};
 use crate::activation::ActivationDesc;
 use crate::conv::api::{check_workspace, Workspace};
-use crate::conv::ConvDesc;
+use crate::conv_desc::ConvDesc;
 use crate::error::Result;
 use crate::handle::Handle;
 use crate::memory::DevPtr;

@@ -2,8 +2,8 @@
 //! `FusedProblem`, or refuses with UnsupportedOp and a reason naming the op index and cause.
 
 use super::plan::{FusionOp, FusionOpKind};
-use super::problem::{EpiOp, FusedKind, FusedProblem};
-use crate::conv::ConvProblem;
+use crate::problem::{EpiOp, FusedKind, FusedProblem};
+use crate::problem::ConvProblem;
 use crate::error::{Error, Result};
 use crate::tensor::TensorDesc;
 use crate::types::FusionDirection;

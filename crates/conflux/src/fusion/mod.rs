@@ -1,16 +1,16 @@
-//! The Fusion API: plans, operators, arguments, lowering to a `FusedProblem`, Find at compile
-//! time, and the one-call conv + bias + activation.
+//! The Fusion API: plans, operators, lowering to a `FusedProblem`, and the one-call conv +
+//! bias + activation. Problem types and op arguments are in `problem`; compile-time Find in
+//! `search`.
 
-mod args;
 mod cba;
-mod find;
+mod log_cmd;
 mod lower;
 mod plan;
-mod problem;
 
-pub use args::{OpArg, OpArgs};
+pub use crate::problem::{OpArg, OpArgs};
 pub use cba::conv_bias_activation_forward;
-pub use find::default_find_mode;
+pub use log_cmd::plan_command;
+pub use crate::search::default_find_mode;
 pub use lower::lower;
 pub use plan::{FusionOp, FusionOpKind, FusionPlan};
-pub use problem::{EpiOp, FusedKind, FusedProblem};
+pub use crate::problem::{EpiOp, FusedKind, FusedProblem};

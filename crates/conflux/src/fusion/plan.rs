@@ -2,15 +2,16 @@
 //! is derived as it is added, and shapes are checked then (MIOpen defers these checks to
 //! compile or execute; conflux reports them at op creation with BadParm).
 
-use super::args::{OpArg, OpArgs};
+use crate::problem::{OpArg, OpArgs};
 use super::lower::lower;
-use super::problem::FusedProblem;
+use crate::problem::FusedProblem;
 use crate::batchnorm::derive_bn_desc;
-use crate::conv::ConvDesc;
+use crate::conv_desc::ConvDesc;
 use crate::error::{Error, Result};
 use crate::handle::Handle;
 use crate::memory::DevPtr;
-use crate::solver::{applicable, select_first, Invoker, RunArgs, Solver};
+use crate::search;
+use crate::solver::{Invoker, RunArgs, Solver};
 use crate::tensor::TensorDesc;
 use crate::types::{ActivationMode, BnMode, ConvAlgorithm, FindMode, FusionDirection};
 use crate::{bail, ensure};
@@ -86,7 +87,7 @@ pub struct FusionPlan {
 
 impl FusionPlan {
     pub fn new(direction: FusionDirection, input: TensorDesc) -> FusionPlan {
-        FusionPlan { direction, input, ops: Vec::new(), algo: None, find_mode: super::find::default_find_mode(), compiled: None }
+        FusionPlan { direction, input, ops: Vec::new(), algo: None, find_mode: crate::search::default_find_mode(), compiled: None }
     }
 
     pub fn input_desc(&self) -> &TensorDesc { &self.input }
@@ -118,7 +119,7 @@ impl FusionPlan {
         let at = self.ops.len();
         let x = self.current().clone();
         let y = conv.output_desc(&x, w).map_err(|e| e.context(format!("op {at} (convolution forward)")))?;
-        crate::conv::ConvProblem::forward(conv, &x, w, &y).map_err(|e| e.context(format!("op {at} (convolution forward)")))?;
+        crate::problem::ConvProblem::forward(conv, &x, w, &y).map_err(|e| e.context(format!("op {at} (convolution forward)")))?;
         Ok(self.push(FusionOpKind::ConvForward { conv: conv.clone(), w: w.clone() }, y))
     }
 
@@ -221,12 +222,9 @@ impl FusionPlan {
     pub fn compile(&mut self, handle: &Handle) -> Result<()> {
         self.compiled = None;
         let problem = self.problem()?;
-        crate::log_cmd::plan("CompileFusionPlan", &self.input, &self.ops, || problem.short_name());
+        super::log_cmd::plan("CompileFusionPlan", &self.input, &self.ops, || problem.short_name());
         let algo = if problem.conv_problem().is_some() { self.algo } else { None };
-        let solver = match super::find::pick(handle, &problem, algo, self.find_mode)? {
-            Some(s) => s,
-            None => select_first(&problem, handle, algo)?,
-        };
+        let solver = search::pick_for_plan(handle, &problem, algo, self.find_mode)?;
         let invoker = handle.invoker(&problem, solver)?;
         tracing::debug!(plan = %problem.short_name(), solver = solver.name(), "fusion plan compiled");
         self.compiled = Some(Compiled { problem, solver, invoker });
@@ -242,9 +240,9 @@ impl FusionPlan {
     pub fn convolution_algos(&self, handle: &Handle) -> Result<Vec<ConvAlgorithm>> {
         let problem = self.problem()?;
         let mut algos: Vec<ConvAlgorithm> = Vec::new();
-        for info in applicable(&problem, handle) {
-            if info.verdict.is_ok() && !algos.contains(&info.solver.algorithm()) {
-                algos.push(info.solver.algorithm());
+        for s in search::applicable(handle, &problem).unwrap_or_default() {
+            if !algos.contains(&s.algorithm()) {
+                algos.push(s.algorithm());
             }
         }
         Ok(algos)
@@ -257,7 +255,7 @@ impl FusionPlan {
             return Ok(c.solver.workspace_bytes(&c.problem));
         }
         let problem = self.problem()?;
-        Ok(select_first(&problem, handle, self.algo)?.workspace_bytes(&problem))
+        Ok(search::first_applicable(handle, &problem, self.algo)?.workspace_bytes(&problem))
     }
 
     /// `miopenExecuteFusionPlan`. Descriptors must equal the compiled ones; every op needs its

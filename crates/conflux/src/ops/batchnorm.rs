@@ -4,7 +4,7 @@
 use super::run;
 use crate::batchnorm::derive_bn_desc;
 use crate::error::Result;
-use crate::fusion::{EpiOp, FusedKind, FusedProblem, OpArg};
+use crate::problem::{EpiOp, FusedKind, FusedProblem, OpArg};
 use crate::handle::Handle;
 use crate::memory::DevPtr;
 use crate::tensor::TensorDesc;

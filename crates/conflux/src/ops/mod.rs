@@ -12,14 +12,15 @@ pub use batchnorm::{bn_backward, bn_forward_inference, bn_forward_training, BnBa
 pub use tensor::{op_tensor, scale_tensor, set_tensor, transform_tensor};
 
 use crate::error::Result;
-use crate::fusion::{FusedProblem, OpArg};
+use crate::problem::{FusedProblem, OpArg};
 use crate::handle::Handle;
 use crate::memory::DevPtr;
-use crate::solver::{select_first, RunArgs};
+use crate::search::first_applicable;
+use crate::solver::RunArgs;
 
 /// Run `problem` with plan input `x`, plan output `y` and the ops' arguments.
 fn run(handle: &Handle, problem: &FusedProblem, x: DevPtr, y: DevPtr, ops: &[OpArg]) -> Result<()> {
-    let solver = select_first(problem, handle, None)?;
+    let solver = first_applicable(handle, problem, None)?;
     let invoker = handle.invoker(problem, solver)?;
     let args = RunArgs { x, w: DevPtr::NULL, y, alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops };
     crate::solver::invoke(&*invoker, handle, &args)

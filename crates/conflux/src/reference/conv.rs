@@ -5,7 +5,7 @@
 //! on). Every output element is overwritten, never accumulated into.
 
 use super::strided::{check_slice, gather, offsets};
-use crate::conv::ConvDesc;
+use crate::conv_desc::ConvDesc;
 use crate::error::Result;
 use crate::tensor::{for_each_index, TensorDesc};
 use crate::types::ConvMode;

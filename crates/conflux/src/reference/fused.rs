@@ -10,7 +10,7 @@ use super::conv::conv_forward;
 use super::strided::{check_slice, check_same_lens, gather, offsets};
 use crate::activation::ActivationDesc;
 use crate::batchnorm::param_index;
-use crate::conv::ConvDesc;
+use crate::conv_desc::ConvDesc;
 use crate::error::Result;
 use crate::tensor::{for_each_index, TensorDesc};
 use crate::types::BnMode;

@@ -2,44 +2,21 @@
 //!
 //! A `Solver` looks at a `FusedProblem`, says whether it applies (and why not), how much
 //! workspace it needs, and builds an `Invoker`: the compiled artifact that runs many times.
-//! Solvers live in one ordered registry (`registry.rs`); immediate mode takes the first
-//! applicable one, Find times all applicable ones.
+//! Solvers live in one ordered list per backend (`registry.rs`); `search/` decides which runs.
+//! CPU solvers are in `cpu/`, CUDA solvers in `cuda/`, one per file.
 
-mod adapter;
-mod registry;
-pub(crate) mod cpu_conv;
-pub mod cpu_amx1x1;
-pub mod cpu_direct;
-pub mod cpu_direct_taps;
-pub mod cpu_fft;
-pub mod cpu_gemm;
-pub mod cpu_gemm1x1;
-pub mod cpu_igemm;
-pub mod cpu_naive;
-pub mod cpu_pointwise;
-pub mod cpu_winograd;
-pub mod cpu_winograd4;
-pub mod cuda_direct;
-pub mod cuda_gemm_lt;
-pub mod cuda_igemm;
-pub mod cuda_igemm_tc;
-pub mod cuda_igemm_tma;
-pub mod cuda_igemm_wgmma;
-pub mod cuda_pointwise;
-pub mod cuda_tc_bwd_data;
-pub mod cuda_tc_nchw;
-pub mod cuda_wgrad_simt;
-pub mod cuda_wgrad_tf32;
-pub mod cuda_wgrad_tma;
-pub(crate) mod op_args;
-pub mod perf_db;
+pub mod cpu;
+pub mod cuda;
+pub mod registry;
+mod tuned;
 
-pub use registry::{applicable, find_by_id, find_by_name, registry, select_first, SolverInfo};
+pub use registry::{find_by_id, find_by_name, registry, Entry, Role, SolverInfo};
+pub use tuned::chosen_config;
 
+use crate::backend::{Device, DeviceInfo, DeviceKind, RunContext};
 use crate::error::Result;
-use crate::fusion::{FusedProblem, OpArg};
-use crate::handle::{DeviceKind, Handle};
 use crate::memory::DevPtr;
+use crate::problem::{FusedProblem, OpArg};
 use crate::types::ConvAlgorithm;
 use std::sync::Arc;
 
@@ -63,16 +40,24 @@ pub struct RunArgs<'a> {
 
 /// A compiled solution: runs many times, from many threads at once.
 pub trait Invoker: Send + Sync {
-    fn run(&self, handle: &Handle, args: &RunArgs) -> Result<()>;
+    fn run(&self, ctx: &dyn RunContext, args: &RunArgs) -> Result<()>;
 }
 
 /// Runs `inv` as the API entry points do: on the CPU, from a thread of rayon's pool
 /// (`backend::cpu::on_pool`); on a GPU, from the caller's thread.
-pub fn invoke(inv: &dyn Invoker, handle: &Handle, args: &RunArgs) -> Result<()> {
-    if handle.device().cuda().is_some() {
-        return inv.run(handle, args);
+pub fn invoke(inv: &dyn Invoker, ctx: &dyn RunContext, args: &RunArgs) -> Result<()> {
+    if ctx.device().cuda().is_some() {
+        return inv.run(ctx, args);
     }
-    crate::backend::cpu::on_pool(|| inv.run(handle, args))
+    crate::backend::cpu::on_pool(|| inv.run(ctx, args))
+}
+
+/// What building an invoker may use: the device it compiles for, and the tuned configuration a
+/// solver recorded for a problem (the perf-db, read by `search/`, which implements this).
+pub trait BuildContext {
+    fn device(&self) -> &Device;
+    /// The stored configuration label of `solver` for the problem with key `problem_key`.
+    fn tuned_config(&self, solver: &str, problem_key: &str) -> Option<String>;
 }
 
 /// A way to compute a class of problems on one kind of device.
@@ -85,18 +70,25 @@ pub trait Solver: Send + Sync {
     fn algorithm(&self) -> ConvAlgorithm;
     fn device(&self) -> DeviceKind;
     /// `Ok(())` when applicable, else the reason it refuses.
-    fn check(&self, problem: &FusedProblem, handle: &Handle) -> std::result::Result<(), String>;
+    fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String>;
     /// Exact workspace bytes for this problem (0 for most).
     fn workspace_bytes(&self, _problem: &FusedProblem) -> usize { 0 }
     /// A rough time estimate in ms, used to order immediate-mode solutions without Find.
     fn estimate_ms(&self, problem: &FusedProblem) -> f64;
     /// Build the invoker (compiles kernels on GPU backends). Only called after `check` passed.
-    /// Tunable solvers use their perf-db entry when there is one, else their heuristic.
-    fn build(&self, problem: &FusedProblem, handle: &Handle) -> Result<Arc<dyn Invoker>>;
+    /// Tunable solvers use their tuned configuration when there is one, else their heuristic.
+    fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>>;
     /// Labels of the configurations an exhaustive Find may time (empty: not tunable).
     fn tuning_space(&self, _problem: &FusedProblem) -> Vec<String> { Vec::new() }
     /// Build with one configuration of `tuning_space`.
-    fn build_config(&self, problem: &FusedProblem, handle: &Handle, _config: &str) -> Result<Arc<dyn Invoker>> {
-        self.build(problem, handle)
+    fn build_config(&self, problem: &FusedProblem, ctx: &dyn BuildContext, _config: &str) -> Result<Arc<dyn Invoker>> {
+        self.build(problem, ctx)
     }
+}
+
+/// Building with no tuned configurations: the solvers' heuristics (an invoker building its
+/// fallback at run time).
+impl BuildContext for Device {
+    fn device(&self) -> &Device { self }
+    fn tuned_config(&self, _solver: &str, _problem_key: &str) -> Option<String> { None }
 }

@@ -1,91 +1,97 @@
-//! The one ordered list of solvers. Order matters: immediate mode picks the first applicable
-//! solver, so faster specialised solvers come first and the always-applicable naive ones last.
-//! Ids are literal and never reused; append new solution ids, never renumber.
+//! The solvers, one ordered list per backend, and the one walk over a list (`walk`).
+//!
+//! Order matters: immediate mode takes the first applicable solver, so faster specialised
+//! solvers come first and each list ends in its always-applicable reference-like solver. Each
+//! entry says in one line why it sits where it does (the measurements behind the order are in
+//! `bench/results/`). Solution ids are literal and never reused: append new ids, never renumber.
+//!
+//! `walk` is the only code that iterates a list. `search/` builds every policy on it (immediate
+//! choice, Find candidates, find-db preference, restriction by algorithm, solution id or
+//! workspace); the adapter solvers use it to pick the kernel that runs their rewritten problem.
 
-use super::cpu_amx1x1::CpuAmx1x1;
-use super::cpu_direct::CpuDirect;
-use super::cpu_direct_taps::CpuDirectTaps;
-use super::cpu_fft::CpuFft;
-use super::cpu_gemm::CpuGemm;
-use super::cpu_gemm1x1::CpuGemm1x1;
-use super::cpu_igemm::CpuImplicitGemm;
-use super::cpu_naive::CpuNaive;
-use super::cpu_pointwise::CpuPointwise;
-use super::cpu_winograd::CpuWinograd;
-use super::cpu_winograd4::CpuWinograd4;
-use super::cuda_direct::CudaConvDirect;
-use super::cuda_gemm_lt::CudaConvGemmLt;
-use super::cuda_igemm::CudaConvIgemm;
-use super::cuda_igemm_tc::CudaConvIgemmTc;
-use super::cuda_igemm_tma::CudaConvIgemmTma;
-use super::cuda_igemm_wgmma::CudaConvIgemmWgmma;
-use super::cuda_pointwise::CudaPointwise;
-use super::cuda_tc_bwd_data::CudaConvBwdDataTc;
-use super::cuda_tc_nchw::CudaConvTcNchw;
-use super::cuda_wgrad_simt::CudaConvWgradSimt;
-use super::cuda_wgrad_tma::CudaConvWgradTma;
+use super::cpu::{
+    CpuAmx1x1, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuNaive, CpuPointwise, CpuWinograd, CpuWinograd4,
+};
+use super::cuda::{
+    CudaConvBwdDataTc, CudaConvDirect, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvTcNchw,
+    CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
+};
 use super::Solver;
-use crate::fusion::FusedProblem;
-use crate::handle::Handle;
+use crate::backend::{DeviceInfo, DeviceKind};
+use crate::problem::FusedProblem;
 
-static CPU_POINTWISE: CpuPointwise = CpuPointwise;
-static CPU_WINOGRAD: CpuWinograd = CpuWinograd;
-static CPU_WINOGRAD4: CpuWinograd4 = CpuWinograd4;
-static CPU_DIRECT: CpuDirect = CpuDirect;
-static CPU_IGEMM: CpuImplicitGemm = CpuImplicitGemm;
-static CPU_GEMM: CpuGemm = CpuGemm;
-static CPU_GEMM1X1: CpuGemm1x1 = CpuGemm1x1;
-static CPU_AMX1X1: CpuAmx1x1 = CpuAmx1x1;
-static CPU_FFT: CpuFft = CpuFft;
-static CPU_DIRECT_TAPS: CpuDirectTaps = CpuDirectTaps;
-static CPU_NAIVE: CpuNaive = CpuNaive;
-static CUDA_POINTWISE: CudaPointwise = CudaPointwise;
-static CUDA_DIRECT: CudaConvDirect = CudaConvDirect;
-static CUDA_GEMM_LT: CudaConvGemmLt = CudaConvGemmLt;
-static CUDA_IGEMM: CudaConvIgemm = CudaConvIgemm;
-static CUDA_IGEMM_TC: CudaConvIgemmTc = CudaConvIgemmTc;
-static CUDA_IGEMM_WGMMA: CudaConvIgemmWgmma = CudaConvIgemmWgmma;
-static CUDA_IGEMM_TMA: CudaConvIgemmTma = CudaConvIgemmTma;
-static CUDA_TC_NCHW: CudaConvTcNchw = CudaConvTcNchw;
-static CUDA_TC_BWD_DATA: CudaConvBwdDataTc = CudaConvBwdDataTc;
-static CUDA_WGRAD_TMA: CudaConvWgradTma = CudaConvWgradTma;
-static CUDA_WGRAD_SIMT: CudaConvWgradSimt = CudaConvWgradSimt;
+/// What other solvers may look an entry up for (the adapters pick their inner kernel by it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A tensor-core forward kernel reading channels-last operands.
+    ChannelsLastTensorCore,
+    /// Runs channels-first problems on the channels-last tensor-core kernels (copies).
+    ChannelsFirstAdapter,
+    /// The tensor-core backward-weights kernel.
+    WeightsTensorCore,
+    /// Nothing another solver builds on.
+    Standalone,
+}
 
-/// Every solver, best first; the reference-like naive solvers end each device's list.
-/// CPU: Direct only takes short reductions (depthwise / few channels); Winograd F(4×4,3×3)
-/// beats the GEMM solvers on the ResNet 3×3 layers it accepts (it refuses few tiles with many
-/// filters, where the GEMM solvers win; bench/results/2026-11-21-cpu-winograd.md); the 1×1
-/// solver on AMX tiles (f32 at f32 accuracy through bf16 parts, where the CPU has AMX) beats
-/// the AVX-512 one on the layers it takes (bench/results/2026-11-25-cpu-amx.md), which beats
-/// both GEMM solvers on the ResNet 1×1 layers (bench/results/2026-11-22-cpu-gemm1x1.md); the
-/// FFT solver takes large filters where its cost model expects it to beat the GEMM solvers
-/// (bench/results/2026-11-25-cpu-fft.md: 1.2–4× on 5×5 and 7×7 layers of 32–256 channels); the
-/// taps-direct solver (f32, stride 1, ≥ 4 taps) measured 1.1–2.7× faster than the implicit GEMM
-/// wherever it applies (bench/results/2026-11-25-cpu-session16.md); implicit
-/// GEMM needs no workspace, so it precedes the im2col GEMM; Winograd F(2×2,3×3) measured
-/// 2–3× slower than the GEMM solvers (2026-11-21), so it stays after them. CUDA: 1×1
-/// channels-last convolutions whose epilogue cuBLASLt has (bias, ReLU) as one cuBLASLt GEMM
-/// (at cuDNN's speed on the ResNet 1×1 layers, ahead of conflux's kernels); then TMA + wgmma
-/// (sm_90, 2-D, 64-channel groups), then the channels-first adapter (copies NCHW x / KCRS w to
-/// channels-last scratch for those kernels), before wgmma with cp.async (sm_90) before
-/// mma.sync before CUDA cores. Backward-data with stride 1 runs as a forward convolution of dy
-/// with the flipped filter on those kernels (CudaConvBwdDataTensorCore) and backward-weights
-/// on its own TMA + wgmma kernel (CudaConvBwdWeightsTma, 16-bit), then the tiled CUDA-core
-/// kernel (CudaConvBwdWeightsSimt, every type and geometry) before the direct kernel.
-pub fn registry() -> &'static [&'static dyn Solver] {
-    static LIST: &[&dyn Solver] = &[
-        &CPU_POINTWISE, &CPU_DIRECT, &CPU_WINOGRAD4, &CPU_AMX1X1, &CPU_GEMM1X1, &CPU_FFT, &CPU_DIRECT_TAPS, &CPU_IGEMM, &CPU_GEMM, &CPU_WINOGRAD, &CPU_NAIVE,
-        &CUDA_POINTWISE, &CUDA_GEMM_LT, &CUDA_IGEMM_TMA, &CUDA_TC_NCHW, &CUDA_TC_BWD_DATA, &CUDA_WGRAD_TMA, &CUDA_WGRAD_SIMT, &CUDA_IGEMM_WGMMA, &CUDA_IGEMM_TC, &CUDA_IGEMM, &CUDA_DIRECT,
-    ];
-    LIST
+/// One place in a backend's list.
+pub struct Entry {
+    pub solver: &'static dyn Solver,
+    pub role: Role,
+    /// Why the solver sits here in the order.
+    pub why: &'static str,
+}
+
+const fn entry(solver: &'static dyn Solver, role: Role, why: &'static str) -> Entry {
+    Entry { solver, role, why }
+}
+
+static CPU: &[Entry] = &[
+    entry(&CpuPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution, so order among convolutions is moot"),
+    entry(&CpuDirect, Role::Standalone, "short reductions only (depthwise, few channels), where GEMM packing costs more than it saves"),
+    entry(&CpuWinograd4, Role::Standalone, "F(4×4,3×3) beats the GEMM solvers on the 3×3 layers it accepts (refuses few tiles with many filters)"),
+    entry(&CpuAmx1x1, Role::Standalone, "1×1 on AMX tiles at f32 accuracy beats the AVX-512 1×1 solver where the CPU has AMX"),
+    entry(&CpuGemm1x1, Role::Standalone, "1×1 as a plain GEMM over channels beats both general GEMM solvers"),
+    entry(&CpuFft, Role::Standalone, "large filters where its cost model expects it to beat the GEMM solvers"),
+    entry(&CpuDirectTaps, Role::Standalone, "stride-1 f32 with ≥ 4 taps as a sum of 1×1 products, faster than the implicit GEMM"),
+    entry(&CpuImplicitGemm, Role::Standalone, "any convolution with no workspace, so it precedes the im2col GEMM"),
+    entry(&CpuGemm, Role::Standalone, "im2col + GEMM: any convolution given workspace"),
+    entry(&CpuWinograd, Role::Standalone, "F(2×2,3×3) is slower than the GEMM solvers, kept for Find and immediate mode"),
+    entry(&CpuNaive, Role::Standalone, "the reference-like loop: always applies, ends the list"),
+];
+
+static CUDA: &[Entry] = &[
+    entry(&CudaPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution"),
+    entry(&CudaConvGemmLt, Role::Standalone, "1×1 channels-last with a cuBLASLt epilogue (bias, ReLU): at cuDNN's speed on those layers"),
+    entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D channels-last groups of 64 channels"),
+    entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),
+    entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),
+    entry(&CudaConvWgradTma, Role::WeightsTensorCore, "backward-weights on TMA + wgmma"),
+    entry(&CudaConvWgradSimt, Role::Standalone, "backward-weights on a tiled CUDA-core GEMM: every type and geometry, ahead of the direct kernel"),
+    entry(&CudaConvIgemmWgmma, Role::ChannelsLastTensorCore, "wgmma with cp.async (sm_90) where TMA's box limits refuse"),
+    entry(&CudaConvIgemmTc, Role::ChannelsLastTensorCore, "mma.sync tensor cores on any recent GPU"),
+    entry(&CudaConvIgemm, Role::Standalone, "implicit GEMM on CUDA cores: any geometry, group count, layout and type"),
+    entry(&CudaConvDirect, Role::Standalone, "direct loops: always applies, ends the list"),
+];
+
+/// The ordered list of `kind`'s solvers.
+pub fn list(kind: DeviceKind) -> &'static [Entry] {
+    match kind {
+        DeviceKind::Cpu => CPU,
+        DeviceKind::Cuda => CUDA,
+    }
+}
+
+/// Every solver of every backend.
+pub fn registry() -> impl Iterator<Item = &'static dyn Solver> {
+    CPU.iter().chain(CUDA).map(|e| e.solver)
 }
 
 pub fn find_by_id(id: u64) -> Option<&'static dyn Solver> {
-    registry().iter().copied().find(|s| s.solution_id() == id)
+    registry().find(|s| s.solution_id() == id)
 }
 
 pub fn find_by_name(name: &str) -> Option<&'static dyn Solver> {
-    registry().iter().copied().find(|s| s.name() == name)
+    registry().find(|s| s.name() == name)
 }
 
 /// One row of the support matrix: a solver and whether it applies (else why not).
@@ -94,41 +100,25 @@ pub struct SolverInfo {
     pub verdict: Result<(), String>,
 }
 
-/// Every solver for the handle's device with its verdict on `problem`, in registry order.
-pub fn applicable(problem: &FusedProblem, handle: &Handle) -> Vec<SolverInfo> {
-    registry()
-        .iter()
-        .copied()
-        .filter(|s| s.device() == handle.device_kind())
-        .map(|s| SolverInfo { solver: s, verdict: s.check(problem, handle) })
-        .collect()
+/// The one walk: every entry of the device's list that `wanted` keeps, in order, with its
+/// verdict on `problem`.
+pub fn walk<'a>(problem: &'a FusedProblem, device: &'a DeviceInfo, wanted: impl Fn(&Entry) -> bool + 'a) -> impl Iterator<Item = SolverInfo> + 'a {
+    list(device.kind).iter().filter(move |e| wanted(e)).map(move |e| SolverInfo { solver: e.solver, verdict: e.solver.check(problem, device) })
 }
 
-/// Immediate-mode choice: the first applicable solver for the handle's device, optionally
-/// restricted to one algorithm. A refusal lists every solver's reason.
-pub fn select_first(
-    problem: &FusedProblem,
-    handle: &Handle,
-    algo: Option<crate::types::ConvAlgorithm>,
-) -> crate::Result<&'static dyn Solver> {
+/// The first solver of `role` that takes `problem`, else every refusal with its solver's name.
+pub fn first_of(roles: &[Role], problem: &FusedProblem, device: &DeviceInfo) -> Result<&'static dyn Solver, String> {
     let mut reasons = Vec::new();
-    for info in applicable(problem, handle) {
-        if let Some(a) = algo {
-            if info.solver.algorithm() != a {
-                reasons.push(format!("{}: algorithm {:?} not requested", info.solver.name(), info.solver.algorithm()));
-                continue;
-            }
-        }
+    for info in walk(problem, device, |e| roles.contains(&e.role)) {
         match info.verdict {
             Ok(()) => return Ok(info.solver),
             Err(why) => reasons.push(format!("{}: {why}", info.solver.name())),
         }
     }
-    Err(crate::Error::unsupported(format!(
-        "no {} solver{} applies to {}: {}",
-        handle.device().name(),
-        algo.map(|a| format!(" of algorithm {a:?}")).unwrap_or_default(),
-        problem.short_name(),
-        reasons.join("; ")
-    )))
+    Err(reasons.join("; "))
+}
+
+/// The solvers of `roles` in list order (the adapters' union of tuning spaces).
+pub fn with_role(kind: DeviceKind, roles: &[Role]) -> impl Iterator<Item = &'static dyn Solver> + '_ {
+    list(kind).iter().filter(move |e| roles.contains(&e.role)).map(|e| e.solver)
 }

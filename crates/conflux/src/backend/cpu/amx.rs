@@ -1,8 +1,8 @@
 //! Intel AMX tiles for f32 GEMMs at f32 accuracy ("bf16×6").
 //!
-//! AMX multiplies bf16 tiles into f32 accumulators at 16× the multiply rate of AVX-512 f32
-//! FMAs on the development machine (3.7 TFLOP/s on one thread with the tiles in registers,
-//! against 240 GFLOP/s). An f32 value splits exactly into three bf16 parts,
+//! AMX multiplies bf16 tiles into f32 accumulators many times faster than AVX-512 f32 FMAs
+//! (bench/results/2026-11-25-cpu-amx.md), enough that six bf16 products per f32 product still
+//! win. An f32 value splits exactly into three bf16 parts,
 //! v = hi + mid + lo (8 significant bits each), so a product a·b is the sum of nine part
 //! products; the six kept here (hi·hi, hi·mid, mid·hi, hi·lo, lo·hi, mid·mid) leave out terms
 //! below 2⁻²¹ of |a·b|, under f32's own rounding of a long sum. The accumulation is f32, as in
@@ -35,7 +35,8 @@ pub const TILE: usize = 512;
 pub const ALIGN_SLACK: usize = 32;
 
 /// u16 values from `p` to its next 64-byte boundary: operand tiles must start on one, or
-/// every 64-byte tile row spans two cache lines (the kernel measured 1.6× slower).
+/// every 64-byte tile row spans two cache lines and the kernel slows down markedly
+/// (bench/results/2026-11-25-cpu-amx.md).
 pub fn skip_to_64(p: *const u16) -> usize { (64 - p as usize % 64) % 64 / 2 }
 
 /// u16 values of one operand step: three parts × two tiles.
@@ -105,7 +106,7 @@ impl Tiles {
     /// layouts of the module comment). Per step, 14 tile loads feed 24 multiplies: hi·lo,
     /// hi·mid, hi·hi with A's hi tiles kept, then lo·hi and mid·hi with B's hi tiles kept,
     /// then mid·mid. (Ordering each phase's products so the tile loaded next is freed after
-    /// two of them measured no faster: 512-28-28-128 N=8.)
+    /// two of them gained nothing: bench/results/2026-11-25-cpu-amx.md.)
     ///
     /// # Safety
     /// The operands hold `steps` steps each; `c` has 1024 f32, readable unless `fresh`, and
@@ -309,8 +310,8 @@ pub unsafe fn split_chunk(src: *const f32, live: usize, dst: [*mut u16; 3]) {
 
 /// x tiles of at most this many rows (channels) prefetch the next tile's rows into L2 as they
 /// are read: each tile reads one short run of each of its rows, too many streams for the
-/// hardware prefetcher. 64-55-55-64 N=8 NCHW const measured 832–946 → 772–852 µs (medians);
-/// 256 rows (256-55-55-64 N=1) 5–10% slower with it, so those do without.
+/// hardware prefetcher. Taller tiles (256 rows) measured slower with the prefetch, so they
+/// do without (bench/results/2026-11-25-cpu-session17.md).
 const PF_ROWS: usize = 64;
 /// Values ahead of each row's read: the next 32-position tile.
 const PF_AHEAD: usize = 32;

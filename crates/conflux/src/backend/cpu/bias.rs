@@ -4,7 +4,7 @@
 use super::access::{load, store};
 use super::convert;
 use super::dense::{Dense, Rows, CHUNK};
-use crate::conv::shape5;
+use crate::problem::shape5;
 use crate::tensor::TensorDesc;
 use rayon::prelude::*;
 

@@ -2,7 +2,8 @@
 //! in the vector lanes: per image and group, yᵀ (HW × K) = xᵀ (HW × C) · Wᵀ (C × K).
 //!
 //! Why not the generic GEMM (`conv_gemm.rs`), whose tiles put output positions in the lanes:
-//! - x is read in place. The GEMM packs it into panels first: a quarter of 64-55-55-64.
+//! - x is read in place. The GEMM packs it into panels first, a large share of a layer with
+//!   few channels such as 64-55-55-64 (bench/results/2026-11-22-cpu-gemm1x1.md).
 //! - Tiles hold 14 positions and the last tile of an image is exactly as long as what is left,
 //!   so nothing is padded. The GEMM pads each image's columns to 32: 49 → 64 on 7×7 layers.
 //! - The price is W, transposed per call into 32-channel panels, and each finished tile
@@ -42,8 +43,8 @@ unsafe impl Send for Problem {}
 const KC_MAX: usize = 256;
 /// Largest K block when each channel row of x lies in a 4 KiB page of its own (x channel
 /// stride ≥ 4 KiB: 32×32 positions and up): a tile then touches one page per channel, and 256
-/// pages overflow the first-level TLB. Measured 256-55-55-64 N=1: median 428 → 383 µs; no
-/// change on 7×7–28×28 layers (`bench_cpu one CFG 1 NCHW Gemm 1 const`, kc 32/48/64/128/256).
+/// pages overflow the first-level TLB. 64 measured best among 32–256 on the 55×55 layers and
+/// changed nothing on 7×7–28×28 ones (bench/results/2026-11-25-cpu-constant-weights.md).
 const KC_MAX_PAGED: usize = 64;
 
 /// The K block limit for `p`'s x (see `KC_MAX_PAGED`).
@@ -65,7 +66,7 @@ impl Split {
     /// with at least three tasks per thread where there are that many tiles, and, with more
     /// than 256 channels, a partial-sum block (mb·MR × gp·32 f32) of at most 128 KiB. (Not for
     /// the 64-channel blocks of paged x, `KC_MAX_PAGED`: with C ≤ 256 that limit measured
-    /// slower, 256-55-55-64 N=1 median 390 → 470 µs.)
+    /// slower; bench/results/2026-11-27-history-from-status.md, conv1x1.rs.)
     pub fn choose(p: &Problem, threads: usize) -> Split {
         let (tiles, panels) = (p.n * p.hw.div_ceil(MR), p.k.div_ceil(NR));
         let want = 3 * threads;
@@ -146,8 +147,8 @@ pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split, packed: Op
     let kc = p.c.div_ceil(kblocks).max(1);
     let (mb, gp) = (split.mb.clamp(1, tiles), split.gp.clamp(1, panels));
     let (tblocks, groups) = (tiles.div_ceil(mb), panels.div_ceil(gp));
-    // Kept W streams from memory on its first tile; W packed per task is already in cache.
-    // 2048-7-7-512 N=1 constant weights: median 336–341 → 320–322 µs; N=8 within noise.
+    // Kept W streams from memory on its first tile, so that tile prefetches it; W packed per
+    // task is already in cache (bench/results/2026-11-25-cpu-session14.md).
     let pf = packed.is_some();
     (0..tblocks * groups).into_par_iter().for_each(|task| {
         let (g, tb) = (task / tblocks, task % tblocks);

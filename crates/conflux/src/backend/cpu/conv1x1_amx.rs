@@ -9,9 +9,9 @@
 //! constant-weights promise); each task splits its x tiles in chunks (`Walk`), then runs
 //! every filter block of its group over the chunk, the finished 32 × 32 blocks going through
 //! bias and ReLU to y. An image's last tile of ≤ 16 positions runs half the tile multiplies
-//! (`Tiles::block_half`): 14×14 images are 6 tiles + 4 positions, and 1024-14-14-256 measured
-//! 4% faster at N=1 (minima 212–214 → 199–205 µs), 6% at N=8 (medians 1980–2126 →
-//! 1856–1971).
+//! (`Tiles::block_half`): 14×14 images are 6 tiles + 4 positions, so a full block would spend
+//! half its multiplies on padding there (measured on the 14×14 layers:
+//! bench/results/2026-11-25-cpu-session18.md).
 
 use super::amx::{self, Tiles, ALIGN_SLACK, STEP, TILE};
 use super::conv1x1::{self, Problem};
@@ -22,11 +22,12 @@ use rayon::prelude::*;
 
 /// Filters and positions per block.
 const BLOCK: usize = 32;
-/// Most bytes of split x one task keeps per chunk of tiles (in L2 with the filter block):
-/// 512-28-28-128 and 64-55-55-256 N=8 measured 15–20% slower with 1.5 MiB.
+/// Most bytes of split x one task keeps per chunk of tiles, so the chunk stays in L2 beside
+/// the filter block; larger chunks measured slower (bench/results/2026-11-25-cpu-amx.md).
 const CHUNK_BYTES: usize = 512 << 10;
 /// Fewest tiles per chunk: each filter block's split W is read once per chunk, from memory
-/// where C is large (2048-7-7-512 N=8: one tile per chunk 3.0–3.15 ms, three 2.59–2.63).
+/// where C is large, so one-tile chunks would read all of W once per tile (measured on
+/// 2048-7-7-512: bench/results/2026-11-27-history-from-status.md, conv1x1_amx.rs).
 const MIN_CHUNK: usize = 3;
 
 /// Steps of 32 channels (C rounded up).
@@ -148,9 +149,9 @@ unsafe fn block(tiles: &Tiles, p: &Problem, w: *const u16, x: *const u16, st: us
 }
 
 /// Whether W has at least twice as many 32-filter blocks as x has 32-position tiles: then x
-/// is split whole first and each task takes filter blocks over all of it (`AmxSplit`).
-/// 512-7-7-2048 and 256-14-14-1024 N=1 measured 20–25% faster than CpuConvGemm1x1 so;
-/// 1024-14-14-256 N=1 (8 blocks, 7 tiles) 15–35% slower, either way.
+/// is split whole first and each task takes filter blocks over all of it (`AmxSplit`): W
+/// dominates, so x is split once and W read once. Below that ratio neither this nor the split
+/// by tiles beat CpuConvGemm1x1 (bench/results/2026-11-25-cpu-amx.md).
 pub fn shares_x(p: &Problem) -> bool { p.k.div_ceil(BLOCK) >= 2 * p.n * p.hw.div_ceil(BLOCK) }
 
 /// Fewer 32-position tiles than this (N=1-sized layers) with at least `FEW_TILES_BLOCKS` filter
@@ -190,15 +191,13 @@ impl AmxSplit {
         let (tiles, fblocks) = (p.n * p.hw.div_ceil(BLOCK), p.k.div_ceil(BLOCK).max(1));
         let want = 3 * threads.max(1);
         // Few tiles: split by tiles, each task would hold one or two and read all of W per
-        // tile, from memory. Measured (interleaved, constant weights, N=1) against the split by
-        // tiles or `shared_x`: 1024-14-14-256 (7 tiles, 8 blocks) 269–314 → 213–267 µs (the
-        // AVX-512 driver 320–330), 2048-7-7-512 298–303 → 252–255, 512-7-7-2048 261–262 →
-        // 246–253, 256-14-14-1024 269–273 → 229–246, 128-28-28-512 (25 tiles) 244–246 →
-        // 225–231; 512-28-28-128 (4 blocks) slower, 213–223 → 253–268: x split twice costs more
-        // than W read per tile there. At N=8 the split by tiles measured 5–10% faster (1024-14-14-256,
-        // 128-28-28-512), also on 2048-7-7-512 (16 tiles, 3 MiB of W per thread read per chunk).
-        // NHWC (x split by rows, dearer): 2048-7-7-512 330–339 → 285–300, 1024-14-14-256 a tie,
-        // 128-28-28-512 220–224 → 263–270, so NHWC takes it only where x is one chunk.
+        // tile, from memory; one task per thread instead splits all of x itself and reads its
+        // share of W once per chunk. With few filter blocks x split twice costs more than W
+        // read per tile, and at N=8 (enough tiles) the split by tiles wins, hence the
+        // conditions of `few_tiles_split`. NHWC splits x by rows, which costs more, so it takes
+        // this split only where x is one chunk. Measurements:
+        // bench/results/2026-11-25-cpu-session16.md and
+        // bench/results/2026-11-27-history-from-status.md (conv1x1_amx.rs).
         if few_tiles_split(tiles, fblocks, p.c, channels_last(p), threads) {
             return AmxSplit { tile_blocks: 1, filter_groups: threads.max(1), shared_x: false };
         }

@@ -211,8 +211,9 @@ pub mod x86 {
             return;
         }
         // Each 16-channel half: bias and ReLU on the accumulators (channels in the lanes), then a
-        // 16×16 transpose so each channel's R positions are one masked store. (Scatters cost
-        // about twice as much: a third of a tile's time when C = 64.)
+        // 16×16 transpose so each channel's R positions are one masked store. (Scatters
+        // measured much slower on layers of few channels:
+        // bench/results/2026-11-22-cpu-gemm1x1.md.)
         // R ≤ MR = 14 < 16.
         let rows_mask: __mmask16 = (1u16 << R) - 1;
         for h in 0..2 {

@@ -15,21 +15,21 @@ use super::conv1x1_pos_kernel::{Finish, PosKernels, PosTile, KR, PR};
 use super::gemm::{with_scratch, Slot};
 use rayon::prelude::*;
 
-/// Fewest positions per image. 14×14 (196) measured 1.6–1.8× slower than the
-/// channels-in-lanes driver (1024-14-14-256 and 256-14-14-1024, N=1 and 8).
+/// Fewest positions per image: at 14×14 (196) the masked last tile makes this driver slower
+/// than the channels-in-lanes one (bench/results/2026-11-25-cpu-session14.md).
 pub const MIN_POSITIONS: usize = 256;
 /// Largest channel row of x and y (bytes): rows of 4 KiB and more each sit in a page of their
-/// own, and a tile touches kc + K of them. 55×55 (12100 bytes) measured 1.15–1.35× slower than
-/// the channels-in-lanes driver (64-55-55-64, 64-55-55-256, 256-55-55-64), whatever the K
-/// block.
+/// own, and a tile touches kc + K of them. At 55×55 (12100 bytes) this driver measured slower
+/// than the channels-in-lanes one whatever the K block
+/// (bench/results/2026-11-25-cpu-session14.md).
 pub const MAX_ROW_BYTES: usize = 4096;
 /// Largest W (bytes): every tile reads all of W, which must stay in the 2 MiB L2.
 pub const MAX_W_BYTES: usize = 1 << 20;
 
 /// Whether `p` is NCHW on both sides with images of a size where this driver beats the
-/// channels-in-lanes one on the whole: 28×28 (`bench_cpu one CFG N NCHW Gemm 0.4 const`,
-/// medians, same runs): 512-28-28-128 N=1 427 → 365 µs, N=8 2.96 → 2.64 ms; 128-28-28-512
-/// N=8 2.74 → 2.59 ms, but N=1 5–8% slower (329 → 357 µs).
+/// channels-in-lanes one on the whole: 28×28, where it measured faster except on the expanding
+/// 128-28-28-512 at N=1 (bench/results/2026-11-25-cpu-session14.md and
+/// bench/results/2026-11-27-history-from-status.md, conv1x1_pos.rs).
 pub fn suits(p: &Problem) -> bool {
     let row_bytes = p.xs[1].max(p.ys[1]) * 4;
     p.xp == 1 && p.yp == 1 && p.hw >= MIN_POSITIONS && row_bytes < MAX_ROW_BYTES && p.c * p.k * 4 <= MAX_W_BYTES

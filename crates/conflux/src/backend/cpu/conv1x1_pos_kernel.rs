@@ -100,8 +100,8 @@ pub mod x86 {
     ///   as zeros.
     ///
     /// A function of its own, like `conv1x1_kernel`'s: with the loop inside the tile the
-    /// accumulators were spilled to the stack (2.5× slower). V = 4 with R = 7 needs 33
-    /// registers and spilled too.
+    /// accumulators were spilled to the stack, which costs far more than the call. V = 4 with
+    /// R = 7 needs 33 registers and spilled too.
     #[target_feature(enable = "avx512f")]
     #[inline]
     unsafe fn acc<const R: usize, const PACKED: bool, const PF: bool, const FULL: bool, const COPY: bool>(t: &PosTile, m: [__mmask16; V]) -> [[__m512; V]; R] {

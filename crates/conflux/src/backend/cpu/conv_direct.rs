@@ -9,7 +9,7 @@ use super::conv_naive::ConvPtrs;
 use super::conv_out::{spatial_offsets, OutTensor};
 use super::epilogue::CpuEpilogue;
 use super::gemm::{with_scratch, Slot};
-use crate::conv::Geom;
+use crate::problem::Geom;
 use crate::types::DataType;
 use rayon::prelude::*;
 

@@ -10,7 +10,7 @@ use super::epilogue::CpuEpilogue;
 use super::gemm::{gemm, Dense, Direct, Panels, Sink};
 use crate::types::DataType;
 use super::im2col::Im2col;
-use crate::conv::Geom;
+use crate::problem::Geom;
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -44,8 +44,8 @@ pub fn weight_kk_offsets(g: &Geom) -> Vec<usize> {
 
 /// The weights of one group as the GEMM's A (rows = filters, inner = kk). Packed filter by
 /// filter, so reads follow the filter's memory (contiguous for KCRS weights) and the strided
-/// writes stay inside one L1-resident panel; packing A element-major was a third of a 1×1
-/// layer's time.
+/// writes stay inside one L1-resident panel; packing A element-major was a large share of a
+/// 1×1 layer's time (bench/results/2026-11-27-history-from-status.md, conv_gemm.rs).
 pub struct WeightsA<'a> {
     pub p: ConvPtrs,
     pub row0: usize,

@@ -14,7 +14,7 @@ use super::conv_out::{spatial_offsets, OutTensor};
 use super::epilogue::CpuEpilogue;
 use super::gemm::{gemm, with_scratch, DenseSink, Elem, Sink, Slot};
 use super::im2col::{Im2col, Im2colT};
-use crate::conv::Geom;
+use crate::problem::Geom;
 use rayon::prelude::*;
 use std::ops::Range;
 

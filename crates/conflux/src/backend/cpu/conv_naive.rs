@@ -4,7 +4,7 @@
 
 use super::access::{blend, load, store};
 use super::epilogue::CpuEpilogue;
-use crate::conv::Geom;
+use crate::problem::Geom;
 use crate::types::DataType;
 use rayon::prelude::*;
 

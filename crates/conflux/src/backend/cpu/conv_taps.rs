@@ -12,7 +12,7 @@
 use super::conv_direct::{load_padded, padded};
 use super::conv1x1_kernel::{Kernels, Out, Transpose, MR, NR};
 use super::gemm::{with_scratch_aligned, Slot};
-use crate::conv::Geom;
+use crate::problem::Geom;
 use crate::types::DataType;
 use rayon::prelude::*;
 

@@ -1,6 +1,7 @@
 //! f16 chunk conversions with F16C, 8 lanes per instruction in one loop. `half`'s slice
 //! conversions make a call per 8 elements (and detect the feature on every call), which
-//! made f16 tensors 3× slower than f32 ones. Same instruction and rounding (nearest even) as
+//! made f16 tensors far slower than f32 ones (bench/results/2026-11-27-history-from-status.md,
+//! convert_x86.rs). Same instruction and rounding (nearest even) as
 //! `half`'s scalar F16C path, so results are identical to the per-element path.
 
 use half::f16;

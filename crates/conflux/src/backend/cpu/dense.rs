@@ -4,7 +4,7 @@
 //! at most `CHUNK` consecutive elements, threaded over tasks of ≥ 32 KiB of traffic so small
 //! tensors run on the caller's thread.
 
-use crate::conv::shape5;
+use crate::problem::shape5;
 use crate::tensor::TensorDesc;
 use rayon::prelude::*;
 

@@ -8,10 +8,10 @@ pub use dense::DenseEpilogue;
 
 use super::access::{load, load_vec};
 use crate::activation::ActivationDesc;
-use crate::conv::strides5;
+use crate::problem::strides5;
 use crate::error::{Error, Result};
-use crate::fusion::{EpiOp, OpArg};
-use crate::solver::op_args::need_ptr;
+use crate::problem::{EpiOp, OpArg};
+use crate::problem::op_args::need_ptr;
 use crate::tensor::TensorDesc;
 use crate::types::{BnMode, DataType};
 

@@ -28,7 +28,7 @@ use super::fft_math::{self as fm, Complex, Fft, Lanes, L};
 use super::gemm::{with_scratch_aligned as with_scratch, Kernel, Slot};
 use super::lanes::level;
 use super::Shared;
-use crate::conv::Geom;
+use crate::problem::Geom;
 use crate::types::DataType;
 use rayon::prelude::*;
 
@@ -116,10 +116,10 @@ impl Plan {
     }
 }
 
-/// Rates of the cost model, measured per phase on the 2-core development VM (2026-11-25,
-/// 5×5 and 7×7 layers at N=1): the transforms write and read their spectral data at 3–6 GB/s
-/// (memory-bound: an output tile of 10×10 has 144 complex bins per channel), the GEMMs run
-/// at 190–310 GFLOP/s.
+/// Rates of the cost model, from per-phase measurements on the 2-core development VM on 5×5
+/// and 7×7 layers at N=1 (bench/results/2026-11-25-cpu-fft.md): the transforms are
+/// memory-bound (an output tile of 10×10 has 144 complex bins per channel), so their rate is
+/// in bytes of spectral data; the per-bin GEMMs in flops.
 const SPECTRAL_BYTES_PER_S: f64 = 5e9;
 const GEMM_FLOPS_PER_S: f64 = 250e9;
 
@@ -404,8 +404,9 @@ simd!(filter_panel(cx: &Ctx, work: &mut Work, group: usize, kp: usize, c0: usize
     let (ws, dil) = (g.w_strides, g.dilation);
     let (eh, _) = dilated(g);
     let scale = 1.0 / (s * s) as f32;
-    // Streaming stores where U does not stay in cache anyway (they skip reading each line
-    // first; 5–15% of the filter transform measured on 32-28-28-96 and 256-14-14-256 5×5).
+    // Streaming stores where U does not stay in cache anyway: they skip reading each line
+    // first (measured on the filter transform: bench/results/2026-11-27-history-from-status.md,
+    // fft_conv.rs).
     let stream = level() == 2 && (up.0 as usize).is_multiple_of(64) && 4 * cx.g.groups * bins * cx.ux > STREAM_ABOVE_BYTES;
     let ulen = bins * cx.ux;
     for l0 in (0..nr).step_by(L) {

@@ -5,7 +5,7 @@
 
 use super::access::load;
 use super::gemm::{copy_panel_row, Panels};
-use crate::conv::Geom;
+use crate::problem::Geom;
 use crate::types::DataType;
 use std::ops::Range;
 

@@ -2,12 +2,11 @@
 //!
 //! NCHW output rows of an odd width (55×55, 7×7) start anywhere in a line, so a run stored
 //! with plain or masked vector stores splits lines at almost every store; a masked store
-//! whose live lanes all lie in one line still counts as split when its 64 bytes do not
-//! (measured: 0.7 ns per crossing 14-lane store, 1.4 ns as two masked stores at the same
-//! address, 0.5 ns as two line-aligned ones). Here each piece is permuted into place and
-//! stored at its line's start. 64-55-55-256 NCHW on AMX measured 15–25% faster so; the
-//! AVX-512 1×1 driver's 14-position runs measured 5–10% slower (its 16×16 transposes already
-//! keep the permute port busy), so it stores them as they are.
+//! whose live lanes all lie in one line still counts as split when its 64 bytes do not. Here
+//! each piece is permuted into place and stored at its line's start, which made the AMX 1×1
+//! NCHW layers of odd width faster; the AVX-512 1×1 driver's 14-position runs measured slower
+//! so (its 16×16 transposes already keep the permute port busy), so it stores them as they
+//! are. Microbenchmark and A/Bs: bench/results/2026-11-25-cpu-session17.md.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;

@@ -8,7 +8,7 @@ use crate::activation::ActivationDesc;
 use crate::tensor::TensorDesc;
 use rayon::prelude::*;
 
-pub(crate) use crate::conv::shape5;
+pub(crate) use crate::problem::shape5;
 
 /// Visit every element of an N×C×D×H×W shape, threaded over (n, c): `f(n, c, pos, sp)`.
 pub(crate) fn par_for_each(nc: [usize; 2], sp: [usize; 3], f: impl Fn(usize, usize, [usize; 3], usize) + Sync) {

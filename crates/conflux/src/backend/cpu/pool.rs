@@ -5,16 +5,16 @@
 //! and the workers would go idle between phases: so the whole call is handed over once.
 //!
 //! The caller then waits. Sleeping on a lock costs a wake-up when the call ends, which on a
-//! virtual machine (a halted vCPU woken by an interrupt) measured 15–40 µs: a third of a
-//! 64-55-55-64 1×1 layer at N=1. So the job is spawned into the pool and, when this thread's
-//! previous call was short, the caller waits by yielding its CPU, parking only once the call
-//! has taken longer than `SPIN`. Measured (`bench_cpu one CFG N NCHW ALGO 0.7 const`,
-//! medians): 64-55-55-64 1×1 N=1 146 → 94 µs, 2048-7-7-512 N=1 377 → 337; the same as a
-//! caller that is itself a pool thread (`BENCH_LOOP_IN_POOL`).
+//! virtual machine (a halted vCPU woken by an interrupt) is a sizeable share of a short layer.
+//! So the job is spawned into the pool and, when this thread's previous call was short, the
+//! caller waits by yielding its CPU, parking only once the call has taken longer than `SPIN`;
+//! short calls then run as fast as from a caller that is itself a pool thread
+//! (`BENCH_LOOP_IN_POOL`).
 //!
-//! Long calls must not yield-wait: a third runnable thread beside two busy workers slowed
-//! 3 ms calls by a third (128-28-28-128 N=8: 2.6 → 3.4 ms median, even with only 100 µs of
-//! yielding), so after a call longer than `SPIN` the next one parks at once.
+//! Long calls must not yield-wait: a third runnable thread beside two busy workers slows
+//! them down, so after a call longer than `SPIN` the next one parks at once. Measurements of
+//! both: bench/results/2026-11-27-history-from-status.md (pool.rs); parking or SCHED_IDLE
+//! instead of yielding measured slower (bench/results/2026-11-25-cpu-amx.md).
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -11,7 +11,7 @@
 //! compared on every call (a few hundred nanoseconds): a filter that differs at any sampled
 //! word is transformed again. An edit that misses every sampled word is not seen.
 
-use crate::fusion::FusedProblem;
+use crate::problem::FusedProblem;
 use std::sync::{Arc, Mutex};
 
 /// Addresses kept per invoker: a plan alternating between a few weight sets (e.g. two models

@@ -20,7 +20,7 @@ use super::gemm::{best, with_scratch_aligned as with_scratch, Kernel, Slot};
 use super::lanes::{copy_lanes, level};
 use super::Shared;
 use super::wino4_math::{self as wm, Lanes, L};
-use crate::conv::Geom;
+use crate::problem::Geom;
 use crate::tensor::TensorDesc;
 use crate::types::DataType;
 use rayon::prelude::*;
@@ -116,8 +116,8 @@ struct Ctx<'a> {
 }
 
 /// A slab length for n f32 that is an odd number of cache lines: the 36 ξ slabs are written
-/// and read together, and power-of-two distances put them all in one L1 set (4K aliasing
-/// made the filter transform 5× slower).
+/// and read together, and power-of-two distances put them all in one L1 set (4K aliasing;
+/// measured on the filter transform: bench/results/2026-11-21-cpu-winograd.md).
 fn slab(n: usize) -> usize {
     let lines = n.div_ceil(16);
     16 * (lines | 1)
@@ -149,11 +149,10 @@ pub fn forward_view(g: &Geom, fv: FilterView, p: ConvPtrs, alpha: f32, beta: f32
 
 /// The GEMM micro-kernel for `g`'s tiles: `gemm::best()`, or its 8-row form where 12-row tile
 /// panels would end in one of 1–4 rows and 8-row panels would not. Such a panel runs a
-/// kernel of ≤ 8 accumulators, which the FMA latency starves: 16 tiles = 12 + 4 took 30% of
-/// the GEMM time for 25% of its rows. As 8 + 8: 256-14-14-256 N=1 F(4×4) median 448–651 →
-/// 370–393 µs with constant weights (NHWC 506–531 → 400–413); 512-7-7-512 N=1 F(2×2), whose
-/// U streams from memory, tied. Elsewhere the 12-row kernel stays: 49 tiles (12·4 + 1 against
-/// 8·6 + 1) measured 10% slower with 8 rows, 128 tiles tied.
+/// kernel of ≤ 8 accumulators, which the FMA latency starves (16 tiles as 12 + 4 spent a
+/// disproportionate share of the GEMM time in the 4-row panel). Elsewhere the 12-row kernel
+/// stays: with a remainder of one row or none, 8-row panels measured slower or equal
+/// (bench/results/2026-11-25-cpu-session18.md).
 pub fn panel_kernel(g: &Geom, v: Variant) -> Kernel {
     let (kern, tiles) = (best(), v.tiles(g));
     let short_tail = |mr: usize| (1..=4).contains(&(tiles % mr));
@@ -285,8 +284,9 @@ pub fn forward_with(kern: Kernel, v: Variant, intrinsics: bool, g: &Geom, fv: Fi
 /// Materialized U above this size (bytes) is transformed inside the tasks instead.
 const FUSE_ABOVE_BYTES: usize = 64 << 20;
 /// With at most this many tile blocks each task transforms its own filters (the transform
-/// done twice) rather than reading a U written by either core: 128-28-28-128 N=1 (two tile
-/// blocks) median 630 → 435 µs; no change measured on rows with one or five blocks.
+/// done twice) rather than reading a U written by either core, which measured faster with
+/// two tile blocks and made no difference with one or five
+/// (bench/results/2026-11-25-cpu-constant-weights.md).
 const FUSE_UP_TO_TILE_BLOCKS: usize = 2;
 /// Channels per GEMM step when the tasks transform the filters themselves.
 const FUSED_CHUNK: usize = 64;
@@ -299,14 +299,15 @@ struct Blocks {
     /// One task per tile block, transforming its tile panels' input itself into a buffer of
     /// its thread and then running every filter block over it: V is written and read in the
     /// core's L2. A separate input phase wrote all of V to lines that had left L2 since the
-    /// last call (store misses): a fifth of 64-55-55-64 N=1.
+    /// last call, and those store misses were a large share of the layer
+    /// (bench/results/2026-11-25-cpu-session17.md).
     input_in_tasks: bool,
 }
 
 /// Most bytes of V one task's tile block, and of U per group, when the tasks transform their
 /// own input (`Blocks::input_in_tasks`): V stays in the core's L2 across the filter blocks,
 /// and every task reads all of U, from L2. (With U streaming from memory, the smaller tile
-/// blocks read it more often: 256-14-14-256 N=8 measured 3–5% slower.)
+/// blocks read it more often and measured slower: bench/results/2026-11-25-cpu-session17.md.)
 const INPUT_IN_TASK_BYTES: usize = 1 << 20;
 
 impl Blocks {
@@ -738,13 +739,15 @@ fn write_block(cx: &Ctx, out: &OutTensor, m: &[f32], ms: usize, cols: usize, gro
 }
 
 /// `write_block` for f32 y, α = 1, β = 0 and a none / bias / ReLU / bias + ReLU epilogue,
-/// stored straight from the output transform (AVX-512 intrinsics; F(2×2) since the
-/// seventeenth session, `output4_rows_f2` / `output4_channels_last_f2`), 16 filters at a time:
+/// stored straight from the output transform (AVX-512 intrinsics; for F(2×2)
+/// `output4_rows_f2` / `output4_channels_last_f2`), 16 filters at a time:
 /// - channels consecutive (NHWC): each position's 16-filter run from the transform's lanes
 ///   (`output16_channels_last`). Through the per-channel stage, NHWC y was written one element
-///   per cache line (a fifth of 128-28-28-128 N=1).
+///   per cache line.
 /// - positions consecutive in a row (NCHW): each filter's 4×4 block after one transpose
-///   (`output16_rows`), instead of the stage and a second pass (64-55-55-64 N=8 −4 to −11%).
+///   (`output16_rows`), saving the stage and a second pass over the block.
+/// Measurements: bench/results/2026-11-25-cpu-constant-weights.md (NHWC),
+/// 2026-11-25-cpu-session14.md (NCHW), 2026-11-25-cpu-session17.md (F(2×2)).
 ///
 /// False when the block does not qualify (then nothing was written).
 #[cfg(target_arch = "x86_64")]

@@ -2,7 +2,7 @@
 //! Everything goes through raw driver handles so caller memory and streams are used as they
 //! are, never wrapped in owning types.
 
-use crate::handle::{DeviceAllocator, Handle};
+use crate::backend::{DeviceAllocator, RunContext};
 use crate::error::{Error, Result};
 use cudarc::driver::{result as cu, sys};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -210,7 +210,7 @@ impl Drop for EventTimer {
 
 /// Scratch memory for one execution, so a compiled invoker can run from many threads without
 /// sharing a workspace: from the caller's allocator when the handle has one
-/// (`Handle::set_allocator`, MIOpen's `miopenSetAllocator`), else stream-ordered from
+/// (`RunContext::allocator`, MIOpen's `miopenSetAllocator`), else stream-ordered from
 /// conflux's pool. Given back on drop, after the work using it has been queued.
 pub struct Scratch {
     ptr: sys::CUdeviceptr,
@@ -228,8 +228,8 @@ enum Owner {
 const SCRATCH_ALIGN: u64 = 256;
 
 impl Scratch {
-    pub fn new(handle: &Handle, dev: &CudaDevice, bytes: usize) -> Result<Scratch> {
-        if let Some(a) = handle.allocator() {
+    pub fn new(ctx: &dyn RunContext, dev: &CudaDevice, bytes: usize) -> Result<Scratch> {
+        if let Some(a) = ctx.allocator() {
             // A caller's allocator promises no alignment: ask for room to align the block up.
             let want = bytes.max(1) + SCRATCH_ALIGN as usize - 1;
             let raw = a.allocate(want).filter(|&p| p != 0).ok_or_else(|| Error::alloc(format!("the caller's allocator (miopenSetAllocator) gave no memory for {bytes} bytes of scratch")))?;

@@ -13,7 +13,7 @@ pub mod tensor_map;
 pub mod tf32_split;
 
 use crate::error::Result;
-use crate::handle::Handle;
+use super::{DeviceInfo, RunContext};
 use driver::{CudaDevice, EventTimer};
 use module::{Module, ModuleCache};
 use std::sync::Arc;
@@ -22,6 +22,8 @@ use std::sync::Arc;
 pub struct CudaBackend {
     pub dev: CudaDevice,
     pub modules: ModuleCache,
+    /// The device's properties as solvers see them.
+    pub info: DeviceInfo,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -33,7 +35,9 @@ impl std::fmt::Debug for CudaBackend {
 impl CudaBackend {
     pub fn open(ordinal: usize) -> Result<CudaBackend> {
         compile::nvrtc_version()?;
-        Ok(CudaBackend { dev: CudaDevice::open(ordinal)?, modules: ModuleCache::default() })
+        let dev = CudaDevice::open(ordinal)?;
+        let info = DeviceInfo::gpu(dev.name(), dev.compute_capability(), dev.sm_count());
+        Ok(CudaBackend { dev, modules: ModuleCache::default(), info })
     }
 
     /// Module for `template` specialised by a generated preamble (cached).
@@ -48,18 +52,18 @@ impl CudaBackend {
     }
 }
 
-/// Run `launches` on the handle's stream; with profiling on, time them with events and
-/// record the time on the handle (`miopenGetKernelTime`).
-pub fn timed(handle: &Handle, be: &CudaBackend, launches: impl FnOnce() -> Result<()>) -> Result<()> {
+/// Run `launches` on the device's stream; with profiling on, time them with events and
+/// record the time in the run context (`miopenGetKernelTime`).
+pub fn timed(ctx: &dyn RunContext, be: &CudaBackend, launches: impl FnOnce() -> Result<()>) -> Result<()> {
     be.dev.bind()?;
-    if !handle.profiling() {
+    if !ctx.profiling() {
         return launches();
     }
     let timer = EventTimer::new()?;
     timer.start(&be.dev)?;
     launches()?;
     let ms = timer.stop(&be.dev)?;
-    handle.set_kernel_time_ms(ms);
+    ctx.record_kernel_time(ms);
     Ok(())
 }
 

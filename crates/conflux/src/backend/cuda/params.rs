@@ -2,7 +2,7 @@
 //! preamble passes `size_of::<Params>()` to the kernel source, whose static_assert catches
 //! any drift between the two definitions.
 
-use crate::conv::{Geom};
+use crate::problem::Geom;
 
 pub const MAX_EPI: usize = 8;
 

@@ -3,10 +3,10 @@
 //! hand-written `.cu` templates under `kernels/`.
 
 use super::params::{s5, EpiArgC, Params, MAX_EPI};
-use crate::solver::op_args::need_ptr;
-use crate::conv::{strides5, Geom};
+use crate::problem::op_args::need_ptr;
+use crate::problem::{strides5, Geom};
 use crate::error::{Error, Result};
-use crate::fusion::{EpiOp, OpArg};
+use crate::problem::{EpiOp, OpArg};
 use crate::types::{ActivationMode, BnMode, DataType};
 use std::fmt::Write;
 

@@ -9,7 +9,7 @@ use crate::backend::cpu::act_chunk;
 use crate::backend::cpu::convert;
 use crate::backend::cpu::dense::{Chunk, Dense, Rows, CHUNK};
 use crate::activation::ActivationDesc;
-use crate::conv::shape5;
+use crate::problem::shape5;
 use crate::tensor::TensorDesc;
 use crate::types::DataType;
 

@@ -2,15 +2,15 @@
 //!
 //! Shapes: AVX-512 12×32 (24 zmm accumulators; 8×32 for some Winograd panel counts, see
 //! `avx512_8`), AVX2+FMA 6×16 (12 ymm), portable 4×8; picked once at run time (`is_x86_feature_detected!`). The x86 kernels use `std::arch` intrinsics:
-//! the same loops written with `[f32; N]` arrays under `#[target_feature]` were measured at
-//! 2 GFLOP/s (AVX-512, accumulators spilled) and 30–70 GFLOP/s (AVX2) on 2 cores, against
-//! ~500 with intrinsics. The portable kernel is the auto-vectorized array version.
+//! the same loops written with `[f32; N]` arrays under `#[target_feature]` spilled their
+//! accumulators and ran many times slower (bench/results/2026-11-27-history-from-status.md,
+//! gemm/kernel.rs). The portable kernel is the auto-vectorized array version.
 
 use std::sync::OnceLock;
 
-/// How far ahead (values: 12 rows of 32) the B-prefetching kernels fetch. Swept on
-/// 512-7-7-512 N=1 Winograd: 128 / 256 / 384 / 512 values within 3% of each other, 4096 lost
-/// most of the gain.
+/// How far ahead (values: 12 rows of 32) the B-prefetching kernels fetch. A sweep on a
+/// Winograd layer found 128–512 values equal and far larger distances losing most of the gain
+/// (bench/results/2026-11-27-history-from-status.md, gemm/kernel.rs).
 pub const B_PREFETCH_AHEAD: usize = 384;
 
 /// `kernel(kc, a, b, c, ldc, accumulate)`: a points to kc·MR packed values, b to kc·NR, c to
@@ -43,10 +43,10 @@ pub struct Kernel {
     pub nr: usize,
     pub f: KernelFn,
     /// `f` prefetching B ahead, for a B panel's first pass when it streams from memory
-    /// (Winograd at small batches reads each transformed filter panel once or twice; the
-    /// hardware prefetchers left the 4-row kernel at ~21 GB/s per core: 512-7-7-512 N=1 median
-    /// 1063–1091 → 830–873 µs). Later passes find B in cache, where it measured slower (up to
-    /// 8% on 64-55-55-64). Kernels without a variant repeat `f`.
+    /// (Winograd at small batches reads each transformed filter panel once or twice, and the
+    /// hardware prefetchers alone leave the kernel waiting on memory). Later passes find B in
+    /// cache, where prefetching measured slower (bench/results/2026-11-25-cpu-session14.md).
+    /// Kernels without a variant repeat `f`.
     pub fb: KernelFn,
     /// The same tile reading A in place (`kernel_a.rs`).
     pub fa: super::kernel_a::KernelFnA,

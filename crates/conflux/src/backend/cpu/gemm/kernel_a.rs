@@ -1,8 +1,9 @@
 //! Micro-kernels that read A in place from a row-major f32 matrix (row stride `lda`) instead
 //! of from a packed panel. Convolution weights in KCRS order are such a matrix, and packing
 //! them on every call (MIOpen lets the caller change the weights between calls, so a packed
-//! copy cannot be kept without re-reading them all) cost a third of a layer whose weights
-//! outweigh its activations (e.g. 2048→512 1×1 at 7×7). Same tiles and C contract as
+//! copy cannot be kept without re-reading them all) is a large share of a layer whose weights
+//! outweigh its activations (e.g. 2048→512 1×1 at 7×7; bench/results/2026-11-21-cpu-conv-2.md).
+//! Same tiles and C contract as
 //! `kernel.rs`; row i of the tile is read at a + i·lda + p.
 
 /// `kernel(kc, a, lda, b, c, ldc, accumulate)`.

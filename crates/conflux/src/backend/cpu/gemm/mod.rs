@@ -104,8 +104,9 @@ impl Blocking {
         }
         // Even blocks: 512 filters in blocks of 480 left a 32-row block whose tasks re-read B
         // for a sliver of work while the other thread had the big ones. And a task count that
-        // is a multiple of the threads where N allows: 7 even N blocks on 2 threads measured
-        // 10% slower than 6 + a small one (512-28-28-128 N=8), 8 is even.
+        // is a multiple of the threads where N allows: an odd count of even blocks on 2 threads
+        // measured slower than uneven blocks (bench/results/2026-11-27-history-from-status.md,
+        // gemm/mod.rs).
         let even = |len: usize, count: usize, unit: usize| round_up(len.div_ceil(count.max(1)), unit);
         let mblocks = m.div_ceil(mc);
         let mut nblocks = n.div_ceil(nc);
@@ -239,7 +240,8 @@ fn task(
                 // destination: then row panel by row panel, so each destination row is written
                 // front to back in consecutive tiles (one stream per row the prefetcher can
                 // follow). Column-panel order there scattered 128-byte pieces over every row of
-                // a 25 MB output: 64-55-55-256 N=8 went from 6.1 to 10 ms.
+                // large outputs and measured much slower
+                // (bench/results/2026-11-21-cpu-direct-store.md).
                 let (tiles_m, tiles_n) = (mp / mr, np / nr);
                 let rows_first = direct.is_some() && bi == last;
                 for t in 0..tiles_m * tiles_n {
@@ -286,7 +288,8 @@ fn task(
 }
 
 /// `dst.copy_from_slice(src)` for one panel row, inlined for the kernels' widths: a memmove
-/// call per 128-byte row cost a fifth of a large GEMM.
+/// call per 128-byte row was a sizeable share of a large GEMM
+/// (bench/results/2026-11-21-cpu-direct-store.md).
 #[inline(always)]
 pub fn copy_panel_row(dst: &mut [f32], src: &[f32]) {
     // Explicit 16-byte moves: LLVM turned the plain array assignment into a memcpy call in

@@ -39,8 +39,9 @@ pub fn with_scratch<R>(slot: Slot, len: usize, f: impl FnOnce(&mut [f32]) -> R) 
 }
 
 /// `with_scratch` with the buffer starting on a cache line: transform panels are written and
-/// read 64 bytes at a time, and a misaligned base split every access in two (the Winograd
-/// filter transform's stores were a third of a layer).
+/// read 64 bytes at a time, and a misaligned base split every access in two (it made the
+/// Winograd filter transform's stores a large share of a layer:
+/// bench/results/2026-11-27-history-from-status.md, gemm/scratch.rs).
 pub fn with_scratch_aligned<R>(slot: Slot, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     with_scratch(slot, len + 16, |buf| {
         let skip = buf.as_ptr().align_offset(64).min(16);

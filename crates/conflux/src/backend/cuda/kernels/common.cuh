@@ -130,8 +130,8 @@ template <> __device__ __forceinline__ float ldp<b16>(const void* p, i64 i) {
 // 16-byte words, 16-byte loads: a thread of the NCHW chain kernel reads the per-element BN
 // parameters of its vector with 2 loads per array instead of 8 on f16 data. Otherwise one
 // load each. Pure like `ldp`, and branch-free, so the loads repeated for every image of a
-// chunk are hoisted out of the image loop (a run-time alignment branch here defeated that:
-// 1.25-1.6x slower on the H200).
+// chunk are hoisted out of the image loop (a run-time alignment branch here defeated that
+// and measured much slower: bench/results/2026-11-21-h200-na-3.md).
 __device__ __forceinline__ uint4 ldp16(const void* p) {
     uint4 r;
     asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));

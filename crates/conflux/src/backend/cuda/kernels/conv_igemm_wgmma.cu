@@ -6,8 +6,9 @@
 // Block tile BM × BN with BK = 64: one warpgroup (128 threads) per 64 pixel rows multiplies
 // its 64 × BN slice straight out of shared memory, whose 128-byte swizzled rows are what the
 // wgmma descriptors expect. Every thread also copies (cp.async). (A separate producer
-// warpgroup feeding the others through mbarriers measured 1.2-1.9x slower on the ResNet
-// layers, 2026-11-21: cp.async from 128 threads cannot keep up; that needs TMA.)
+// warpgroup feeding the others through mbarriers measured slower on the ResNet layers:
+// cp.async from 128 threads cannot keep up; that needs TMA. See
+// bench/results/2026-11-21-h200-cba-wgmma.md.)
 //
 // Persistent: the grid holds as many blocks as fit on the GPU at once, and block b takes
 // output tiles b, b + gridDim.x, ... Its (tile, k-tile) steps form one pipeline of STAGES

@@ -34,10 +34,10 @@ extern "C" __global__ void pw_chain_generic(const Params p) {
 // images while enough threads stay in flight. The solver sets NCHUNK (8 when per-element
 // parameters are read, else 4) and CHUNK_FAST: with per-element parameters the chunk is the
 // fastest grid dimension, so that the blocks reading the same parameters run together and
-// the parameters come from L2 after the first chunk (with chunks slowest, 112×112 f16
-// per-element BN read them from DRAM once per chunk: 25% more traffic than x and y; 68 →
-// 62 us on the H200). Per-channel chains keep neighbouring blocks on neighbouring memory
-// (chunk-fastest order cost them 4–5%).
+// the parameters come from L2 after the first chunk (with chunks slowest, per-element BN
+// read them from DRAM once per chunk, a quarter more traffic than x and y on 112×112 f16).
+// Per-channel chains keep neighbouring blocks on neighbouring memory, which chunk-fastest
+// order would lose. Measurements: bench/results/2026-11-21-h200-na-2.md.
 #ifndef CONFLUX_NCHUNK
 #define CONFLUX_NCHUNK 4
 #endif
@@ -84,8 +84,9 @@ template <bool ALIGNED> __device__ __forceinline__ void pw_chain_nchw_loop(const
         const int count = min(CONFLUX_NCHUNK, p.n - n0);
         // Every image's load first, so NCHUNK independent 16-byte loads per thread are in
         // flight (small tensors give each SM few threads; one load at a time leaves bandwidth
-        // unused). Measured best on the H200 (na.txt, 2026-11-21): batches of 4 lost 8-12
-        // points on per-element BN.
+        // unused). Measured best on the H200 (na.txt); smaller batches of loads lost
+        // bandwidth on per-element BN (bench/results/2026-11-27-history-from-status.md,
+        // pointwise.cu).
         Vec16 a[CONFLUX_NCHUNK];
 #pragma unroll
         for (int k = 0; k < CONFLUX_NCHUNK; ++k)
@@ -110,8 +111,8 @@ template <bool ALIGNED> __device__ __forceinline__ void pw_chain_nchw_loop(const
 
 // Per-element parameters are read as vectors when their arrays are 16-byte aligned: one
 // uniform test here, so that the loop's loads carry no branch and stay hoisted. Only for
-// 16-bit data: H200, na.txt per-element BN + ReLU, same run: f16 62.2/34.1/23.0 → 61.5/33.2/
-// 21.3 us on 112²/28²/14², bf16 alike; f32 data 0.2-0.5 us slower, so it keeps scalar loads.
+// 16-bit data, where it measured faster; f32 data measured slightly slower with vectors, so
+// it keeps scalar loads (bench/results/2026-11-21-h200-na-3.md).
 extern "C" __global__ void pw_chain_nchw(const Params p) {
     if (sizeof(T) == 2 && conflux_span_aligned(p.epi)) pw_chain_nchw_loop<true>(p);
     else pw_chain_nchw_loop<false>(p);

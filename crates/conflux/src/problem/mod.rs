@@ -1,0 +1,15 @@
+//! What solvers and backends are asked to compute, as plain data: the convolution problem in
+//! normal roles, its geometry, the fused problem (a convolution or pointwise chain with its
+//! epilogue), and the per-execute op arguments. Everything above (conv and fusion APIs,
+//! search, solvers, backends) imports this module; it imports only the descriptors below it.
+
+mod args;
+mod conv;
+mod fused;
+mod geom;
+pub(crate) mod op_args;
+
+pub use args::{OpArg, OpArgs};
+pub use conv::ConvProblem;
+pub use fused::{EpiOp, FusedKind, FusedProblem};
+pub use geom::{shape5, spatial3, strides5, Geom};

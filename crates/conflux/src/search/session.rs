@@ -1,0 +1,87 @@
+//! What a search remembers between calls on one session: compiled invokers by (problem key,
+//! solver), the find-db records it read or wrote, and the progress hook. The Handle holds a
+//! `SearchState` and implements `Session`.
+
+use super::find_db::FindRecord;
+use super::perf_db;
+use super::progress::FindProgressFn;
+use crate::backend::{Device, RunContext};
+use crate::error::Result;
+use crate::problem::FusedProblem;
+use crate::solver::{BuildContext, Invoker, Solver};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A session searches on: its device and run context plus its search state.
+pub trait Session: RunContext {
+    fn search_state(&self) -> &SearchState;
+}
+
+type InvokerKey = (String, &'static str);
+/// Find results read or written by this session, by find-db key (None: no entry on disk).
+pub(crate) type FindMemo = HashMap<String, Option<Arc<FindRecord>>>;
+
+#[derive(Default)]
+pub struct SearchState {
+    invokers: Mutex<HashMap<InvokerKey, Arc<dyn Invoker>>>,
+    builds: AtomicU64,
+    pub(crate) find_memo: Mutex<FindMemo>,
+    find_progress: Mutex<Option<FindProgressFn>>,
+}
+
+impl SearchState {
+    /// Number of invokers built in this session (a cache hit builds none).
+    pub fn build_count(&self) -> u64 {
+        self.builds.load(Ordering::Relaxed)
+    }
+
+    /// Install (Some) or remove (None) the hook Find and exhaustive tuning call after each
+    /// timed candidate.
+    pub fn set_find_progress(&self, hook: Option<FindProgressFn>) {
+        *self.find_progress.lock().unwrap() = hook;
+    }
+
+    /// The installed progress hook, cloned so it runs without the lock held (it may call
+    /// back into the session, even replace itself).
+    pub(crate) fn find_progress(&self) -> Option<FindProgressFn> {
+        self.find_progress.lock().unwrap().clone()
+    }
+}
+
+/// Building for a device with the perf-db's tuned configurations.
+pub(crate) struct Tuned<'a>(pub &'a Device);
+
+impl BuildContext for Tuned<'_> {
+    fn device(&self) -> &Device { self.0 }
+    fn tuned_config(&self, solver: &str, problem_key: &str) -> Option<String> {
+        perf_db::lookup(self.0, solver, problem_key)
+    }
+}
+
+/// The invoker of `solver` for `problem`, built once per session (with its tuned
+/// configuration when the perf-db has one). The lock is held while building so racing
+/// threads build it once.
+pub fn invoker(s: &dyn Session, problem: &FusedProblem, solver: &'static dyn Solver) -> Result<Arc<dyn Invoker>> {
+    let state = s.search_state();
+    let key = (problem.key(), solver.name());
+    let mut cache = state.invokers.lock().unwrap();
+    if let Some(inv) = cache.get(&key) {
+        return Ok(inv.clone());
+    }
+    let inv = solver.build(problem, &Tuned(s.device()))?;
+    state.builds.fetch_add(1, Ordering::Relaxed);
+    cache.insert(key, inv.clone());
+    Ok(inv)
+}
+
+/// Cache `inv` as the invoker of `solver` for `problem`, replacing any earlier one (after
+/// tuning picked a configuration other than the one built first).
+pub fn replace_invoker(s: &dyn Session, problem: &FusedProblem, solver: &'static dyn Solver, inv: Arc<dyn Invoker>) {
+    s.search_state().invokers.lock().unwrap().insert((problem.key(), solver.name()), inv);
+}
+
+/// The cached invoker of `solver` for `problem`, if one was built.
+pub fn cached_invoker(s: &dyn Session, problem: &FusedProblem, solver: &'static dyn Solver) -> Option<Arc<dyn Invoker>> {
+    s.search_state().invokers.lock().unwrap().get(&(problem.key(), solver.name())).cloned()
+}

@@ -1,0 +1,61 @@
+//! Direct CPU convolution for depthwise and few-channel problems, every direction
+//! (`backend/cpu/conv_direct.rs`): vectorized loops over padded f32 planes. It refuses when
+//! the per-output reduction (C/G · filter size) is long enough for the GEMM solvers to win.
+
+use super::common::{conv_of, run_parts};
+use crate::solver::{Invoker, RunArgs, Solver};
+use crate::backend::cpu::conv_direct;
+use crate::problem::Geom;
+use crate::error::Result;
+use crate::problem::FusedProblem;
+use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::solver::BuildContext;
+use crate::types::{ConvAlgorithm, Direction};
+use std::sync::Arc;
+
+/// Longest reduction (C/G · filter size) taken; beyond it a GEMM micro-kernel is fuller.
+const MAX_REDUCTION: usize = 32;
+
+pub struct CpuDirect;
+
+struct DirectInvoker {
+    problem: FusedProblem,
+}
+
+impl Solver for CpuDirect {
+    fn name(&self) -> &'static str { "CpuConvDirect" }
+    fn solution_id(&self) -> u64 { 6 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Direct }
+    fn device(&self) -> DeviceKind { DeviceKind::Cpu }
+
+    fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
+        let (conv, _) = conv_of(problem)?;
+        let g = Geom::of(conv);
+        let red = g.cg() * g.filter_size();
+        if red > MAX_REDUCTION {
+            return Err(format!("reduction C/G·filter = {red} > {MAX_REDUCTION} (GEMM solvers are faster there)"));
+        }
+        Ok(())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // ~20 GFLOP/s: vector FMAs, but a load and a store per tap.
+        problem.conv_problem().map(|c| 2.0 * c.macs() / 20e9 * 1e3 + 0.01).unwrap_or(f64::MAX)
+    }
+
+    fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        Ok(Arc::new(DirectInvoker { problem: problem.clone() }))
+    }
+}
+
+impl Invoker for DirectInvoker {
+    fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        let (g, dir, r) = run_parts(&self.problem, a, "CpuConvDirect")?;
+        match dir {
+            Direction::Forward => conv_direct::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi),
+            Direction::BackwardData => conv_direct::backward_data(&g, r.ptrs, r.alpha, r.beta, &r.epi),
+            Direction::BackwardWeights => conv_direct::backward_weights(&g, r.ptrs, r.alpha, r.beta),
+        }
+        Ok(())
+    }
+}

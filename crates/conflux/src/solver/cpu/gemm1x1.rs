@@ -1,0 +1,224 @@
+//! 1×1 forward convolution of f32 NCHW or NHWC tensors as a GEMM with the output channels in
+//! the vector lanes (`backend/cpu/conv1x1.rs`): x read in place, no padded tiles, W packed per
+//! call; NCHW y is stored through register transposes, NHWC y row by row.
+//! Stride 1, no padding, any groups, 2-D or 3-D, with a none / bias / ReLU / bias + ReLU
+//! epilogue. Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
+//!
+//! With constant weights (`ConvDesc::weights_constant`) W is packed once per filter address
+//! (`conv1x1::pack_all`) and kept on the invoker.
+//!
+//! Mid-sized NCHW images (28×28-like, `conv1x1_pos::suits`) go to a second driver with the
+//! positions in the lanes instead, which packs and transposes nothing.
+//!
+//! α = 1, β = 0 is the fast path; other α/β (known only at run time) go through the generic
+//! GEMM convolution (`conv_gemm::forward`), which blends them in.
+
+use super::common::{conv_of, run_parts, RunParts};
+use crate::solver::{Invoker, RunArgs, Solver};
+use crate::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
+use crate::backend::cpu::conv1x1_kernel::{self, Kernels};
+use crate::backend::cpu::conv1x1_pos::{self, PackedWalk, PosSplit};
+use crate::backend::cpu::conv1x1_pos_kernel::{self, PosKernels};
+use crate::backend::cpu::conv_gemm;
+use crate::backend::cpu::weight_cache::{Transformed, WeightCache};
+use crate::problem::{ConvProblem, Geom};
+use crate::error::{Error, Result};
+use crate::problem::{EpiOp, FusedProblem};
+use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::solver::BuildContext;
+use crate::types::{ActivationMode, ConvAlgorithm, DataType, Direction};
+use std::sync::Arc;
+
+pub struct CpuGemm1x1;
+
+struct Gemm1x1Invoker {
+    problem: FusedProblem,
+    kern: Kernels,
+    /// Positions-in-lanes tiles for large NCHW images (`conv1x1_pos`).
+    pos: Option<PosKernels>,
+    /// Packed W by filter address, when the caller promised constant weights: laid out by
+    /// `conv1x1_pos::pack_rows` where `conv1x1_pos::suits`, else by `conv1x1::pack_all`.
+    packed: Option<WeightCache>,
+}
+
+/// The element stride between consecutive positions of a tensor with strides `s` (N, C, D,
+/// H, W) and spatial sizes `[d, h, w]`, if its positions form one sequence (a length-1
+/// dimension's stride does not matter).
+fn position_stride(s: [usize; 5], [d, h, w]: [usize; 3]) -> Option<usize> {
+    let p = s[4];
+    ((s[3] == w * p || h <= 1) && (s[2] == h * w * p || d <= 1)).then_some(p)
+}
+
+/// Why the geometry does not fit, if it does not.
+fn geometry_refusal(g: &Geom) -> Option<String> {
+    if g.filter != [1, 1, 1] || g.stride != [1, 1, 1] || g.pad != [0, 0, 0] {
+        return Some(format!("not a 1×1 stride-1 unpadded filter (filter {:?}, stride {:?}, pad {:?})", g.filter, g.stride, g.pad));
+    }
+    // Per tensor: positions consecutive (NCHW-like) or channels consecutive (NHWC-like).
+    let fits = |s: [usize; 5], sp: [usize; 3]| position_stride(s, sp).is_some_and(|p| p == 1 || s[1] == 1 || sp.iter().product::<usize>() <= 1);
+    if !fits(g.x_strides, g.input) || !fits(g.y_strides, g.output) {
+        return Some("x or y has neither its positions nor its channels consecutive".into());
+    }
+    if g.w_strides[1] != 1 {
+        return Some("filter channels are not consecutive".into());
+    }
+    // Expanding layers with few input channels (C < 256, K ≥ 2·C) are taken too: they first
+    // measured slower than the GEMM solvers (bench/results/2026-11-22-cpu-gemm1x1.md), but
+    // after the pool hand-over and K blocking this solver is faster at N=1 and on par at N=8
+    // (bench/results/2026-11-27-history-from-status.md, gemm1x1.rs).
+    None
+}
+
+/// What every 1×1 forward solver of this file's kind requires: forward, f32, a none / bias /
+/// ReLU / bias + ReLU epilogue, 1×1 stride 1 unpadded, positions or channels consecutive.
+/// Whether the epilogue is none, bias, ReLU or bias then ReLU (what the 1×1 tiles apply).
+fn fits_bias_relu(epilogue: &[EpiOp]) -> bool {
+    let relu = |op: &EpiOp| matches!(op, EpiOp::Activation { mode: ActivationMode::Relu });
+    let bias = |op: &EpiOp| matches!(op, EpiOp::Bias { .. });
+    match epilogue {
+        [] => true,
+        [a] => bias(a) || relu(a),
+        [a, b] => bias(a) && relu(b),
+        _ => false,
+    }
+}
+
+/// The convolution of a forward f32 problem whose epilogue the 1×1 tiles apply (none, bias,
+/// ReLU, bias then ReLU), else why not: what the solvers built on those tiles need first.
+pub(super) fn forward_f32_bias_relu(problem: &FusedProblem) -> std::result::Result<&ConvProblem, String> {
+    let (conv, epilogue) = conv_of(problem)?;
+    if conv.direction != Direction::Forward {
+        return Err(format!("forward only (this is {:?})", conv.direction));
+    }
+    if conv.dtype() != DataType::Float {
+        return Err(format!("f32 only (this is {:?})", conv.dtype()));
+    }
+    if !fits_bias_relu(epilogue) {
+        return Err("epilogue other than bias and/or ReLU".into());
+    }
+    Ok(conv)
+}
+
+pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), String> {
+    let conv = forward_f32_bias_relu(problem)?;
+    if let Some(why) = geometry_refusal(&Geom::of(conv)) {
+        return Err(why);
+    }
+    Ok(())
+}
+
+/// The bias and ReLU of a run with α = 1, β = 0 and such an epilogue (the fast path).
+/// Otherwise the run is done here by the generic GEMM convolution (`conv_gemm::forward`),
+/// which blends other α/β in, and None is returned.
+pub(super) fn direct_epilogue<'a>(g: &Geom, r: &'a RunParts) -> Option<(Option<&'a [f32]>, bool)> {
+    let direct = (r.alpha == 1.0 && r.beta == 0.0).then(|| r.epi.bias_relu_all()).flatten();
+    if direct.is_none() {
+        conv_gemm::forward(g, r.ptrs, r.alpha, r.beta, &r.epi, conv_gemm::FwdB::Implicit);
+    }
+    direct
+}
+
+/// W as `cache` keeps it for the filter at `w`: `per_group` values per group, made by `pack`
+/// for each group's problem on the first call with this filter.
+///
+/// # Safety
+/// `w` addresses the filter `problem`'s descriptors describe, and `pack` writes what its
+/// problem's W gives.
+unsafe fn kept_per_group(cache: &WeightCache, problem: &FusedProblem, w: u64, problems: &[Problem], per_group: usize, pack: impl Fn(&Problem, &mut [f32])) -> Arc<Transformed> {
+    cache.filter(problem, w, per_group * problems.len(), |dst| {
+        for (p, d) in problems.iter().zip(dst.chunks_mut(per_group)) {
+            pack(p, d);
+        }
+    })
+}
+
+/// The 1×1 problem of each group of a run (`bias` for all K filters, or none).
+pub(super) fn group_problems(g: &Geom, r: &RunParts, bias: Option<&[f32]>, relu: bool) -> Vec<Problem> {
+    let (kg, cg) = (g.kg(), g.cg());
+    (0..g.groups)
+        .map(|group| Problem {
+            n: g.n,
+            c: cg,
+            k: kg,
+            hw: g.output_size(),
+            x: (r.ptrs.x as *const f32).wrapping_add(group * cg * g.x_strides[1]),
+            xs: [g.x_strides[0], g.x_strides[1]],
+            // One position: its stride never matters (and 1 keeps the tiles on the
+            // channel-stride path).
+            xp: if g.input.iter().product::<usize>() <= 1 { 1 } else { position_stride(g.x_strides, g.input).unwrap_or(1) },
+            w: (r.ptrs.w as *const f32).wrapping_add(group * kg * g.w_strides[0]),
+            ws0: g.w_strides[0],
+            y: (r.ptrs.y as *mut f32).wrapping_add(group * kg * g.y_strides[1]),
+            ys: [g.y_strides[0], g.y_strides[1]],
+            yp: if g.output_size() <= 1 { 1 } else { position_stride(g.y_strides, g.output).unwrap_or(1) },
+            bias: bias.map_or(std::ptr::null(), |b| b[group * kg..].as_ptr()),
+            relu,
+        })
+        .collect()
+}
+
+impl Solver for CpuGemm1x1 {
+    fn name(&self) -> &'static str { "CpuConvGemm1x1" }
+    fn solution_id(&self) -> u64 { 8 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Gemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cpu }
+
+    fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
+        check_common(problem)?;
+        if conv1x1_kernel::best().is_none() {
+            return Err("needs AVX-512".into());
+        }
+        Ok(())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // ~200 GFLOP/s on 2 AVX-512 cores, plus one pass over W.
+        let Some(c) = problem.conv_problem() else { return f64::MAX };
+        (2.0 * c.macs() / 200e9 + c.w.element_space() as f64 * 8.0 / 20e9) * 1e3 + 0.01
+    }
+
+    fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let kern = conv1x1_kernel::best().ok_or_else(|| Error::unsupported("CpuConvGemm1x1: needs AVX-512"))?;
+        Ok(Arc::new(Gemm1x1Invoker { problem: problem.clone(), kern, pos: conv1x1_pos_kernel::best(), packed: WeightCache::if_promised(problem) }))
+    }
+}
+
+impl Invoker for Gemm1x1Invoker {
+    fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        let (g, _, r) = run_parts(&self.problem, a, "CpuConvGemm1x1")?;
+        let Some((bias, relu)) = direct_epilogue(&g, &r) else { return Ok(()) };
+        let problems = group_problems(&g, &r, bias, relu);
+        let threads = rayon::current_num_threads();
+        if let (Some(pos), true) = (&self.pos, conv1x1_pos::suits(&problems[0])) {
+            // (`suits` depends on the descriptors only, so a kept W always has this layout.)
+            let Some(cache) = &self.packed else {
+                for p in &problems {
+                    // SAFETY: as below; `suits` established NCHW x and y.
+                    unsafe { conv1x1_pos::forward(p, pos, PosSplit::choose(p, threads)) };
+                }
+                return Ok(());
+            };
+            let per_group = conv1x1_pos::packed_rows_len(&problems[0]);
+            // SAFETY: as below; each group's slice holds packed_rows_len values.
+            let packed = unsafe { kept_per_group(cache, &self.problem, r.ptrs.w, &problems, per_group, |p, d| conv1x1_pos::pack_rows(p, d)) };
+            for (group, p) in problems.iter().enumerate() {
+                let w = &packed.as_slice()[group * per_group..(group + 1) * per_group];
+                // SAFETY: as below; `suits` established NCHW x and y, `w` is this group's W
+                // packed by `pack_rows`.
+                unsafe { conv1x1_pos::forward_packed(p, pos, PosSplit::choose(p, threads), PackedWalk::choose(p), w) };
+            }
+            return Ok(());
+        }
+        let per_group = packed_len(&problems[0]);
+        // SAFETY: W is the filter tensor the descriptors describe; each group's slice holds
+        // packed_len values.
+        let packed = self.packed.as_ref().map(|cache| unsafe { kept_per_group(cache, &self.problem, r.ptrs.w, &problems, per_group, |p, d| pack_all(p, &self.kern, d)) });
+        for (group, p) in problems.iter().enumerate() {
+            let w = packed.as_ref().map(|t| &t.as_slice()[group * per_group..(group + 1) * per_group]);
+            // SAFETY: the descriptors were checked against the buffers by the caller; `check`
+            // established the geometry, the layout and the CPU features.
+            unsafe { forward_with(p, &self.kern, Split::choose(p, threads), w) };
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,27 @@
+//! The CPU solvers, one per file; `common` holds what the convolution solvers share. Their
+//! order is `registry.rs`'s; the kernels they run are in `backend/cpu/`.
+
+pub mod amx1x1;
+mod common;
+pub mod direct;
+pub mod direct_taps;
+pub mod fft;
+pub mod gemm;
+pub mod gemm1x1;
+pub mod implicit_gemm;
+pub mod naive;
+pub mod pointwise;
+pub mod winograd_f2;
+pub mod winograd_f4;
+
+pub use amx1x1::CpuAmx1x1;
+pub use direct::CpuDirect;
+pub use direct_taps::CpuDirectTaps;
+pub use fft::CpuFft;
+pub use gemm::CpuGemm;
+pub use gemm1x1::CpuGemm1x1;
+pub use implicit_gemm::CpuImplicitGemm;
+pub use naive::CpuNaive;
+pub use pointwise::CpuPointwise;
+pub use winograd_f2::CpuWinograd;
+pub use winograd_f4::CpuWinograd4;

@@ -1,0 +1,36 @@
+//! What every CUDA solver shares: the backend it builds for, the element types the kernels
+//! compile for, and the kernel parameters of a convolution run.
+
+use crate::backend::cuda::params::Params;
+use crate::backend::cuda::{preamble, CudaBackend};
+use crate::backend::Device;
+use crate::error::{Error, Result};
+use crate::problem::{FusedKind, FusedProblem, Geom};
+use crate::solver::RunArgs;
+use std::sync::Arc;
+
+/// The CUDA backend a solver builds for (an internal error on a CPU device).
+pub(crate) fn cuda_of(device: &Device) -> Result<&Arc<CudaBackend>> {
+    crate::backend::cuda_of(device, "CUDA solver")
+}
+
+/// Common CUDA applicability: the element types the kernels compile for.
+pub(crate) fn check_dtype(problem: &FusedProblem) -> std::result::Result<(), String> {
+    preamble::ctype(problem.dtype()).map(|_| ()).map_err(|e| e.reason)
+}
+
+/// Kernel parameters of one convolution run: geometry, pointers, α/β and the epilogue's
+/// arguments (plan index 1 onwards: op 0 is the convolution).
+pub(crate) fn conv_run_params(geom: &Geom, problem: &FusedProblem, a: &RunArgs) -> Result<Params> {
+    let FusedKind::Conv { epilogue, .. } = &problem.kind else {
+        return Err(Error::internal("convolution invoker given a non-convolution problem"));
+    };
+    let mut p = Params::conv(geom);
+    p.x = a.x.0;
+    p.w = a.w.0;
+    p.y = a.y.0;
+    p.alpha = a.alpha as f32;
+    p.beta = a.beta as f32;
+    p.epi = preamble::epilogue_args(epilogue, a.ops, 1)?;
+    Ok(p)
+}

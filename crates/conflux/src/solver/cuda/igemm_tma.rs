@@ -1,0 +1,457 @@
+//! Implicit-GEMM forward convolution on Hopper with the copy engine (conv_igemm_tma.cu): x
+//! arrives through im2col tensor-map copies and w through box copies issued by one producer
+//! thread, consumer warpgroups multiply with wgmma, stages are handed over with mbarriers.
+//! Narrower than the cp.async wgmma kernel (`cuda_igemm_wgmma`), which stays the fallback:
+//! 2-D, channels per group a multiple of 64, each filter's reduction contiguous in w.
+//! Also the f32 paths: f32 problems whose descriptor allows TF32 run the same kernel with
+//! 32-channel k-steps (a 128-byte row of f32) and tf32 wgmma (f32 accumulation); strict f32
+//! problems run it with every operand split into TF32 high and low parts and three TF32
+//! products per product (`TcPrecision::Tf32x3`), which keeps f32 accuracy.
+
+use super::common::{conv_run_params, cuda_of};
+use super::igemm_simt::CudaConvIgemm;
+use super::tensor_core::{tensor_core_defines, tensor_core_layout, tensor_core_precision, Staging, TcPrecision};
+use crate::solver::{Invoker, RunArgs, Solver, chosen_config};
+use crate::backend::cuda::module::Kernel;
+use crate::backend::cuda::params::Params;
+use crate::backend::cuda::preamble::{self, Extra};
+use crate::backend::cuda::driver::Scratch;
+use crate::backend::cuda::tensor_map::{self, Im2col, TensorMap};
+use crate::backend::cuda::tf32_split;
+use crate::backend::cuda::{timed, CudaBackend};
+use crate::problem::Geom;
+use crate::error::{Error, Result};
+use crate::problem::FusedProblem;
+use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::solver::BuildContext;
+use crate::types::{ConvAlgorithm, DataType};
+use std::sync::{Arc, OnceLock};
+
+const TEMPLATE: &str = concat!(
+    include_str!("../../backend/cuda/kernels/igemm_tile.cuh"),
+    include_str!("../../backend/cuda/kernels/tma.cuh"),
+    include_str!("../../backend/cuda/kernels/wgmma.cuh"),
+    include_str!("../../backend/cuda/kernels/wgmma_epilogue.cuh"),
+    include_str!("../../backend/cuda/kernels/tf32_split.cuh"),
+    include_str!("../../backend/cuda/kernels/wgmma_tf32x3.cuh"),
+    include_str!("../../backend/cuda/kernels/conv_igemm_tma.cu"),
+);
+
+/// One point of the kernel's space: block tile (one consumer warpgroup per 64 pixel rows),
+/// pipeline depth, and whether the output goes through a shared staging buffer (bulk stores
+/// or whole 16-byte row stores) or straight from registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TmaTile {
+    pub bm: usize,
+    pub bn: usize,
+    pub stages: usize,
+    pub staged: bool,
+    /// Two consumer warpgroups on alternate 64-row tiles, each with its own ring of `stages`
+    /// buffers (bm = 64): one's epilogue runs under the other's multiplies.
+    pub pingpong: bool,
+}
+
+impl TmaTile {
+    pub const fn new(bm: usize, bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm, bn, stages, staged, pingpong: false } }
+    /// Ping-pong tiles of 64 × bn, `stages` buffers per consumer warpgroup.
+    pub const fn pingpong(bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm: 64, bn, stages, staged, pingpong: true } }
+    fn consumers(&self) -> usize { if self.pingpong { 2 } else { self.bm / 64 } }
+    fn rings(&self) -> usize { if self.pingpong { 2 } else { 1 } }
+    /// Consumers plus the producer warpgroup.
+    pub fn threads(&self) -> usize { (self.consumers() + 1) * 128 }
+    /// Pipeline buffers (an x tile and one or two w tiles per stage), the staging buffer
+    /// (results of the precision's element size), two barriers per stage, 1 KiB to align the
+    /// base.
+    pub fn smem_bytes(&self, prec: TcPrecision) -> usize {
+        let (stage, buffers) = ((self.bm + self.bn * prec.b_tiles()) * 128, self.rings() * self.stages);
+        buffers * stage + if self.staged { self.consumers() * 64 * self.bn * prec.elem() } else { 0 } + 16 * buffers + 1024
+    }
+    /// Blocks per SM that shared memory and registers (accumulators plus about 48; Tf32x3
+    /// also holds a per-stage partial and split A fragments) allow: with short reductions the
+    /// epilogue dominates and wants more warps per SM.
+    pub fn min_blocks(&self, prec: TcPrecision) -> usize {
+        let by_smem = 228 * 1024 / (self.smem_bytes(prec) + 1024);
+        let regs = if prec == TcPrecision::Tf32x3 { self.bn + 64 } else { self.bn / 2 + 48 };
+        let by_regs = 65536 / (self.threads() * regs);
+        by_smem.min(by_regs).clamp(1, 2)
+    }
+    /// The same tile with no more stages than `ksteps` k-steps per tile need to keep the
+    /// next tile's first loads in flight (fewer stages leave room for another block), and no
+    /// more than fit in a block's 227 KiB (Tf32x3 stages hold two w tiles).
+    pub fn fitted(&self, ksteps: usize, prec: TcPrecision) -> TmaTile {
+        let mut t = TmaTile { stages: self.stages.min(ksteps + 1).max(2), ..*self };
+        while t.stages > 2 && t.smem_bytes(prec) > SMEM_LIMIT {
+            t.stages -= 1;
+        }
+        t
+    }
+    pub fn label(&self) -> String {
+        format!("tma{}{}x{}s{}{}", if self.pingpong { "pp" } else { "" }, self.bm, self.bn, self.stages, if self.staged { "" } else { "d" })
+    }
+    pub fn parse(s: &str) -> Option<TmaTile> { TMA_CONFIGS.iter().copied().find(|c| c.label() == s) }
+}
+
+/// Dynamic shared memory one block may use (227 KiB on sm_90).
+const SMEM_LIMIT: usize = 227 * 1024;
+
+/// The tuning space; every entry fits the 227 KiB of shared memory a block may use with
+/// 16-bit or TF32 data (`fitted` trims stages for Tf32x3).
+pub const TMA_CONFIGS: &[TmaTile] = &[
+    TmaTile::new(128, 128, 4, true),
+    TmaTile::new(128, 128, 5, true),
+    TmaTile::new(128, 128, 4, false),
+    TmaTile::new(128, 128, 6, false),
+    TmaTile::new(128, 64, 4, true),
+    TmaTile::new(128, 64, 6, true),
+    TmaTile::new(128, 64, 4, false),
+    TmaTile::new(256, 128, 3, true),
+    TmaTile::new(256, 64, 4, true),
+    TmaTile::new(64, 128, 3, true),
+    TmaTile::new(64, 128, 4, false),
+    TmaTile::pingpong(128, 4, true),
+    TmaTile::pingpong(64, 4, true),
+];
+
+/// Heuristic choice, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16;
+/// bench/results/2026-11-21-h200-cba-tma.md; within 10% of the best tile on all 13): 256 × 64
+/// for layers of at most 64 channels and for layers whose output per pixel is at least twice
+/// their reduction (the epilogue and its stores dominate: more consumer warps, narrow tiles);
+/// else 128 × 128 with 4 stages. Both stage the output for bulk stores. TF32 (f32 data) walks
+/// twice the k-steps of half the channels: the 128 × 128 tile keeps 5 stages in flight there
+/// (sweep in bench/results/2026-11-21-h200-tf32.md: within 4% of the best on 13 of 13).
+/// Strict f32 (Tf32x3): sweep in bench/results/2026-11-21-h200-f32-split.md.
+pub fn tma_heuristic(g: &Geom, prec: TcPrecision) -> TmaTile {
+    let narrow = g.kg() <= 64;
+    let output_heavy = g.kg() >= 2 * g.cg() * g.filter_size();
+    if prec == TcPrecision::Tf32x3 {
+        // Three products per product make the main loop dominant: 128 × 128 with its results
+        // stored from registers, except where the epilogue still dominates.
+        return match (narrow, output_heavy) {
+            (true, _) => TmaTile::new(256, 64, 4, true),
+            (false, true) => TmaTile::new(128, 128, 4, true),
+            (false, false) => TmaTile::new(128, 128, 4, false),
+        };
+    }
+    if narrow || output_heavy {
+        TmaTile::new(256, 64, 4, true)
+    } else if prec == TcPrecision::Tf32 {
+        TmaTile::new(128, 128, 5, true)
+    } else {
+        TmaTile::new(128, 128, 4, true)
+    }
+}
+
+/// Channels per k-step: one 128-byte row of the element type (64 16-bit, 32 f32).
+fn step_channels(dt: DataType) -> usize { 128 / dt.size() }
+
+/// The tensor-core conditions for this problem's element type, and how it is multiplied.
+fn tma_geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), String> {
+    let conv = problem.conv_problem().ok_or("not a convolution problem")?;
+    let prec = tensor_core_precision(conv)?;
+    Ok((tensor_core_layout(conv)?, prec))
+}
+
+/// What the tensor maps need beyond the tensor-core kernels' conditions.
+fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
+    if g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 {
+        return Err("TMA im2col kernel handles 2-D convolutions only".into());
+    }
+    let bk = step_channels(dt);
+    if g.cg() % bk != 0 {
+        return Err(format!("channels per group ({}) not a multiple of {bk}", g.cg()));
+    }
+    let ws = g.w_strides;
+    if ws[4] != g.cg() || ws[3] != g.filter[2] * g.cg() {
+        return Err("each filter's taps and channels must be contiguous in w".into());
+    }
+    if g.stride[1] > 8 || g.stride[2] > 8 {
+        return Err("stride above 8 (the copy engine's traversal stride limit)".into());
+    }
+    Ok(())
+}
+
+fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col { im2col_boxes(g, dt, step_channels(dt), bm) }
+
+/// The im2col map of x for boxes of `channels` × `pixels` output pixels (the backward-weights
+/// kernels load x the same way).
+pub(crate) fn im2col_boxes(g: &Geom, dt: DataType, channels: usize, pixels: usize) -> Im2col {
+    let xs = g.x_strides.map(|v| (v * dt.size()) as u64);
+    let [_, ph, pw] = g.pad.map(|v| v as i32);
+    let [_, fh, fw] = g.filter.map(|v| v as i32);
+    let [_, dh, dw] = g.dilation.map(|v| v as i32);
+    Im2col {
+        dims: [g.c as u64, g.input[2] as u64, g.input[1] as u64, g.n as u64],
+        strides: [xs[4], xs[3], xs[0]],
+        lower: [-pw, -ph],
+        upper: [pw - dw * (fw - 1), ph - dh * (fh - 1)],
+        stride: [g.stride[2] as u32, g.stride[1] as u32],
+        channels: channels as u32,
+        pixels: pixels as u32,
+    }
+}
+
+/// w as a K × (FH·FW·CG) matrix: extents (inner, outer) and row bytes. Tf32x3 reads the split
+/// copy instead, K × 2·(FH·FW·CG) packed (`tf32_split::split_rows`).
+fn w_matrix(g: &Geom, prec: TcPrecision) -> ([u64; 2], u64) {
+    let cols = g.cg() * g.filter_size();
+    match prec {
+        TcPrecision::Tf32x3 => ([2 * cols as u64, g.k as u64], (2 * cols * 4) as u64),
+        _ => ([cols as u64, g.k as u64], (g.w_strides[0] * prec.elem()) as u64),
+    }
+}
+
+/// A 1×1, unpadded, stride-1 convolution over dense pixel rows: x is a (N·H·W) × C matrix.
+pub(crate) fn plain_gemm(g: &Geom) -> bool {
+    let xs = g.x_strides;
+    g.filter_size() == 1 && g.pad == [0; 3] && g.stride == [1; 3] && xs[3] == g.input[2] * xs[4] && xs[0] == g.input[1] * xs[3]
+}
+
+/// Where the kernel's w comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterSource {
+    /// The problem's own filter (for Tf32x3 its split copy).
+    Own,
+    /// The caller's filter of a 16-bit backward-data problem whose forward rewrite this is,
+    /// read in place with its taps reversed (cuda_tc_bwd_data.rs): `rows` output channels (the
+    /// rewrite's input channels), `row_elems` elements apart, each holding the taps × channels
+    /// (the rewrite's output channels) of one filter, channels fastest.
+    Flipped { rows: usize, row_elems: usize },
+}
+
+/// The x and w maps (over stand-in addresses in `check`: the driver validates the geometry —
+/// corner ranges, strides, extents — without touching memory).
+fn encode_maps(g: &Geom, dt: DataType, prec: TcPrecision, (bm, bn): (usize, usize), filter: FilterSource, x: u64, w: u64) -> Result<(TensorMap, TensorMap)> {
+    let bk = step_channels(dt) as u32;
+    let xm = if plain_gemm(g) {
+        let pixels = (g.n * g.input_size()) as u64;
+        tensor_map::tiled_2d([g.c as u64, pixels], (g.x_strides[4] * dt.size()) as u64, [bk, bm as u32], dt, x)?
+    } else {
+        tensor_map::im2col(&im2col_of(g, dt, bm), dt, x)?
+    };
+    let wm = match filter {
+        FilterSource::Own => {
+            let (dims, row) = w_matrix(g, prec);
+            tensor_map::tiled_2d(dims, row, [bk, bn as u32], dt, w)?
+        }
+        FilterSource::Flipped { rows, row_elems } => {
+            // Boxes of BK rows × 64 channels of one tap (MN-major B tiles).
+            let cols = (g.filter_size() * g.kg()) as u64;
+            tensor_map::tiled_2d([cols, rows as u64], (row_elems * dt.size()) as u64, [64, bk], dt, w)?
+        }
+    };
+    Ok((xm, wm))
+}
+
+/// wgmma and TMA exist on compute capability 9.0 (the sm_90a target) only.
+pub(crate) fn hopper_check(device: &DeviceInfo) -> std::result::Result<(), String> {
+    match device.compute_capability()? {
+        (9, 0) => Ok(()),
+        (maj, min) => Err(format!("wgmma and TMA need a compute capability 9.0 GPU (sm_90a); this one is {maj}.{min}")),
+    }
+}
+
+pub struct CudaConvIgemmTma;
+
+impl Solver for CudaConvIgemmTma {
+    fn name(&self) -> &'static str { "CudaConvImplicitGemmTma" }
+    fn solution_id(&self) -> u64 { 106 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
+        let (g, prec) = tma_geometry(problem)?;
+        let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
+        tma_check(&g, dt)?;
+        hopper_check(device)?;
+        encode_maps(&g, dt, prec, (128, 128), FilterSource::Own, 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // About 500 TFLOP/s on an H100/H200-class GPU in 16-bit types, half that in TF32, a
+        // third of that again with three products each.
+        let rate = |c: &crate::problem::ConvProblem| match tensor_core_precision(c) {
+            Ok(TcPrecision::Bits16) => 500e12,
+            Ok(TcPrecision::Tf32) => 250e12,
+            _ => 80e12,
+        };
+        problem.conv_problem().map(|c| 2.0 * c.macs() / rate(c) * 1e3 + 0.004).unwrap_or(f64::MAX)
+    }
+
+    fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let cfg = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g, prec))?;
+        self.build_with(problem, ctx, cfg, None)
+    }
+
+    fn tuning_space(&self, _problem: &FusedProblem) -> Vec<String> {
+        TMA_CONFIGS.iter().map(TmaTile::label).collect()
+    }
+
+    fn build_config(&self, problem: &FusedProblem, ctx: &dyn BuildContext, config: &str) -> Result<Arc<dyn Invoker>> {
+        let cfg = TmaTile::parse(config).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {config}", self.name())))?;
+        self.build_with(problem, ctx, cfg, None)
+    }
+}
+
+impl CudaConvIgemmTma {
+    /// Build with a given tile, launching at most `max_blocks` blocks per group when given
+    /// (tests make blocks walk many tiles); `check` must have passed.
+    pub fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, cfg: TmaTile, max_blocks: Option<usize>) -> Result<Arc<dyn Invoker>> {
+        self.build_from(problem, ctx, cfg, max_blocks, FilterSource::Own)
+    }
+
+    /// Build for a filter read in place (`FilterSource::Flipped`, 16-bit data), with the tile
+    /// `config` names or else the perf-db's or the heuristic's; `check` must have passed.
+    pub fn build_flipped(&self, problem: &FusedProblem, ctx: &dyn BuildContext, config: Option<&str>, filter: FilterSource) -> Result<Arc<dyn Invoker>> {
+        let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let cfg = match config {
+            Some(l) => TmaTile::parse(l).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {l}", self.name())))?,
+            None => chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g, prec))?,
+        };
+        self.build_from(problem, ctx, cfg, None, filter)
+    }
+
+    fn build_from(&self, problem: &FusedProblem, ctx: &dyn BuildContext, cfg: TmaTile, max_blocks: Option<usize>, filter: FilterSource) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(ctx.device())?.clone();
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
+        let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("igemm-tma: {why}")))?;
+        let dt = conv.dtype();
+        let bk = step_channels(dt);
+        let cfg = cfg.fitted(g.filter_size() * g.cg() / bk, prec);
+        let ys = g.y_strides;
+        // Bulk stores write whole BK-channel boxes of y seen as pixels × channels: y must be
+        // dense channels-last and no box may reach into another group's channels.
+        let [od, oh, ow] = g.output;
+        // (A 2-D y has D stride 0: only the N stride says whether images are packed.)
+        let pixel_rows = ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3]) && ys[0] == od * oh * ys[3];
+        let bulk_ok = Staging::of(&g) == Staging::Rows && pixel_rows && (g.groups == 1 || g.kg() % bk == 0);
+        // f32 results are staged only for bulk stores (the other staged stores pack 16-bit
+        // values; channel-major runs of f32 for NCHW y measured slower than stores from
+        // registers: bench/results/2026-11-27-history-from-status.md) and only where the
+        // staging buffer fits; else they go from registers.
+        let staging = match (cfg.staged, dt) {
+            (false, _) => Staging::Direct,
+            (true, DataType::Float) if bulk_ok && cfg.smem_bytes(prec) <= SMEM_LIMIT => Staging::Rows,
+            (true, DataType::Float) => Staging::Direct,
+            (true, _) => Staging::of(&g),
+        };
+        // Shared memory must follow from the generated source alone: two configurations that
+        // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
+        let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
+        let tma_store = staging == Staging::Rows && bulk_ok;
+        let mut tile = vec![
+            ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
+            ("MIN_BLOCKS", cfg.min_blocks(prec)), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
+            ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize), ("PINGPONG", cfg.pingpong as usize),
+            ("WGMMA_B_MN_MAJOR", (filter != FilterSource::Own) as usize),
+        ];
+        if filter != FilterSource::Own && prec != TcPrecision::Bits16 {
+            return Err(Error::internal("igemm-tma: in-place filter reads need 16-bit data"));
+        }
+        tile.extend(staging.defines());
+        let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
+        let y_align = staging.y_align(pair_store, dt.size());
+        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let kernel = be.module_arch_specific("conv_igemm_tma", &src)?.function("conv_fwd_igemm_tma")?;
+        let smem = cfg.smem_bytes(prec) as u32;
+        kernel.reserve_dynamic_smem(&be.dev, smem)?;
+        let resident = (be.dev.sm_count() as usize * cfg.min_blocks(prec)).div_ceil(g.groups);
+        let max_blocks = max_blocks.unwrap_or(resident).max(1);
+        Ok(Arc::new(TmaInvoker {
+            be,
+            kernel,
+            dtype: conv.dtype(),
+            prec,
+            bm: cfg.bm,
+            bn: cfg.bn,
+            threads: cfg.threads() as u32,
+            smem,
+            max_blocks,
+            y_align,
+            tma_store,
+            filter,
+            geom: g,
+            problem: problem.clone(),
+            fallback: OnceLock::new(),
+        }))
+    }
+}
+
+/// The kernel's parameter block: both tensor maps, then the common parameters (mirrors
+/// `TmaArgs` in conv_igemm_tma.cu; the y map is unused without bulk stores).
+#[repr(C, align(128))]
+struct TmaArgs {
+    x: TensorMap,
+    w: TensorMap,
+    y: TensorMap,
+    p: Params,
+}
+
+struct TmaInvoker {
+    be: Arc<CudaBackend>,
+    kernel: Kernel,
+    dtype: DataType,
+    prec: TcPrecision,
+    bm: usize,
+    bn: usize,
+    threads: u32,
+    smem: u32,
+    max_blocks: usize,
+    /// Alignment (bytes) the stores need of y (`Staging::y_align`).
+    y_align: u64,
+    /// y goes out through bulk tensor stores (needs its own map).
+    tma_store: bool,
+    filter: FilterSource,
+    geom: Geom,
+    problem: FusedProblem,
+    /// The CUDA-core kernel, built on first need for pointers the copy engine cannot use.
+    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+}
+
+impl Invoker for TmaInvoker {
+    fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        if a.x.0 % 16 != 0 || a.w.0 % 16 != 0 || a.y.0 % self.y_align != 0 {
+            // The CUDA-core kernel reads the problem's own filter layout, not a flipped one in
+            // place (the backward-data solver checks alignment before choosing this plan).
+            if self.filter != FilterSource::Own {
+                return Err(Error::internal("igemm-tma: in-place filter read with pointers the copy engine cannot use"));
+            }
+            let inv = self.fallback.get_or_init(|| CudaConvIgemm.build(&self.problem, ctx.device())).as_ref().map_err(Clone::clone)?;
+            return inv.run(ctx, a);
+        }
+        let g = &self.geom;
+        if g.groups > 65535 {
+            return Err(Error::not_implemented("igemm-tma: more than 65535 groups in one launch"));
+        }
+        let tiles = (g.n * g.output_size()).div_ceil(self.bm) * g.kg().div_ceil(self.bn);
+        let grid = (tiles.min(self.max_blocks) as u32, 1, g.groups as u32);
+        // The whole sequence (the filter split included) is one timed unit when profiling.
+        timed(ctx, &self.be, || {
+            // Tf32x3: the kernel reads w's TF32 high and low parts from a split copy.
+            let (rows, cols) = (g.k, g.cg() * g.filter_size());
+            let split = match self.prec {
+                TcPrecision::Tf32x3 => {
+                    let scratch = Scratch::new(ctx, &self.be.dev, tf32_split::split_bytes(rows, cols))?;
+                    tf32_split::split_rows(&self.be, a.w.0, g.w_strides[0], rows, cols, scratch.ptr())?;
+                    Some(scratch)
+                }
+                _ => None,
+            };
+            let w_in = split.as_ref().map_or(a.w.0, Scratch::ptr);
+            let (x, w) = encode_maps(g, self.dtype, self.prec, (self.bm, self.bn), self.filter, a.x.0, w_in)?;
+            let y = if self.tma_store {
+                let pixels = (g.n * g.output_size()) as u64;
+                tensor_map::tiled_2d([g.k as u64, pixels], (g.y_strides[4] * self.dtype.size()) as u64, [step_channels(self.dtype) as u32, 64], self.dtype, a.y.0)?
+            } else {
+                TensorMap { opaque: [0; 16] }
+            };
+            let args = TmaArgs { x, w, y, p: conv_run_params(g, &self.problem, a)? };
+            // SAFETY: TmaArgs mirrors the kernel's parameter block (Params checked by the
+            // preamble's static_assert, the maps are 128-byte opaque blocks); pointers are the
+            // caller's tensors, validated against the problem and aligned as the copies need,
+            // and the split copy, which lives (stream-ordered) until after this launch.
+            unsafe { self.kernel.launch(&self.be.dev, grid, (self.threads, 1, 1), self.smem, &args) }
+        })
+    }
+}

@@ -1,0 +1,33 @@
+//! The CUDA solvers, one per file. Shared helpers: `common` (backend, element types, run
+//! parameters), `tensor_core` (precision, layout conditions and defines of the tensor-core
+//! kernels), `adapter` (what the solvers that rewrite a problem for other solvers share).
+//! Their order is `registry.rs`'s; kernels and launch code are in `backend/cuda/`.
+
+mod adapter;
+pub mod bwd_data_tc;
+mod common;
+pub mod direct;
+pub mod gemm_lt;
+pub mod igemm_mma;
+pub mod igemm_simt;
+pub mod igemm_tma;
+pub mod igemm_wgmma;
+pub mod nchw_tc;
+pub mod pointwise;
+pub mod tensor_core;
+pub mod wgrad_simt;
+pub mod wgrad_tf32;
+pub mod wgrad_tma;
+
+pub use bwd_data_tc::CudaConvBwdDataTc;
+pub use direct::CudaConvDirect;
+pub use gemm_lt::CudaConvGemmLt;
+pub use igemm_mma::CudaConvIgemmTc;
+pub use igemm_simt::CudaConvIgemm;
+pub use igemm_tma::CudaConvIgemmTma;
+pub use igemm_wgmma::CudaConvIgemmWgmma;
+pub use nchw_tc::CudaConvTcNchw;
+pub use pointwise::CudaPointwise;
+pub use tensor_core::TcPrecision;
+pub use wgrad_simt::CudaConvWgradSimt;
+pub use wgrad_tma::CudaConvWgradTma;

@@ -1,0 +1,364 @@
+//! Backward-weights on Hopper tensor cores (conv_wgrad_tma.cu): dw = dyᵀ · im2col(x), the
+//! reduction running over every output pixel of the batch. dy and x arrive through the copy
+//! engine as 64-pixel boxes (the x loads are the forward TMA kernel's im2col loads), wgmma
+//! reads both MN-major, and the long reduction is split across blocks whose f32 sums a second
+//! kernel adds in a fixed order (deterministic) into dw with α/β, in any dw layout.
+//! Applies to 16-bit 2-D problems with channels-last x and dy, channels per group a multiple of
+//! 64, on a compute capability 9.0 GPU. f32 problems (channels per group a multiple of 32) run
+//! on TF32 tensor cores through their own kernel (cuda_wgrad_tf32.rs): TF32 products when the
+//! descriptor allows TF32, split products with f32 accuracy when it does not.
+
+use super::common::{conv_run_params, cuda_of};
+use super::wgrad_simt::CudaConvWgradSimt;
+use super::tensor_core::{tensor_core_defines, tensor_core_precision, TcPrecision};
+use super::igemm_tma::{hopper_check, im2col_boxes, plain_gemm};
+use super::wgrad_tf32::{self as tf32, TLayout};
+use crate::solver::{Invoker, RunArgs, Solver, chosen_config};
+use crate::backend::cuda::driver::Scratch;
+use crate::backend::cuda::module::Kernel;
+use crate::backend::cuda::params::Params;
+use crate::backend::cuda::preamble::{self, Extra};
+use crate::backend::cuda::tensor_map::{self, TensorMap};
+use crate::backend::cuda::{grid_for, timed, CudaBackend};
+use crate::problem::Geom;
+use crate::error::{Error, Result};
+use crate::problem::FusedProblem;
+use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::solver::BuildContext;
+use crate::types::{ConvAlgorithm, DataType, Direction};
+use std::sync::{Arc, OnceLock};
+
+const TEMPLATE: &str = concat!(
+    include_str!("../../backend/cuda/kernels/igemm_tile.cuh"),
+    include_str!("../../backend/cuda/kernels/tma.cuh"),
+    include_str!("../../backend/cuda/kernels/wgmma.cuh"),
+    include_str!("../../backend/cuda/kernels/wgrad_slots.cuh"),
+    include_str!("../../backend/cuda/kernels/conv_wgrad_tma.cu"),
+);
+
+const TEMPLATE_TF32: &str = concat!(
+    include_str!("../../backend/cuda/kernels/igemm_tile.cuh"),
+    include_str!("../../backend/cuda/kernels/tma.cuh"),
+    include_str!("../../backend/cuda/kernels/wgmma.cuh"),
+    include_str!("../../backend/cuda/kernels/tf32_split.cuh"),
+    include_str!("../../backend/cuda/kernels/wgmma_tf32x3.cuh"),
+    include_str!("../../backend/cuda/kernels/wgrad_slots.cuh"),
+    include_str!("../../backend/cuda/kernels/conv_wgrad_tf32.cu"),
+);
+
+/// One point of the kernel's space: BM output channels (one consumer warpgroup per 64) × BN
+/// filter columns per block, and the pipeline depth; a k-step is 64 output pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WgradTile {
+    pub bm: usize,
+    pub bn: usize,
+    pub stages: usize,
+}
+
+impl WgradTile {
+    pub const fn new(bm: usize, bn: usize, stages: usize) -> WgradTile { WgradTile { bm, bn, stages } }
+    pub fn threads(&self) -> usize { (self.bm / 64 + 1) * 128 }
+    /// Pipeline buffers, two barriers per stage, 1 KiB to align the base for the swizzle.
+    pub fn smem_bytes(&self) -> usize { self.stages * (self.bm + self.bn) * 128 + 16 * self.stages + 1024 }
+    pub fn label(&self) -> String { format!("wgr{}x{}s{}", self.bm, self.bn, self.stages) }
+    pub fn parse(s: &str) -> Option<WgradTile> { WGRAD_CONFIGS.iter().chain(tf32::TF32_CONFIGS).copied().find(|c| c.label() == s) }
+    /// The tuning space of a precision.
+    pub fn space(prec: TcPrecision) -> &'static [WgradTile] {
+        if prec == TcPrecision::Bits16 { WGRAD_CONFIGS } else { tf32::TF32_CONFIGS }
+    }
+}
+
+/// The tuning space; every entry fits the 227 KiB of shared memory a block may use.
+pub const WGRAD_CONFIGS: &[WgradTile] = &[
+    WgradTile::new(128, 128, 4),
+    WgradTile::new(128, 128, 6),
+    WgradTile::new(64, 128, 6),
+    WgradTile::new(64, 256, 4),
+    WgradTile::new(128, 256, 3),
+    WgradTile::new(128, 64, 6),
+];
+
+/// Heuristic, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16;
+/// bench/results/2026-11-21-h200-bwd-weights.md): 64 output channels per block when a group has
+/// at most 64 (no half-empty warpgroup); 128 × 256 for filters with taps and at least 256
+/// output channels (many columns: wider tiles read each dy box once for more of them); else
+/// 128 × 128 with 6 stages.
+pub fn wgrad_heuristic(g: &Geom) -> WgradTile {
+    if g.kg() <= 64 {
+        WgradTile::new(64, 128, 6)
+    } else if g.filter_size() > 1 && g.kg() >= 256 {
+        WgradTile::new(128, 256, 3)
+    } else {
+        WgradTile::new(128, 128, 6)
+    }
+}
+
+/// Splits of the pixel reduction, at least 4 k-steps each: enough blocks to fill the GPU's
+/// `blocks` resident slots once, then more if that leaves a last wave mostly idle (144 tiles
+/// on 132 slots take two full waves' time unsplit; split 4 ways they fill 87% of five).
+pub fn wgrad_splits(tiles: usize, ksteps: usize, blocks: usize) -> usize {
+    let (tiles, blocks, most) = (tiles.max(1), blocks.max(1), (ksteps / 4).max(1));
+    let fill = |s: usize| (tiles * s) as f64 / ((tiles * s).div_ceil(blocks) * blocks) as f64;
+    let first = (blocks / tiles).clamp(1, most);
+    let candidates = first..=most.min(first * 4);
+    candidates.clone().find(|&s| fill(s) >= 0.85).unwrap_or_else(|| candidates.max_by(|&a, &b| fill(a).total_cmp(&fill(b)).then(b.cmp(&a))).unwrap_or(first))
+}
+
+/// The problem's geometry and how its products are made, or why the kernels refuse it.
+fn geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), String> {
+    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+    if conv.direction != Direction::BackwardWeights {
+        return Err(format!("backward-weights only (this is {:?})", conv.direction));
+    }
+    let prec = tensor_core_precision(conv)?;
+    let g = Geom::of(conv);
+    if g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 {
+        return Err("2-D convolutions only".into());
+    }
+    // A k-step's box is one tap and one 128-byte row of channels.
+    let (box_channels, chunk) = if prec == TcPrecision::Bits16 { (64, 8) } else { (32, 4) };
+    if g.cg() % box_channels != 0 {
+        return Err(format!("channels per group ({}) not a multiple of {box_channels}", g.cg()));
+    }
+    let xs = g.x_strides;
+    if xs[1] != 1 || [xs[0], xs[3], xs[4]].iter().any(|v| v % chunk != 0) {
+        return Err("x must be channels-last with 16-byte aligned pixel rows".into());
+    }
+    // f32 reads dy through the transpose kernel when it is T (any strides), else as boxes.
+    let dy_transposed = prec != TcPrecision::Bits16 && tf32::r_is_x(&g);
+    if !dy_transposed && !tf32::dy_as_boxes(&g, chunk) {
+        return Err("dy must be channels-last with evenly spaced, 16-byte aligned pixel rows".into());
+    }
+    if g.stride[1] > 8 || g.stride[2] > 8 {
+        return Err("stride above 8 (the copy engine's traversal stride limit)".into());
+    }
+    let biggest = [g.n * xs[0], g.n * g.y_strides[0], g.n * g.output_size(), g.k * g.w_strides[0]];
+    if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {
+        return Err("tensor too large for 32-bit indexing".into());
+    }
+    Ok((g, prec))
+}
+
+/// The x map (im2col boxes of 64 pixels × 64 channels, or boxes of the pixel matrix) and the
+/// dy map (boxes of 64 pixels × 64 channels of the (N·OH·OW) × K matrix) of a 16-bit problem.
+fn encode_maps(g: &Geom, dt: DataType, x: u64, dy: u64) -> Result<(TensorMap, TensorMap)> {
+    let xm = if plain_gemm(g) {
+        tensor_map::tiled_2d([g.c as u64, (g.n * g.input_size()) as u64], g.x_strides[4] as u64 * 2, [64, 64], dt, x)?
+    } else {
+        tensor_map::im2col(&im2col_boxes(g, dt, 64, 64), dt, x)?
+    };
+    let pixels = (g.n * g.output_size()) as u64;
+    let dym = tensor_map::tiled_2d([g.k as u64, pixels], g.y_strides[4] as u64 * 2, [64, 64], dt, dy)?;
+    Ok((xm, dym))
+}
+
+/// The heuristic's tile for a precision.
+fn heuristic(g: &Geom, prec: TcPrecision) -> WgradTile {
+    if prec == TcPrecision::Bits16 { wgrad_heuristic(g) } else { tf32::tf32_heuristic(g) }
+}
+
+pub struct CudaConvWgradTma;
+
+impl Solver for CudaConvWgradTma {
+    fn name(&self) -> &'static str { "CudaConvBwdWeightsTma" }
+    fn solution_id(&self) -> u64 { 109 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
+        let (g, prec) = geometry(problem)?;
+        hopper_check(device)?;
+        let maps = match prec {
+            TcPrecision::Bits16 => encode_maps(&g, problem.conv_problem().map_or(DataType::Half, |c| c.dtype()), 1 << 20, 1 << 20),
+            _ => tf32::encode_maps(&g, &heuristic(&g, prec), &TLayout::of(&g, prec), 1 << 20, 1 << 20, 1 << 20),
+        };
+        maps.map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // About 400 TFLOP/s for 16-bit data, 200 for TF32 and 100 for split TF32 (three
+        // products each), plus the reduction pass.
+        let Some(c) = problem.conv_problem() else { return f64::MAX };
+        let rate = match tensor_core_precision(c) {
+            Ok(TcPrecision::Tf32) => 200e12,
+            Ok(TcPrecision::Tf32x3) => 100e12,
+            _ => 400e12,
+        };
+        2.0 * c.macs() / rate * 1e3 + 0.008
+    }
+
+    fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let (g, prec) = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let parse = |s: &str| WgradTile::space(prec).iter().copied().find(|c| c.label() == s);
+        let cfg = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_WGRAD_TILE", parse, || heuristic(&g, prec))?;
+        self.build_with(problem, ctx, cfg)
+    }
+
+    fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {
+        let prec = problem.conv_problem().and_then(|c| tensor_core_precision(c).ok()).unwrap_or(TcPrecision::Bits16);
+        WgradTile::space(prec).iter().map(WgradTile::label).collect()
+    }
+
+    fn build_config(&self, problem: &FusedProblem, ctx: &dyn BuildContext, config: &str) -> Result<Arc<dyn Invoker>> {
+        let cfg = WgradTile::parse(config).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {config}", self.name())))?;
+        self.build_with(problem, ctx, cfg)
+    }
+}
+
+impl CudaConvWgradTma {
+    /// Build with a given tile; `check` must have passed.
+    pub fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, cfg: WgradTile) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(ctx.device())?.clone();
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("wgrad-tma: not a convolution"))?;
+        let (g, prec) = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        if !WgradTile::space(prec).contains(&cfg) {
+            return Err(Error::bad_parm(format!("{}: configuration {} is not one for {:?} data", self.name(), cfg.label(), conv.dtype())));
+        }
+        // A k-step is one 128-byte row of channels per pixel: 64 pixels of 16-bit data, 32 of f32.
+        let step = if prec == TcPrecision::Bits16 { 64 } else { 32 };
+        let ksteps = (g.n * g.output_size()).div_ceil(step);
+        let cfg = WgradTile { stages: cfg.stages.min(ksteps + 1).max(2), ..cfg };
+        let (template, name, tile, smem, (tile_k, tile_cols)) = if prec == TcPrecision::Bits16 {
+            let tile = vec![
+                ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
+                ("A_TILED", plain_gemm(&g) as usize), ("WGMMA_MN_MAJOR", 1), ("TILE_K", cfg.bm), ("TILE_COLS", cfg.bn),
+            ];
+            (TEMPLATE, "conv_wgrad_tma", tile, cfg.smem_bytes(), (cfg.bm, cfg.bn))
+        } else {
+            let tile = tf32::defines(&g, &cfg, prec);
+            let dims = if tf32::r_is_x(&g) { (cfg.bn, cfg.bm) } else { (cfg.bm, cfg.bn) };
+            (TEMPLATE_TF32, "conv_wgrad_tf32", tile, tf32::smem_bytes(&cfg, prec), dims)
+        };
+        let (defs, _) = tensor_core_defines(&g, conv.dtype(), &tile);
+        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let src = preamble::source(conv.dtype(), &[], &Extra { act: None, defines: &defs }, template)?;
+        let module = be.module_arch_specific(name, &src)?;
+        let (kernel, reduce) = (module.function(name)?, module.function("conv_wgrad_reduce")?);
+        let operands = match prec {
+            TcPrecision::Bits16 => Operands::Bits16,
+            _ => Operands::Tf32 { transpose: module.function("wgrad_transpose")?, layout: TLayout::of(&g, prec) },
+        };
+        kernel.reserve_dynamic_smem(&be.dev, smem as u32)?;
+        let tiles = g.kg().div_ceil(tile_k) * (g.filter_size() * g.cg()).div_ceil(tile_cols);
+        let blocks_per_sm = (228 * 1024 / (smem + 1024)).clamp(1, 2);
+        let splits = wgrad_splits(tiles * g.groups, ksteps, be.dev.sm_count() as usize * blocks_per_sm);
+        Ok(Arc::new(WgradInvoker {
+            be,
+            kernel,
+            reduce,
+            operands,
+            dtype: conv.dtype(),
+            tile: cfg,
+            smem: smem as u32,
+            slot_elems: tile_k * tile_cols,
+            tiles,
+            splits,
+            geom: g,
+            problem: problem.clone(),
+            fallback: OnceLock::new(),
+        }))
+    }
+}
+
+/// The kernels' parameter block (mirrors `WgradArgs` in wgrad_slots.cuh).
+#[repr(C, align(128))]
+struct WgradArgs {
+    a: TensorMap,
+    b: TensorMap,
+    p: Params,
+    partial: u64,
+    splits: i32,
+    reduce_runs: i32,
+    pad: [i32; 2],
+}
+
+/// How the operands reach the GEMM kernel.
+enum Operands {
+    /// 16-bit: x and dy as they are (a = x, b = dy).
+    Bits16,
+    /// f32: T transposed (and split) into scratch first (a = R, b = T; cuda_wgrad_tf32.rs).
+    Tf32 { transpose: Kernel, layout: TLayout },
+}
+
+struct WgradInvoker {
+    be: Arc<CudaBackend>,
+    kernel: Kernel,
+    reduce: Kernel,
+    operands: Operands,
+    dtype: DataType,
+    tile: WgradTile,
+    smem: u32,
+    /// f32 sums per slot (one tile).
+    slot_elems: usize,
+    /// Output tiles per group.
+    tiles: usize,
+    /// Blocks sharing each tile's reduction.
+    splits: usize,
+    geom: Geom,
+    problem: FusedProblem,
+    /// The CUDA-core GEMM kernel, built on first need for pointers the copy engine cannot use.
+    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+}
+
+impl Invoker for WgradInvoker {
+    fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        // Backward-weights arguments: x = x, w = dw (written), y = dy.
+        if a.x.0 % 16 != 0 || a.y.0 % 16 != 0 {
+            let inv = self.fallback.get_or_init(|| CudaConvWgradSimt.build(&self.problem, ctx.device())).as_ref().map_err(Clone::clone)?;
+            return inv.run(ctx, a);
+        }
+        let g = &self.geom;
+        if g.groups > 65535 {
+            return Err(Error::not_implemented("wgrad-tma: more than 65535 groups in one launch"));
+        }
+        let slot_bytes = g.groups * self.tiles * self.splits * self.slot_elems * 4;
+        timed(ctx, &self.be, || {
+            let scratch = Scratch::new(ctx, &self.be.dev, slot_bytes)?;
+            // f32: T, transposed (and split) into its own scratch, which lives (stream-ordered)
+            // until after the launches below.
+            let (maps, _t) = match &self.operands {
+                Operands::Bits16 => (encode_maps(g, self.dtype, a.x.0, a.y.0)?, None),
+                Operands::Tf32 { transpose, layout } => {
+                    let t = Scratch::new(ctx, &self.be.dev, layout.bytes())?;
+                    let src = if tf32::r_is_x(g) { a.y.0 } else { a.x.0 };
+                    tf32::transpose(&self.be, transpose, layout, src, t.ptr())?;
+                    (tf32::encode_maps(g, &self.tile, layout, a.x.0, a.y.0, t.ptr())?, Some(t))
+                }
+            };
+            // The reduction: chunks of 4 runs of 128 elements when there are enough of them to
+            // fill the GPU twice, else single runs; split lanes share the splits (≤ 16 runs' worth
+            // of lanes per block, the reduce kernel's shared buffer).
+            let elems = g.groups * self.tiles * self.slot_elems;
+            let reduce_runs = if elems / 512 >= 2 * self.be.dev.sm_count() as usize { 4 } else { 1 };
+            let lanes = self.splits.min(16 / reduce_runs) as u32;
+            let chunks = (elems / (128 * reduce_runs)) as u64;
+            let args = WgradArgs { a: maps.0, b: maps.1, p: conv_run_params(g, &self.problem, a)?, partial: scratch.ptr(), splits: self.splits as i32, reduce_runs: reduce_runs as i32, pad: [0; 2] };
+            let grid = ((self.tiles * self.splits) as u32, 1, g.groups as u32);
+            // SAFETY: WgradArgs mirrors the kernels' parameter block (Params checked by the
+            // preamble's static_assert, the maps are 128-byte opaque blocks); x and dy are the
+            // caller's tensors, validated against the problem and 16-byte aligned (T's scratch
+            // holds layout.bytes()); dw is written by the reduction only, through its validated
+            // strides; the scratch holds every block's slot.
+            unsafe {
+                self.kernel.launch(&self.be.dev, grid, (self.tile.threads() as u32, 1, 1), self.smem, &args)?;
+                self.reduce.launch(&self.be.dev, (grid_for(&self.be, chunks, 1), 1, 1), (32, lanes, 1), 0, &args)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wgrad_splits;
+
+    #[test]
+    fn splits_fill_the_last_wave() {
+        // 144 tiles on 132 slots: unsplit, the second wave is 9% full.
+        assert_eq!(wgrad_splits(144, 98, 132), 4);
+        // Few tiles: one full wave of splits.
+        assert_eq!(wgrad_splits(4, 1568, 132), 33);
+        // Short reductions keep at least 4 k-steps per split.
+        assert_eq!(wgrad_splits(4, 20, 132), 5);
+        assert_eq!(wgrad_splits(1000, 3, 132), 1);
+    }
+}
