@@ -97,7 +97,7 @@ fn kernel() {
 /// operands 64-byte aligned: f32-equivalent GFLOP/s and cycles per tile multiply (24 per step)
 /// at the clock `CLOCK_GHZ` (default 3.75).
 fn amx_kernel() {
-    use conflux::backend::cpu::amx::{self, Tiles, ALIGN_SLACK, STEP};
+    use conflux::backend::cpu::x86::amx::{self, Tiles, ALIGN_SLACK, STEP};
     if !amx::available() {
         return;
     }

@@ -8,12 +8,12 @@
 
 mod support;
 
-use conflux::backend::cpu::amx;
-use conflux::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
-use conflux::backend::cpu::conv1x1_amx::{self, AmxSplit, SplitW, Walk as AmxWalk};
-use conflux::backend::cpu::conv1x1_kernel::available;
-use conflux::backend::cpu::conv1x1_pos::{self, PackedWalk, PosSplit};
-use conflux::backend::cpu::conv1x1_pos_kernel;
+use conflux::backend::cpu::x86::amx;
+use conflux::backend::cpu::conv1x1::channels::{forward_with, pack_all, packed_len, Problem, Split};
+use conflux::backend::cpu::conv1x1::amx::{self as conv1x1_amx, AmxSplit, SplitW, Walk as AmxWalk};
+use conflux::backend::cpu::conv1x1::channels_kernel::available;
+use conflux::backend::cpu::conv1x1::positions::{self as conv1x1_pos, PackedWalk, PosSplit};
+use conflux::backend::cpu::conv1x1::positions_kernel as conv1x1_pos_kernel;
 use conflux::reference::fill::{fill_normal, fill_small_int};
 use support::Rng;
 

@@ -283,7 +283,7 @@ fn direct_taps_random_forward() {
             ran += check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), Fill::Normal, tolerance(dt), DIRECT_TAPS, 9900 + i as u64 * 10 + constant as u64) as usize;
         }
     }
-    let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
+    let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
     assert!(ran == 44 || !avx512, "taps-direct: only {ran} of 44 cases applied");
 }
 
@@ -292,7 +292,7 @@ fn direct_taps_random_forward() {
 /// more than 256 channels (several K blocks of the GEMM), V or U doubled.
 #[test]
 fn fft_every_side_and_kernel() {
-    use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, fft_conv, gemm};
+    use conflux::backend::cpu::{direct::naive::ConvPtrs, fft as fft_conv, gemm, pointwise::epilogue::CpuEpilogue};
     let h = Handle::cpu();
     let geos = [
         make_geo(&[2, 1], &[1, 1], &[1, 2], 1, vec![2, 6, 21, 19], vec![21, 6, 5, 3]).unwrap(),
@@ -405,7 +405,7 @@ fn winograd4_tile_blocks() {
 /// two threads each task takes both tile panels, so the plain and the prefetching kernel run.
 #[test]
 fn winograd_sixteen_tiles() {
-    use conflux::backend::cpu::wino4::{self, Variant};
+    use conflux::backend::cpu::winograd::{self as wino4, Variant};
     let h = Handle::cpu();
     for (sol, v, side) in [(WINOGRAD4, Variant::F4, 14usize), (WINOGRAD, Variant::F2, 7)] {
         for constant in [false, true] {
@@ -432,7 +432,7 @@ fn winograd_sixteen_tiles() {
 /// (`Blocks::input_in_tasks`), the first does not.
 #[test]
 fn winograd4_every_kernel_and_transform_path() {
-    use conflux::backend::cpu::{conv_naive::ConvPtrs, epilogue::CpuEpilogue, gemm, wino4, wino4::Variant};
+    use conflux::backend::cpu::{direct::naive::ConvPtrs, gemm, pointwise::epilogue::CpuEpilogue, winograd as wino4, winograd::Variant};
     let h = Handle::cpu();
     let geos = [
         make_geo(&[1, 1], &[1, 1], &[1, 1], 2, vec![2, 24, 11, 13], vec![42, 12, 3, 3]).unwrap(),
@@ -534,8 +534,8 @@ fn gemm1x1_random_forward() {
     // groups, several K blocks, every α/β (other than 1, 0 they go through the generic GEMM),
     // exact and random data. The solver needs AVX-512, and must say so elsewhere.
     let h = Handle::cpu();
-    let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
-    let amx = conflux::backend::cpu::amx::available();
+    let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
+    let amx = conflux::backend::cpu::x86::amx::available();
     let mut rng = Rng(8);
     for case in 0..24usize {
         let nd = if case % 5 == 4 { 3 } else { 2 };
@@ -578,7 +578,7 @@ fn gemm1x1_random_forward() {
         {
             use conflux::solver::cpu::amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES, MIN_TILES_SPLITTING_W};
             let tiles = geo.y[0] * geo.y[2..].iter().product::<usize>().div_ceil(32);
-            let few = conflux::backend::cpu::conv1x1_amx::few_tiles_split(tiles, kg.div_ceil(32), cg, case % 2 == 1, rayon::current_num_threads());
+            let few = conflux::backend::cpu::conv1x1::amx::few_tiles_split(tiles, kg.div_ceil(32), cg, case % 2 == 1, rayon::current_num_threads());
             let enough = (tiles >= MIN_TILES || kg.div_ceil(32) >= 2 * tiles || few) && (constant || tiles >= MIN_TILES_SPLITTING_W) && cg * kg >= MIN_MACS_PER_POSITION;
             assert_eq!(ran, amx && enough, "{geo:?}: the AMX solver applies with {tiles} tiles exactly where AMX is there and {MIN_TILES} tiles and C·K ≥ {MIN_MACS_PER_POSITION} are");
         }
@@ -607,8 +607,8 @@ fn fused_bias_relu_per_algorithm() {
         (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [12, 1, 3, 3], 1),
         (ConvAlgorithm::Direct, "CpuConvDirectTaps", [2, 8, 12, 31], [40, 8, 5, 5], 2),
     ];
-    let avx512 = conflux::backend::cpu::conv1x1_kernel::best().is_some();
-    let amx = conflux::backend::cpu::amx::available();
+    let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
+    let amx = conflux::backend::cpu::x86::amx::available();
     for (algo, name, xl, wl, pad) in cases {
         for (dt, layout) in [(DataType::Float, Layout::NCHW), (DataType::Float, Layout::NHWC), (DataType::Half, Layout::NHWC), (DataType::BFloat16, Layout::NCHW)] {
             for exact in [false, true] {
@@ -634,7 +634,7 @@ fn fused_bias_relu_per_algorithm() {
                 // twice as many 32-filter blocks) where the CPU has AMX (not here: 6 tiles, 3
                 // blocks).
                 let (tiles, fblocks) = (xl[0] * (xl[2] * xl[3]).div_ceil(32), wl[0].div_ceil(32));
-                let few = conflux::backend::cpu::conv1x1_amx::few_tiles_split(tiles, fblocks, wl[1], layout == Layout::NHWC, rayon::current_num_threads());
+                let few = conflux::backend::cpu::conv1x1::amx::few_tiles_split(tiles, fblocks, wl[1], layout == Layout::NHWC, rayon::current_num_threads());
                 let enough = tiles >= conflux::solver::cpu::amx1x1::MIN_TILES || fblocks >= 2 * tiles || few;
                 let name = match name {
                     "CpuConvGemm1x1" if dt == DataType::Float && amx && enough => "CpuConvAmx1x1",
@@ -682,11 +682,11 @@ fn amx_few_tiles_many_filters() {
             geo.conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64).unwrap();
             let dt = DataType::Float;
             let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
-            let few = conflux::backend::cpu::conv1x1_amx::few_tiles_split(7, 10, 96, nhwc, threads);
+            let few = conflux::backend::cpu::conv1x1::amx::few_tiles_split(7, 10, 96, nhwc, threads);
             for (exact, seed) in [(true, 900), (false, 910)] {
                 let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
                 let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), fill, tol, AMX1X1, seed);
-                assert_eq!(ran, conflux::backend::cpu::amx::available() && few, "{lay:?} constant {constant}: applies exactly where AMX and the few-tiles split are");
+                assert_eq!(ran, conflux::backend::cpu::x86::amx::available() && few, "{lay:?} constant {constant}: applies exactly where AMX and the few-tiles split are");
             }
         }
     }

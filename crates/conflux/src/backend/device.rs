@@ -35,7 +35,7 @@ pub struct CudaInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuInfo {
     pub avx512: bool,
-    /// AMX bf16 tiles usable by this process (see `backend::cpu::amx::available`).
+    /// AMX bf16 tiles usable by this process (see `backend::cpu::x86::amx::available`).
     pub amx: bool,
 }
 
@@ -46,7 +46,7 @@ impl CpuInfo {
         let avx512 = std::is_x86_feature_detected!("avx512f");
         #[cfg(not(target_arch = "x86_64"))]
         let avx512 = false;
-        CpuInfo { avx512, amx: super::cpu::amx::available() }
+        CpuInfo { avx512, amx: super::cpu::x86::amx::available() }
     }
 }
 

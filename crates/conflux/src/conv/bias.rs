@@ -37,7 +37,7 @@ pub fn forward_bias(handle: &Handle, alpha: f64, b_desc: &TensorDesc, b: DevPtr,
     let (a, bt) = (alpha as f32, beta as f32);
     match handle.device() {
         Device::Cpu => {
-            cpu::bias::forward(y_desc, y.0, b_desc, b.0, a, bt);
+            cpu::pointwise::bias::forward(y_desc, y.0, b_desc, b.0, a, bt);
             Ok(())
         }
         Device::Cuda(be) => cuda::bias::forward(handle, be, y_desc, y.0, b_desc, b.0, a, bt),
@@ -61,7 +61,7 @@ pub fn backward_bias(handle: &Handle, alpha: f64, dy_desc: &TensorDesc, dy: DevP
     let (a, bt) = (alpha as f32, beta as f32);
     match handle.device() {
         Device::Cpu => {
-            cpu::bias::backward(dy_desc, dy.0, db_desc, db.0, a, bt);
+            cpu::pointwise::bias::backward(dy_desc, dy.0, db_desc, db.0, a, bt);
             Ok(())
         }
         Device::Cuda(be) => cuda::bias::backward(handle, be, dy_desc, dy.0, db_desc, db.0, a, bt),

@@ -3,7 +3,7 @@
 //! body is built for AVX-512, AVX2 and the baseline, picked at run time by `level`. Used by
 //! the Winograd and FFT transforms.
 
-use super::wino4_math::Lanes;
+use super::winograd::math::Lanes;
 
 /// The widest vector extension, detected once: 2 AVX-512 + FMA, 1 AVX2 + FMA, 0 neither.
 pub fn level() -> u8 {
@@ -25,9 +25,9 @@ pub fn level() -> u8 {
 
 /// Defines `fn $name(args)` that runs `$body` compiled for AVX-512, AVX2 or the baseline.
 macro_rules! simd {
-    ($name:ident($($a:ident: $t:ty),*) $body:block) => {
+    ($vis:vis $name:ident($($a:ident: $t:ty),*) $body:block) => {
         #[allow(clippy::too_many_arguments)]
-        fn $name($($a: $t),*) {
+        $vis fn $name($($a: $t),*) {
             // Index loops mirror the lane and matrix formulas.
             #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
             #[inline(always)]

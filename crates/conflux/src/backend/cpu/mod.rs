@@ -1,48 +1,22 @@
-//! CPU backend: multi-threaded (rayon) kernels over host memory.
+//! CPU backend: multi-threaded (rayon) kernels over host memory, grouped by algorithm
+//! (`gemm`, `im2col`, `conv1x1`, `winograd`, `fft`, `direct`, `pointwise`), with tensor access
+//! in `tensor_io` and instruction-set code in `x86` (AVX-512, F16C, AMX). Each kernel picks its
+//! path from the CPU it runs on.
 
 // First: its `simd!` macro is used by the modules below.
 #[macro_use]
 mod lanes;
-pub mod access;
-pub mod act_chunk;
-pub mod amx;
-pub mod bias;
-pub mod bn;
 pub mod conv1x1;
-pub mod conv1x1_amx;
-pub mod conv1x1_kernel;
-pub mod conv1x1_pos;
-pub mod conv1x1_pos_kernel;
-pub mod conv_gemm;
-pub mod conv_gemm_bwd;
-pub mod conv_direct;
-pub mod conv_naive;
-pub mod conv_taps;
-pub mod conv_out;
-pub mod convert;
-#[cfg(target_arch = "x86_64")]
-mod convert_x86;
-pub mod dense;
-pub mod epilogue;
-pub mod fft_conv;
-mod fft_math;
-#[cfg(target_arch = "x86_64")]
-mod fft_x86;
+pub mod direct;
+pub mod fft;
 pub mod gemm;
 pub mod im2col;
-#[cfg(target_arch = "x86_64")]
-mod line_store;
 pub mod pointwise;
 mod pool;
-mod pointwise_dense;
-pub mod store_fast;
+pub mod tensor_io;
 pub mod weight_cache;
-pub mod wino4;
-mod wino4_math;
-#[cfg(target_arch = "x86_64")]
-mod wino4_x86;
-#[cfg(target_arch = "x86_64")]
-mod transpose_x86;
+pub mod winograd;
+pub mod x86;
 
 pub use pool::on_pool;
 

@@ -3,7 +3,7 @@
 use super::params::Params;
 use super::preamble::{self, Extra};
 use super::{grid_for, timed, CudaBackend};
-use crate::backend::cpu::bias::broadcast_strides;
+use crate::backend::cpu::pointwise::bias::broadcast_strides;
 use crate::problem::shape5;
 use crate::error::Result;
 use crate::backend::RunContext;

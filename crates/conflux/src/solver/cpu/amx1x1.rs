@@ -12,8 +12,8 @@
 use super::common::run_parts;
 use super::gemm1x1::{check_common, direct_epilogue, group_problems};
 use crate::solver::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::amx;
-use crate::backend::cpu::conv1x1_amx::{self, AmxSplit, SplitW, Walk};
+use crate::backend::cpu::x86::amx;
+use crate::backend::cpu::conv1x1::amx::{self as conv1x1_amx, AmxSplit, SplitW, Walk};
 use crate::backend::cpu::gemm::{with_scratch, Slot};
 use crate::backend::cpu::weight_cache::WeightCache;
 use crate::problem::Geom;

@@ -2,8 +2,8 @@
 //! (raw pointers, α/β, the resolved epilogue of the written tensor).
 
 use crate::solver::RunArgs;
-use crate::backend::cpu::conv_naive::ConvPtrs;
-use crate::backend::cpu::epilogue::CpuEpilogue;
+use crate::backend::cpu::direct::naive::ConvPtrs;
+use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::problem::{ConvProblem, Geom};
 use crate::error::{Error, Result};
 use crate::problem::{EpiOp, FusedKind, FusedProblem};

@@ -4,7 +4,7 @@
 
 use super::common::{conv_of, run_parts};
 use crate::solver::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::conv_direct;
+use crate::backend::cpu::direct::depthwise as conv_direct;
 use crate::problem::Geom;
 use crate::error::Result;
 use crate::problem::FusedProblem;

@@ -11,8 +11,8 @@
 use super::common::run_parts;
 use super::gemm1x1::{direct_epilogue, forward_f32_bias_relu};
 use crate::solver::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::conv1x1_kernel;
-use crate::backend::cpu::conv_taps;
+use crate::backend::cpu::conv1x1::channels_kernel;
+use crate::backend::cpu::direct::taps as conv_taps;
 use crate::backend::cpu::gemm::{with_scratch, Slot};
 use crate::backend::cpu::weight_cache::WeightCache;
 use crate::problem::Geom;
@@ -57,7 +57,7 @@ pub(super) fn taps_check(problem: &FusedProblem) -> std::result::Result<(), Stri
     if g.y_strides[4] != 1 && g.y_strides[1] != 1 {
         return Err("y has neither its positions nor its channels consecutive".into());
     }
-    if conv1x1_kernel::best().and_then(|k| k.tile_taps).is_none() {
+    if channels_kernel::best().and_then(|k| k.tile_taps).is_none() {
         return Err("needs AVX-512 (its 1×1 tile)".into());
     }
     Ok(())
@@ -91,7 +91,7 @@ impl Invoker for TapsInvoker {
     fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         let (g, _, r) = run_parts(&self.problem, a, "CpuConvDirectTaps")?;
         let Some((bias, relu)) = direct_epilogue(&g, &r) else { return Ok(()) };
-        let kern = conv1x1_kernel::best().ok_or_else(|| crate::error::Error::internal("CpuConvDirectTaps: no AVX-512"))?;
+        let kern = channels_kernel::best().ok_or_else(|| crate::error::Error::internal("CpuConvDirectTaps: no AVX-512"))?;
         let len = conv_taps::packed_len(&g);
         let w = r.ptrs.w as *const f32;
         let run = |wp: &[f32]| {

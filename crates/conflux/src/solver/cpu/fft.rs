@@ -10,7 +10,7 @@
 use super::common::{conv_of, run_parts};
 use super::direct_taps::taps_check;
 use crate::solver::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::fft_conv::{self, Plan};
+use crate::backend::cpu::fft::{self as fft_conv, Plan};
 use crate::backend::cpu::gemm;
 use crate::backend::cpu::weight_cache::WeightCache;
 use crate::problem::Geom;

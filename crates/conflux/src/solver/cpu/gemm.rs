@@ -12,7 +12,7 @@
 use super::common::{conv_of, run_parts};
 use crate::solver::{Invoker, RunArgs, Solver};
 use crate::backend::cpu::gemm::{with_scratch, Slot};
-use crate::backend::cpu::{conv_gemm, conv_gemm_bwd};
+use crate::backend::cpu::im2col::{self as conv_gemm, backward as conv_gemm_bwd};
 use crate::problem::Geom;
 use crate::error::Result;
 use crate::problem::FusedProblem;

@@ -11,15 +11,15 @@
 //! positions in the lanes instead, which packs and transposes nothing.
 //!
 //! α = 1, β = 0 is the fast path; other α/β (known only at run time) go through the generic
-//! GEMM convolution (`conv_gemm::forward`), which blends them in.
+//! GEMM convolution (`im2col::forward`), which blends them in.
 
 use super::common::{conv_of, run_parts, RunParts};
 use crate::solver::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::conv1x1::{forward_with, pack_all, packed_len, Problem, Split};
-use crate::backend::cpu::conv1x1_kernel::{self, Kernels};
-use crate::backend::cpu::conv1x1_pos::{self, PackedWalk, PosSplit};
-use crate::backend::cpu::conv1x1_pos_kernel::{self, PosKernels};
-use crate::backend::cpu::conv_gemm;
+use crate::backend::cpu::conv1x1::channels::{forward_with, pack_all, packed_len, Problem, Split};
+use crate::backend::cpu::conv1x1::channels_kernel::{self, Kernels};
+use crate::backend::cpu::conv1x1::positions::{self as conv1x1_pos, PackedWalk, PosSplit};
+use crate::backend::cpu::conv1x1::positions_kernel::{self, PosKernels};
+use crate::backend::cpu::im2col;
 use crate::backend::cpu::weight_cache::{Transformed, WeightCache};
 use crate::problem::{ConvProblem, Geom};
 use crate::error::{Error, Result};
@@ -108,12 +108,12 @@ pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), St
 }
 
 /// The bias and ReLU of a run with α = 1, β = 0 and such an epilogue (the fast path).
-/// Otherwise the run is done here by the generic GEMM convolution (`conv_gemm::forward`),
+/// Otherwise the run is done here by the generic GEMM convolution (`im2col::forward`),
 /// which blends other α/β in, and None is returned.
 pub(super) fn direct_epilogue<'a>(g: &Geom, r: &'a RunParts) -> Option<(Option<&'a [f32]>, bool)> {
     let direct = (r.alpha == 1.0 && r.beta == 0.0).then(|| r.epi.bias_relu_all()).flatten();
     if direct.is_none() {
-        conv_gemm::forward(g, r.ptrs, r.alpha, r.beta, &r.epi, conv_gemm::FwdB::Implicit);
+        im2col::forward(g, r.ptrs, r.alpha, r.beta, &r.epi, im2col::FwdB::Implicit);
     }
     direct
 }
@@ -165,7 +165,7 @@ impl Solver for CpuGemm1x1 {
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
         check_common(problem)?;
-        if conv1x1_kernel::best().is_none() {
+        if channels_kernel::best().is_none() {
             return Err("needs AVX-512".into());
         }
         Ok(())
@@ -178,8 +178,8 @@ impl Solver for CpuGemm1x1 {
     }
 
     fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
-        let kern = conv1x1_kernel::best().ok_or_else(|| Error::unsupported("CpuConvGemm1x1: needs AVX-512"))?;
-        Ok(Arc::new(Gemm1x1Invoker { problem: problem.clone(), kern, pos: conv1x1_pos_kernel::best(), packed: WeightCache::if_promised(problem) }))
+        let kern = channels_kernel::best().ok_or_else(|| Error::unsupported("CpuConvGemm1x1: needs AVX-512"))?;
+        Ok(Arc::new(Gemm1x1Invoker { problem: problem.clone(), kern, pos: positions_kernel::best(), packed: WeightCache::if_promised(problem) }))
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::common::{conv_of, run_parts};
 use crate::solver::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::conv_gemm;
+use crate::backend::cpu::im2col as conv_gemm;
 use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};

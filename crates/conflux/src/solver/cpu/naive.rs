@@ -2,8 +2,8 @@
 //! stride/pad/dilation/groups, with the fused epilogue on forward. Last in the CPU list.
 
 use crate::solver::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::conv_naive::{self, ConvPtrs};
-use crate::backend::cpu::epilogue::CpuEpilogue;
+use crate::backend::cpu::direct::naive::{self, ConvPtrs};
+use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::problem::Geom;
 use crate::error::{Error, Result};
 use crate::problem::{FusedKind, FusedProblem};
@@ -53,18 +53,18 @@ impl Invoker for NaiveInvoker {
         match conv.direction {
             Direction::Forward => {
                 let epi = CpuEpilogue::new(epilogue, a.ops, &conv.y, 1)?;
-                conv_naive::forward(&self.geom, ptrs, alpha, beta, &epi)
+                naive::forward(&self.geom, ptrs, alpha, beta, &epi)
             }
             Direction::BackwardData => {
                 // A fused transpose convolution writes x here, so the epilogue follows it.
                 let epi = CpuEpilogue::new(epilogue, a.ops, &conv.x, 1)?;
-                conv_naive::backward_data(&self.geom, ptrs, alpha, beta, &epi)
+                naive::backward_data(&self.geom, ptrs, alpha, beta, &epi)
             }
             Direction::BackwardWeights => {
                 if !epilogue.is_empty() {
                     return Err(Error::internal("CpuConvNaive: epilogue on backward-weights"));
                 }
-                conv_naive::backward_weights(&self.geom, ptrs, alpha, beta)
+                naive::backward_weights(&self.geom, ptrs, alpha, beta)
             }
         }
         Ok(())

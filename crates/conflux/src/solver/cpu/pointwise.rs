@@ -3,8 +3,8 @@
 
 use crate::solver::{Invoker, RunArgs, Solver};
 use crate::problem::op_args;
-use crate::backend::cpu::bn::{self, BnBwdPtrs, BnTrainPtrs};
-use crate::backend::cpu::epilogue::CpuEpilogue;
+use crate::backend::cpu::pointwise::bn::{self, BnBwdPtrs, BnTrainPtrs};
+use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::backend::cpu::pointwise;
 use crate::error::{Error, Result};
 use crate::problem::{FusedKind, FusedProblem};

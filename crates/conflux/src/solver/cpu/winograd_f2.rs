@@ -11,7 +11,7 @@
 use super::common::conv_of;
 use super::winograd_f4::ForwardInvoker;
 use crate::solver::{Invoker, Solver};
-use crate::backend::cpu::wino4::{self, Variant};
+use crate::backend::cpu::winograd::{self, Variant};
 use crate::problem::Geom;
 use crate::error::Result;
 use crate::problem::FusedProblem;
@@ -33,7 +33,7 @@ pub(crate) fn winograd_check(problem: &FusedProblem) -> std::result::Result<Geom
         return Err(format!("forward only (this is {:?})", conv.direction));
     }
     let g = Geom::of(conv);
-    wino4::supports(&g)?;
+    winograd::supports(&g)?;
     if g.cg() < MIN_CHANNELS || g.kg() < MIN_CHANNELS {
         return Err(format!("{} input / {} output channels per group (< {MIN_CHANNELS})", g.cg(), g.kg()));
     }

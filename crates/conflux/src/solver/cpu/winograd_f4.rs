@@ -11,9 +11,9 @@
 use super::common::run_parts;
 use super::winograd_f2::winograd_check;
 use crate::solver::{Invoker, RunArgs, Solver};
-use crate::backend::cpu::conv_naive::ConvPtrs;
+use crate::backend::cpu::direct::naive::ConvPtrs;
 use crate::backend::cpu::weight_cache::WeightCache;
-use crate::backend::cpu::wino4::{self, FilterView, Variant};
+use crate::backend::cpu::winograd::{self as wino4, FilterView, Variant};
 use crate::problem::{ConvProblem, Geom};
 use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
