@@ -4,6 +4,9 @@
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export CONFLUX_CACHE_DIR=${CONFLUX_CACHE_DIR:-/tmp/conflux-cache}
+# A CUDA test variant that finds no usable GPU fails here instead of reporting itself skipped:
+# on this machine a skip would be a vacuous pass.
+export CONFLUX_REQUIRE_GPU=1
 out=${OUT:-/tmp}
 # The driver CLI tests run the staged binary (its build path does not exist here).
 [ -x .gpu/conflux-driver ] && export CONFLUX_DRIVER_BIN=$PWD/.gpu/conflux-driver

@@ -45,6 +45,12 @@ fn fails(args: &[&str], env: &[(&str, &str)], code: i32, msg: &str) {
     assert!(out.contains(msg) || err.contains(msg), "{args:?}: missing '{msg}'\nstdout:\n{out}\nstderr:\n{err}");
 }
 
+/// The solution id of the solver called `name`, from conflux's registry (ids are never
+/// written as numbers in the tests).
+fn solution_id(name: &str) -> u64 {
+    conflux::solver::find_by_name(name).unwrap_or_else(|| panic!("no solver is registered as {name:?}")).solution_id()
+}
+
 const SMALL_CONV: &[&str] = &["-n", "2", "-c", "4", "-H", "7", "-W", "6", "-k", "6", "-y", "3", "-x", "3", "-p", "1", "-q", "1"];
 
 fn with<'a>(head: &[&'a str], tail: &[&'a str]) -> Vec<&'a str> {
@@ -84,9 +90,12 @@ fn conv_find_immediate_and_solution_choice() {
     // The Direct algorithm's entry is whichever of its solvers Find timed fastest (the
     // taps-direct one where it applies, or the naive one): either may win this small a problem.
     ok(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-s", "1"])), &["candidates timed", "algo: miopenConvolutionAlgoDirect", "Chosen Forward Conv. solver: "]);
+    // `-S 0` is the driver's immediate-mode flag (its first solution), not a solution id.
     ok(&with(&["conv"], &with(SMALL_CONV, &["-F", "2", "-S", "0"])), &["Backward Data Conv solutions available: ", "name: CpuConvNaive", "Backward Convolution Data Verifies OK"]);
-    ok(&with(&["conv"], &with(SMALL_CONV, &["-F", "4", "-S", "CpuConvNaive", "-t", "1"])), &["Solution: 1/CpuConvNaive", "Backward Convolution Weights Verifies OK"]);
-    fails(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-S", "101"])), &[], 1, "is for another device");
+    ok(&with(&["conv"], &with(SMALL_CONV, &["-F", "4", "-S", "CpuConvNaive", "-t", "1"])), &[format!("Solution: {}/CpuConvNaive", solution_id("CpuConvNaive")).as_str(), "Backward Convolution Weights Verifies OK"]);
+    // A CUDA solver's id on the CPU.
+    let cuda_direct = solution_id("CudaConvDirect").to_string();
+    fails(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-S", &cuda_direct])), &[], 1, "is for another device");
     fails(&with(&["conv"], &with(SMALL_CONV, &["-F", "1", "-S", "NoSuchSolver"])), &[], 1, "no solver of that name");
 }
 

@@ -3,14 +3,14 @@
 //! reference: random 2-D/3-D geometries with stride, padding, dilation, groups, depthwise
 //! and transpose shapes, packed NCHW / NHWC and gapped layouts, f32/f16/bf16, with
 //! α/β blending (β ≠ 0 reads a real old output; β = 0 writes over a NaN-poisoned one).
-//! Small-integer f32 data must match exactly (tolerance 0), with every applicable solver.
+//! Small-integer f32 data must match exactly (tolerance 0), with the default choice and with
+//! every applicable solver by id (`support::check_solver`).
 
 mod support;
 
-use conflux::conv::api::{self, Choice, Workspace};
-use conflux::fusion::FusedProblem;
-use conflux::reference::{self as r, compare::tolerance, fill::Fill};
-use conflux::{ConvDesc, ConvMode, ConvProblem, DataType, Handle, TensorDesc};
+use conflux::conv::api::{Choice, Workspace};
+use conflux::reference::{compare::tolerance, fill::Fill};
+use conflux::{ConvDesc, ConvMode, DataType, Handle, TensorDesc};
 use support::*;
 
 /// A convolution as the user states it: x → y through w.
@@ -31,7 +31,7 @@ impl std::fmt::Debug for Geo {
 /// groups 1..3, depthwise (C = G) a quarter of the normal ones, transpose a third of the
 /// time (with output padding < stride). Shapes whose output size MIOpen would clamp to 1
 /// are skipped, so every output element is a real window.
-fn random_geo(r: &mut Rng) -> Geo {
+fn random_geo(r: &mut SplitMix64) -> Geo {
     loop {
         let nd = if r.range(0, 1) == 0 { 3 } else { 2 };
         let transpose = r.range(0, 2) == 0;
@@ -87,54 +87,24 @@ fn random_geo(r: &mut Rng) -> Geo {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Dir {
-    Forward,
-    BackwardData,
-    BackwardWeights,
-}
-const DIRS: [Dir; 3] = [Dir::Forward, Dir::BackwardData, Dir::BackwardWeights];
+const DIRS: [Dir; 3] = Dir::ALL;
 
-/// One direction of `geo` with descriptors (x, w, y) in user roles: fill the two inputs,
-/// prepare the output (poisoned when β = 0, random old values otherwise), run the API with
-/// `solution`, compare with the reference within `tol`.
+/// One direction of `geo` with descriptors (x, w, y) in user roles through the API's
+/// default choice: fill the two inputs, prepare the output (poisoned when β = 0, random old
+/// values otherwise), run with the workspace GetWorkSpaceSize asks for, compare with the
+/// reference within `tol`. (By id, `support::check_solver` holds each solver to this and
+/// more.)
 #[allow(clippy::too_many_arguments)]
-fn run_dir(
-    h: &Handle,
-    geo: &Geo,
-    (xd, wd, yd): (&TensorDesc, &TensorDesc, &TensorDesc),
-    dir: Dir,
-    (alpha, beta): (f64, f64),
-    fill: Fill,
-    tol: f64,
-    seed: u64,
-    solution: Choice,
-) {
-    let label = format!(
-        "{dir:?} α={alpha} β={beta} {geo:?} x {} w {} y {} solution {solution:?} on {}",
-        xd.key(),
-        wd.key(),
-        yd.key(),
-        h.device().name()
-    );
-    // (first input, second input, output) descriptors of this direction.
-    let (ad, bd, od) = match dir {
-        Dir::Forward => (xd, wd, yd),
-        Dir::BackwardData => (yd, wd, xd),
-        Dir::BackwardWeights => (yd, xd, wd),
-    };
+fn run_auto(h: &Handle, geo: &Geo, (xd, wd, yd): (&TensorDesc, &TensorDesc, &TensorDesc), dir: Dir, (alpha, beta): (f64, f64), fill: Fill, tol: f64, seed: u64) {
+    let c = ConvCase::new(&geo.conv, xd, wd, yd);
+    let label = format!("{dir:?} α={alpha} β={beta} {geo:?} x {} w {} y {} auto on {}", xd.key(), wd.key(), yd.key(), h.device().name());
+    let (ad, bd, od) = c.roles(dir);
     let a = random(h, ad, fill, seed);
     let b = random(h, bd, fill, seed + 1);
     let out = if beta == 0.0 { poisoned(h, od) } else { random(h, od, fill, seed + 2) };
-    let mut want = out.host.clone();
+    let want = c.reference(dir, (alpha, beta), &a.host, &b.host, &out.host);
     // Workspace as MIOpen's GetWorkSpaceSize sizes it: the most any applicable solver needs.
-    let problem = match dir {
-        Dir::Forward => ConvProblem::forward(&geo.conv, xd, wd, yd),
-        Dir::BackwardData => ConvProblem::backward_data(&geo.conv, yd, wd, xd),
-        Dir::BackwardWeights => ConvProblem::backward_weights(&geo.conv, yd, xd, wd),
-    }
-    .unwrap();
-    let fp = FusedProblem::conv(problem);
+    let fp = c.fused(dir);
     let ws_bytes = conflux::search::support_matrix(&fp, h.device().info())
         .iter()
         .filter(|i| i.verdict.is_ok())
@@ -143,21 +113,7 @@ fn run_dir(
         .unwrap_or(0);
     let ws_buf = (ws_bytes > 0).then(|| poisoned(h, &TensorDesc::new(DataType::Float, &[ws_bytes.div_ceil(4)]).unwrap()));
     let ws = ws_buf.as_ref().map(|b| Workspace { ptr: b.ptr(), bytes: ws_bytes }).unwrap_or_default();
-    let res = match dir {
-        Dir::Forward => {
-            r::conv_forward_alpha_beta(alpha, beta, &geo.conv, xd, &a.host, wd, &b.host, yd, &mut want).unwrap();
-            api::forward(h, &geo.conv, xd, a.ptr(), wd, b.ptr(), yd, out.ptr(), alpha, beta, solution, ws)
-        }
-        Dir::BackwardData => {
-            r::conv_backward_data_alpha_beta(alpha, beta, &geo.conv, yd, &a.host, wd, &b.host, xd, &mut want).unwrap();
-            api::backward_data(h, &geo.conv, yd, a.ptr(), wd, b.ptr(), xd, out.ptr(), alpha, beta, solution, ws)
-        }
-        Dir::BackwardWeights => {
-            r::conv_backward_weights_alpha_beta(alpha, beta, &geo.conv, yd, &a.host, xd, &b.host, wd, &mut want).unwrap();
-            api::backward_weights(h, &geo.conv, yd, a.ptr(), xd, b.ptr(), wd, out.ptr(), alpha, beta, solution, ws)
-        }
-    };
-    res.unwrap_or_else(|e| panic!("{label}: {e}"));
+    c.run(h, dir, a.ptr(), b.ptr(), out.ptr(), (alpha, beta), Choice::Auto, ws).unwrap_or_else(|e| panic!("{label}: {e}"));
     let got = download(h, &out);
     assert_close(&label, &logical(od, &got), &logical(od, &want), tol);
     // Nothing is written between the described elements, and inputs stay as they were.
@@ -170,7 +126,7 @@ const LAYS: [Lay; 4] = [Lay::Packed, Lay::ChannelsLast, Lay::Gapped, Lay::Gapped
 
 /// Random layouts: mostly packed NCHW / NHWC for all three tensors alike, sometimes mixed
 /// and gapped.
-fn layouts(r: &mut Rng) -> [Lay; 3] {
+fn layouts(r: &mut SplitMix64) -> [Lay; 3] {
     match r.range(0, 3) {
         0 => [Lay::Packed; 3],
         1 => [Lay::ChannelsLast; 3],
@@ -181,7 +137,7 @@ fn layouts(r: &mut Rng) -> [Lay; 3] {
 const ALPHA_BETA: [(f64, f64); 4] = [(1.0, 0.0), (0.5, 0.0), (1.0, 0.5), (-1.5, 2.0)];
 
 device_tests!(random_geometries_all_directions, |h: &Handle| {
-    let mut rng = Rng(2024);
+    let mut rng = SplitMix64::new(2024);
     let mut case = 0u64;
     let (mut transposes, mut grouped, mut three_d) = (0, 0, 0);
     for dt in [DataType::Float, DataType::Half, DataType::BFloat16] {
@@ -194,7 +150,7 @@ device_tests!(random_geometries_all_directions, |h: &Handle| {
             let (xd, wd, yd) = (desc(dt, &geo.x, lx), desc(dt, &geo.w, lw), desc(dt, &geo.y, ly));
             for (di, dir) in DIRS.into_iter().enumerate() {
                 let ab = ALPHA_BETA[(case as usize * 3 + di) % ALPHA_BETA.len()];
-                run_dir(h, &geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), 100 * case + 10 * di as u64, Choice::Auto);
+                run_auto(h, &geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), 100 * case + 10 * di as u64);
             }
             case += 1;
         }
@@ -234,7 +190,7 @@ device_tests!(hand_picked_geometries, |h: &Handle| {
             let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
             for (di, dir) in DIRS.into_iter().enumerate() {
                 let ab = ALPHA_BETA[(gi + di) % ALPHA_BETA.len()];
-                run_dir(h, geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), seed, Choice::Auto);
+                run_auto(h, geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), seed);
                 seed += 10;
             }
         }
@@ -245,29 +201,20 @@ device_tests!(exact_small_integers_every_solver, |h: &Handle| {
     // Integer data and integer α/β keep every f32 partial sum exact: the results must equal
     // the reference bit for bit, with each applicable solver chosen explicitly and with the
     // default choice.
-    let mut rng = Rng(77);
+    let mut rng = SplitMix64::new(77);
     for case in 0..10u64 {
         let geo = random_geo(&mut rng);
         let [lx, lw, ly] = layouts(&mut rng);
         let dt = DataType::Float;
         let (xd, wd, yd) = (desc(dt, &geo.x, lx), desc(dt, &geo.w, lw), desc(dt, &geo.y, ly));
+        let c = ConvCase::new(&geo.conv, &xd, &wd, &yd);
         for (di, dir) in DIRS.into_iter().enumerate() {
-            let problem = match dir {
-                Dir::Forward => ConvProblem::forward(&geo.conv, &xd, &wd, &yd),
-                Dir::BackwardData => ConvProblem::backward_data(&geo.conv, &yd, &wd, &xd),
-                Dir::BackwardWeights => ConvProblem::backward_weights(&geo.conv, &yd, &xd, &wd),
-            }
-            .unwrap();
-            let fp = FusedProblem::conv(problem);
-            let ids: Vec<u64> = conflux::search::support_matrix(&fp, h.device().info())
-                .into_iter()
-                .filter(|i| i.verdict.is_ok())
-                .map(|i| i.solver.solution_id())
-                .collect();
+            let ids = applicable_ids(h, &c.fused(dir));
             assert!(!ids.is_empty(), "no applicable solver for {dir:?} {geo:?}");
             let ab = [(1.0, 0.0), (2.0, 0.0), (1.0, -1.0), (-1.0, 3.0)][(case as usize + di) % 4];
-            for sol in std::iter::once(Choice::Auto).chain(ids.into_iter().map(Choice::Solution)) {
-                run_dir(h, &geo, (&xd, &wd, &yd), dir, ab, Fill::SmallInt(-2, 2), 0.0, 500 + 10 * case, sol);
+            run_auto(h, &geo, (&xd, &wd, &yd), dir, ab, Fill::SmallInt(-2, 2), 0.0, 500 + 10 * case);
+            for id in ids {
+                assert!(check_solver(h, &c, dir, id, ab, Fill::SmallInt(-2, 2), 0.0, 500 + 10 * case), "solver {id} is applicable but refused {dir:?} {c:?}");
             }
         }
     }

@@ -1,41 +1,30 @@
 //! Find, the find-db, immediate mode, `Choice`, workspace rules and bad-input statuses of the
-//! convolution API, plus `check_solver`: every applicable solver against the f64 reference,
-//! rerun with poisoned output and workspace, the same invoker run twice.
+//! convolution API, plus `support::check_solver` on every applicable solver: against the f64
+//! reference, rerun with poisoned output and workspace, the same invoker run twice.
 //! Shapes are tiny (the CPU convolution is a naive loop); each test uses geometries of its
 //! own so find-db entries of different tests never meet.
 
 mod support;
 
-use conflux::conv::api::{self, Choice, Workspace};
+use conflux::conv::api::{Choice, Workspace};
 use conflux::conv::{self, find_db, ConvPerf};
-use conflux::fusion::FusedProblem;
 use conflux::handle::DeviceKind;
 use conflux::reference::{self as r, compare::tolerance, fill::Fill};
 use conflux::{Buffer, ConvAlgorithm, ConvDesc, ConvMode, ConvProblem, DataType, DevPtr, Handle, Status, TensorDesc};
+use support::conv_case::poisoned_ws;
 use support::*;
 
 const F32: DataType = DataType::Float;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Dir {
-    Fwd,
-    Bwd,
-    Wrw,
-}
-const DIRS: [Dir; 3] = [Dir::Fwd, Dir::Bwd, Dir::Wrw];
+const DIRS: [Dir; 3] = Dir::ALL;
 
 /// A convolution as the user states it, with descriptors of one dtype and layout.
-struct Case {
-    conv: ConvDesc,
-    x: TensorDesc,
-    w: TensorDesc,
-    y: TensorDesc,
-}
+type Case = ConvCase;
 
-impl std::fmt::Debug for Case {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} x {} w {} y {}", self.conv.key(), self.x.key(), self.w.key(), self.y.key())
-    }
+/// Find as these tests run it: exhaustive for backward-weights only.
+#[allow(clippy::too_many_arguments)]
+fn find(c: &Case, h: &Handle, d: Dir, a: DevPtr, b: DevPtr, out: DevPtr, count: usize, ws: Workspace) -> conflux::Result<Vec<ConvPerf>> {
+    c.find(h, d, a, b, out, count, d == Dir::BackwardWeights, ws)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -52,112 +41,9 @@ fn plain(hw: usize, dt: DataType) -> Case {
     case(ConvMode::Convolution, &[1, 1], &[1, 1], 1, &[1, 2, hw, hw + 1], &[3, 2, 3, 3], dt, Lay::Packed)
 }
 
-impl Case {
-    /// (first input, second input, output) descriptors of a direction.
-    fn roles(&self, d: Dir) -> (&TensorDesc, &TensorDesc, &TensorDesc) {
-        match d {
-            Dir::Fwd => (&self.x, &self.w, &self.y),
-            Dir::Bwd => (&self.y, &self.w, &self.x),
-            Dir::Wrw => (&self.y, &self.x, &self.w),
-        }
-    }
-    fn problem(&self, d: Dir) -> ConvProblem {
-        match d {
-            Dir::Fwd => ConvProblem::forward(&self.conv, &self.x, &self.w, &self.y),
-            Dir::Bwd => ConvProblem::backward_data(&self.conv, &self.y, &self.w, &self.x),
-            Dir::Wrw => ConvProblem::backward_weights(&self.conv, &self.y, &self.x, &self.w),
-        }
-        .unwrap()
-    }
-    fn fused(&self, d: Dir) -> FusedProblem {
-        FusedProblem::conv(self.problem(d))
-    }
-    /// α·op(a, b) + β·old by the f64 reference.
-    fn reference(&self, d: Dir, (alpha, beta): (f64, f64), a: &[f64], b: &[f64], old: &[f64]) -> Vec<f64> {
-        let mut out = old.to_vec();
-        let c = &self.conv;
-        match d {
-            Dir::Fwd => r::conv_forward_alpha_beta(alpha, beta, c, &self.x, a, &self.w, b, &self.y, &mut out),
-            Dir::Bwd => r::conv_backward_data_alpha_beta(alpha, beta, c, &self.y, a, &self.w, b, &self.x, &mut out),
-            Dir::Wrw => r::conv_backward_weights_alpha_beta(alpha, beta, c, &self.y, a, &self.x, b, &self.w, &mut out),
-        }
-        .unwrap();
-        out
-    }
-    #[allow(clippy::too_many_arguments)]
-    fn run(&self, h: &Handle, d: Dir, a: DevPtr, b: DevPtr, out: DevPtr, ab: (f64, f64), choice: Choice, ws: Workspace) -> conflux::Result<()> {
-        let c = &self.conv;
-        match d {
-            Dir::Fwd => api::forward(h, c, &self.x, a, &self.w, b, &self.y, out, ab.0, ab.1, choice, ws),
-            Dir::Bwd => api::backward_data(h, c, &self.y, a, &self.w, b, &self.x, out, ab.0, ab.1, choice, ws),
-            Dir::Wrw => api::backward_weights(h, c, &self.y, a, &self.x, b, &self.w, out, ab.0, ab.1, choice, ws),
-        }
-    }
-    #[allow(clippy::too_many_arguments)]
-    fn find(&self, h: &Handle, d: Dir, a: DevPtr, b: DevPtr, out: DevPtr, count: usize, ws: Workspace) -> conflux::Result<Vec<ConvPerf>> {
-        let c = &self.conv;
-        match d {
-            Dir::Fwd => conv::find_forward(h, c, &self.x, a, &self.w, b, &self.y, out, count, false, ws),
-            Dir::Bwd => conv::find_backward_data(h, c, &self.y, a, &self.w, b, &self.x, out, count, false, ws),
-            Dir::Wrw => conv::find_backward_weights(h, c, &self.y, a, &self.x, b, &self.w, out, count, true, ws),
-        }
-    }
-}
-
-/// A new handle on the same device (its own invoker cache and find-db view).
-fn fresh(h: &Handle) -> Handle {
-    match h.device_kind() {
-        DeviceKind::Cpu => Handle::cpu(),
-        DeviceKind::Cuda => Handle::cuda(0).unwrap(),
-    }
-}
-
-/// A workspace of `bytes` (at least 64) filled with 0xFF bytes (NaN in every float type).
-fn poisoned_ws(h: &Handle, bytes: usize) -> (Buffer, Workspace) {
-    let n = bytes.max(64);
-    let mut buf = h.alloc(n).unwrap();
-    h.write(&mut buf, &vec![0xFF; n]).unwrap();
-    let ws = Workspace { ptr: buf.ptr(), bytes: n };
-    (buf, ws)
-}
-
 /// A poisoned workspace as large as any applicable solver needs (GetWorkSpaceSize).
 fn full_ws(h: &Handle, c: &Case, d: Dir) -> (Buffer, Workspace) {
     poisoned_ws(h, conv::workspace_size(h, &c.problem(d)).unwrap())
-}
-
-/// The ids of the applicable solvers of a problem on this handle's device.
-fn applicable_ids(h: &Handle, fp: &FusedProblem) -> Vec<u64> {
-    conflux::search::support_matrix(fp, h.device().info()).into_iter().filter(|i| i.verdict.is_ok()).map(|i| i.solver.solution_id()).collect()
-}
-
-/// Run solver `id` on `c` in direction `d`: against the reference with a NaN-poisoned output
-/// and workspace, then again (same invoker, nothing rebuilt) after poisoning both anew, which
-/// must give the same bits; inputs stay untouched.
-fn check_solver(h: &Handle, c: &Case, d: Dir, id: u64, fill: Fill, tol: f64, seed: u64) {
-    let label = format!("solver {id} {d:?} {c:?} {fill:?} on {}", h.device().name());
-    let (ad, bd, od) = c.roles(d);
-    let (a, b) = (random(h, ad, fill, seed), random(h, bd, fill, seed + 1));
-    let need = conv::solution_workspace(h, &c.problem(d), id).unwrap();
-    conv::compile_solution(h, &c.problem(d), id).unwrap();
-    let built = h.build_count();
-    let mut first: Option<Vec<u8>> = None;
-    for pass in 0..2 {
-        let out = poisoned(h, od);
-        let (_ws_buf, ws) = poisoned_ws(h, need);
-        c.run(h, d, a.ptr(), b.ptr(), out.ptr(), (1.0, 0.0), Choice::Solution(id), ws).unwrap_or_else(|e| panic!("{label}: {e}"));
-        let got = download(h, &out);
-        let want = c.reference(d, (1.0, 0.0), &a.host, &b.host, &out.host);
-        assert_close(&format!("{label} pass {pass}"), &logical(od, &got), &logical(od, &want), tol);
-        let bytes = h.read(&out.buf).unwrap();
-        match &first {
-            None => first = Some(bytes),
-            Some(f) => assert!(f == &bytes, "{label}: the second run of the same invoker gave different bits"),
-        }
-    }
-    assert_eq!(h.build_count(), built, "{label}: running a compiled solution built again");
-    assert_unchanged(&format!("{label}: first input"), h, &a);
-    assert_unchanged(&format!("{label}: second input"), h, &b);
 }
 
 /// mode, pads, strides, groups, x lengths, w lengths, layout.
@@ -185,7 +71,7 @@ device_tests!(check_solver_every_applicable, |h: &Handle| {
                 let ids = applicable_ids(h, &c.fused(d));
                 assert!(!ids.is_empty(), "no solver for {d:?} {c:?}");
                 for id in ids {
-                    check_solver(h, &c, d, id, fill, tol, seed);
+                    assert!(check_solver(h, &c, d, id, (1.0, 0.0), fill, tol, seed), "solver {id} is applicable but refused {d:?} {c:?}");
                     checked += 1;
                     seed += 10;
                 }
@@ -240,7 +126,7 @@ device_tests!(find_sorted_unique_and_find_db_read_back, |h: &Handle| {
         assert!(!before.is_empty() && before.iter().all(|s| s.time_ms < 0.0), "{d:?}: {before:?}");
         let out = poisoned(h, od);
         let (_wsb, ws) = full_ws(h, &c, d);
-        let perfs = c.find(h, d, a.ptr(), b.ptr(), out.ptr(), 16, ws).unwrap();
+        let perfs = find(&c, h, d, a.ptr(), b.ptr(), out.ptr(), 16, ws).unwrap();
         assert!(!perfs.is_empty());
         for (j, p) in perfs.iter().enumerate() {
             assert!(p.time_ms.is_finite() && p.time_ms >= 0.0, "{d:?}: {p:?}");
@@ -258,7 +144,7 @@ device_tests!(find_sorted_unique_and_find_db_read_back, |h: &Handle| {
         let want = c.reference(d, (1.0, 0.0), &a.host, &b.host, &out.host);
         assert_close(&format!("{d:?}: output of Find"), &logical(od, &download(h, &out)), &logical(od, &want), 0.0);
         // request_count truncates.
-        let one = c.find(h, d, a.ptr(), b.ptr(), out.ptr(), 1, Workspace::default()).unwrap();
+        let one = find(&c, h, d, a.ptr(), b.ptr(), out.ptr(), 1, Workspace::default()).unwrap();
         assert_eq!(one.len(), 1);
         // The find-db file exists and a new handle orders immediate-mode solutions by it.
         assert!(path.is_file(), "{d:?}: no find-db file at {}", path.display());
@@ -307,16 +193,16 @@ fn corruptions(path: &std::path::Path, other: &std::path::Path, header: String) 
 device_tests!(corrupt_find_db_is_ignored_and_rewritten, |h: &Handle| {
     let c = plain(12, F32);
     let other = plain(13, F32);
-    let d = Dir::Fwd;
+    let d = Dir::Forward;
     let (x, w) = (random(h, &c.x, Fill::SmallInt(-2, 2), 1), random(h, &c.w, Fill::SmallInt(-2, 2), 2));
     let y = poisoned(h, &c.y);
     let (ox, ow, oy) = (random(h, &other.x, Fill::Normal, 3), random(h, &other.w, Fill::Normal, 4), poisoned(h, &other.y));
-    other.find(h, d, ox.ptr(), ow.ptr(), oy.ptr(), 4, Workspace::default()).unwrap();
+    find(&other, h, d, ox.ptr(), ow.ptr(), oy.ptr(), 4, Workspace::default()).unwrap();
     let path = find_db::path(h, &c.fused(d)).unwrap();
     let other_path = find_db::path(h, &other.fused(d)).unwrap();
     let header = format!("conflux find-db 1\nversion {}\ndevice {}\nproblem {}\n", env!("CARGO_PKG_VERSION"), h.device().identity(), c.fused(d).key());
     for (what, corrupt) in corruptions(&path, &other_path, header) {
-        c.find(h, d, x.ptr(), w.ptr(), y.ptr(), 4, Workspace::default()).unwrap();
+        find(&c, h, d, x.ptr(), w.ptr(), y.ptr(), 4, Workspace::default()).unwrap();
         let good = std::fs::read(&path).unwrap();
         corrupt();
         assert_ne!(std::fs::read(&path).unwrap(), good, "{what}: corruption did nothing");
@@ -331,7 +217,7 @@ device_tests!(corrupt_find_db_is_ignored_and_rewritten, |h: &Handle| {
         let want = c.reference(d, (1.0, 0.0), &x.host, &w.host, &y2.host);
         assert_close(what, &download(&h2, &y2), &want, 0.0);
         // Find on that handle rewrites the file, which a third handle trusts again.
-        c.find(&h2, d, x2.ptr(), w2.ptr(), y2.ptr(), 4, Workspace::default()).unwrap();
+        find(&c, &h2, d, x2.ptr(), w2.ptr(), y2.ptr(), 4, Workspace::default()).unwrap();
         let h3 = fresh(h);
         assert!(find_db::lookup(&h3, &c.fused(d)).is_some(), "{what}: the file was not rewritten");
         assert!(conv::solutions(&h3, &c.problem(d), 8).unwrap()[0].time_ms > 0.0, "{what}");
@@ -376,8 +262,10 @@ device_tests!(workspace_rules, |h: &Handle| {
             let id = i.solver.solution_id();
             assert_eq!(conv::solution_workspace(h, &p, id).unwrap(), i.solver.workspace_bytes(&fp));
         }
+        // An id no solver has: the literal is the thing tested (MIOpen's BadParm for it).
         expect_err("unknown id", conv::solution_workspace(h, &p, 424_242), Status::BadParm, &["424242"]);
-        let foreign = if h.device_kind() == DeviceKind::Cpu { 101 } else { 1 };
+        // The naive convolution of the other device.
+        let foreign = solution_id(if h.device_kind() == DeviceKind::Cpu { "CudaConvDirect" } else { "CpuConvNaive" });
         expect_err("foreign id", conv::compile_solution(h, &p, foreign), Status::BadParm, &["another device"]);
 
         let (ad, bd, od) = c.roles(d);
@@ -386,10 +274,10 @@ device_tests!(workspace_rules, |h: &Handle| {
         // A NULL workspace promising bytes is refused, by the run and by Find.
         let bad = Workspace { ptr: DevPtr::NULL, bytes: 256 };
         expect_err("NULL workspace", c.run(h, d, a.ptr(), b.ptr(), out.ptr(), (1.0, 0.0), Choice::Auto, bad), Status::BadParm, &["workspace", "NULL"]);
-        expect_err("NULL workspace find", c.find(h, d, a.ptr(), b.ptr(), out.ptr(), 4, bad), Status::BadParm, &["workspace", "NULL"]);
+        expect_err("NULL workspace find", find(&c, h, d, a.ptr(), b.ptr(), out.ptr(), 4, bad), Status::BadParm, &["workspace", "NULL"]);
         assert_unchanged(&format!("{d:?}: output after NULL workspace"), h, &out);
         // Solvers that need workspace: refused with one byte less, skipped by Find.
-        let found = c.find(h, d, a.ptr(), b.ptr(), poisoned(h, od).ptr(), 8, Workspace::default()).unwrap();
+        let found = find(&c, h, d, a.ptr(), b.ptr(), poisoned(h, od).ptr(), 8, Workspace::default()).unwrap();
         assert!(found.iter().all(|f| f.workspace_bytes == 0), "{d:?}: Find used workspace it was not given: {found:?}");
         for i in infos.iter().filter(|i| i.solver.workspace_bytes(&fp) > 0) {
             let need = i.solver.workspace_bytes(&fp);
@@ -442,21 +330,21 @@ device_tests!(compiled_solution_runs_by_id_after_auto_choice, |h: &Handle| {
     // After Find, Auto runs the find-db's fastest solver; before, the first applicable one;
     // both give the reference result, and compile_solution makes the run build nothing.
     let c = plain(32, F32);
-    let p = c.problem(Dir::Fwd);
+    let p = c.problem(Dir::Forward);
     let (x, w) = (random(h, &c.x, Fill::SmallInt(-2, 2), 90), random(h, &c.w, Fill::SmallInt(-2, 2), 91));
     let best = conv::solutions(h, &p, 1).unwrap()[0].clone();
     conv::compile_solution(h, &p, best.solution_id).unwrap();
     let built = h.build_count();
     let y = poisoned(h, &c.y);
-    c.run(h, Dir::Fwd, x.ptr(), w.ptr(), y.ptr(), (1.0, 0.0), Choice::Solution(best.solution_id), Workspace::default()).unwrap();
+    c.run(h, Dir::Forward, x.ptr(), w.ptr(), y.ptr(), (1.0, 0.0), Choice::Solution(best.solution_id), Workspace::default()).unwrap();
     assert_eq!(h.build_count(), built, "compile_solution did not cache the invoker");
-    let want = c.reference(Dir::Fwd, (1.0, 0.0), &x.host, &w.host, &y.host);
+    let want = c.reference(Dir::Forward, (1.0, 0.0), &x.host, &w.host, &y.host);
     assert_close("by id", &download(h, &y), &want, 0.0);
-    let perfs = c.find(h, Dir::Fwd, x.ptr(), w.ptr(), y.ptr(), 8, Workspace::default()).unwrap();
-    let chosen = conflux::search::choose(h, &c.fused(Dir::Fwd), Choice::Auto, 0).unwrap();
+    let perfs = find(&c, h, Dir::Forward, x.ptr(), w.ptr(), y.ptr(), 8, Workspace::default()).unwrap();
+    let chosen = conflux::search::choose(h, &c.fused(Dir::Forward), Choice::Auto, 0).unwrap();
     assert_eq!(chosen.solution_id(), perfs[0].solution_id, "Auto ignores the find-db");
     for p in &perfs {
-        let by_algo = conflux::search::choose(h, &c.fused(Dir::Fwd), Choice::Algorithm(p.algorithm), 0).unwrap();
+        let by_algo = conflux::search::choose(h, &c.fused(Dir::Forward), Choice::Algorithm(p.algorithm), 0).unwrap();
         assert_eq!(by_algo.solution_id(), p.solution_id, "Algorithm({:?}) ignores the find-db", p.algorithm);
     }
 });

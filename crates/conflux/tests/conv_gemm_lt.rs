@@ -135,7 +135,7 @@ device_tests!(every_epilogue_and_type, |h: &Handle| {
     }
 });
 
-device_tests!(refusals_and_fallback, |h: &Handle| {
+device_tests!(refusals_name_the_cause, |h: &Handle| {
     let problem = |c: &Case| plan_for(c).problem().unwrap();
     let refuse = |p: conflux::fusion::FusedProblem, needle: &str| {
         let why = CudaConvGemmLt.check(&p, h.device().info()).expect_err("must refuse");
@@ -178,12 +178,12 @@ device_tests!(refusals_and_fallback, |h: &Handle| {
     refuse(pg.problem().unwrap(), "one group");
     // 12 channels of f16: 24-byte pixel rows.
     refuse(problem(&case(DataType::Half, [1, 12, 4, 4], 8, Lay::ChannelsLast, Epi::None)), "16-byte boundaries");
+});
 
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
+cuda_tests!(misaligned_pointers_fall_back, |h: &Handle| {
     // x two bytes past a 16-byte boundary, and then the bias: the invoker falls back to
     // conflux's own kernels and must still be right.
+    let problem = |c: &Case| plan_for(c).problem().unwrap();
     let c = case(DataType::Half, [2, 32, 5, 5], 40, Lay::ChannelsLast, Epi::BiasRelu);
     let p = problem(&c);
     let inv = CudaConvGemmLt.build(&p, h.device()).unwrap();

@@ -84,10 +84,7 @@ device_tests!(backward_data_through_the_api, |h: &Handle| {
     }
 });
 
-device_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
+cuda_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
     for (i, spec) in CASES.iter().enumerate() {
         let c = case(spec);
         let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
@@ -109,12 +106,9 @@ device_tests!(every_configuration_with_alpha_beta, |h: &Handle| {
     }
 });
 
-device_tests!(tf32_permission_reaches_the_forward_kernel, |h: &Handle| {
+cuda_tests!(tf32_permission_reaches_the_forward_kernel, |h: &Handle| {
     // The rewritten forward convolution keeps the descriptor's attributes: with TF32 allowed
     // the error is TF32's (~1e-3 on random data), far above split TF32's (~3e-7).
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
     let mut c = case(&CASES[8]);
     c.conv.set_attribute(conflux::types::ConvAttrib::AllowTf32, 1).unwrap();
     let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
@@ -131,11 +125,8 @@ device_tests!(tf32_permission_reaches_the_forward_kernel, |h: &Handle| {
     assert!(err > 1e-5, "{}: error {err:e} is f32's: TF32 was not used", label(&c, "tf32", h));
 });
 
-device_tests!(refusals_name_the_cause, |h: &Handle| {
+cuda_tests!(refusals_name_the_cause, |h: &Handle| {
     // Stride 2 and padding beyond the filter's reach are not forward convolutions of dy.
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
     let dt = DataType::Half;
     let dx = desc(dt, &[1, 64, 8, 8], Lay::ChannelsLast);
     let w = desc(dt, &[64, 64, 3, 3], Lay::ChannelsLast);
@@ -148,12 +139,9 @@ device_tests!(refusals_name_the_cause, |h: &Handle| {
     }
 });
 
-device_tests!(filter_read_in_place_and_misaligned, |h: &Handle| {
+cuda_tests!(filter_read_in_place_and_misaligned, |h: &Handle| {
     // 16-bit channels-last cases read the caller's w flipped in place (no copy); a w two bytes
     // past a 16-byte boundary goes through the copy path and must still be right.
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
     // NCHW dy and dx with a 1×1 KCRS filter: through the layout adapter, w still in place.
     const NCHW_1X1: Spec = (DataType::Half, &[2, 64, 7, 7], &[128, 64, 1, 1], 1, 0, 1, Lay::Packed, Lay::Packed);
     for (i, spec) in [&CASES[0], &CASES[1], &CASES[2], &NCHW_1X1].into_iter().enumerate() {

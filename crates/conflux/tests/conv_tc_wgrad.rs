@@ -100,9 +100,6 @@ fn through_the_api(h: &Handle, specs: &[Spec], tf32: bool) {
 }
 
 fn every_configuration(h: &Handle, specs: &[Spec], tf32: bool) {
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
     for (i, spec) in specs.iter().enumerate() {
         let c = case(spec, tf32);
         let fp = problem(&c);
@@ -137,18 +134,15 @@ fn every_configuration(h: &Handle, specs: &[Spec], tf32: bool) {
 }
 
 device_tests!(backward_weights_through_the_api, |h: &Handle| through_the_api(h, &CASES, false));
-device_tests!(every_configuration_with_alpha_beta, |h: &Handle| every_configuration(h, &CASES, false));
+cuda_tests!(every_configuration_with_alpha_beta, |h: &Handle| every_configuration(h, &CASES, false));
 device_tests!(f32_tf32_through_the_api, |h: &Handle| through_the_api(h, &F32_CASES, true));
 device_tests!(f32_strict_through_the_api, |h: &Handle| through_the_api(h, &F32_CASES, false));
-device_tests!(f32_tf32_every_configuration, |h: &Handle| every_configuration(h, &F32_CASES, true));
-device_tests!(f32_strict_every_configuration, |h: &Handle| every_configuration(h, &F32_CASES, false));
+cuda_tests!(f32_tf32_every_configuration, |h: &Handle| every_configuration(h, &F32_CASES, true));
+cuda_tests!(f32_strict_every_configuration, |h: &Handle| every_configuration(h, &F32_CASES, false));
 
-// Strict f32 on split TF32 products keeps the accuracy of the CUDA-core kernel (110) over a long
+// Strict f32 on split TF32 products keeps the accuracy of the CUDA-core kernel over a long
 // reduction (12544 pixels per sum).
-device_tests!(f32_strict_as_accurate_as_cuda_cores, |h: &Handle| {
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
+cuda_tests!(f32_strict_as_accurate_as_cuda_cores, |h: &Handle| {
     for spec in [
         (DataType::Float, &[16, 64, 28, 28][..], &[64, 64, 3, 3][..], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
         (DataType::Float, &[16, 64, 28, 28][..], &[128, 64, 1, 1][..], 1, 0, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
@@ -169,10 +163,7 @@ device_tests!(f32_strict_as_accurate_as_cuda_cores, |h: &Handle| {
     }
 });
 
-device_tests!(refusals_name_the_cause, |h: &Handle| {
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
+cuda_tests!(refusals_name_the_cause, |h: &Handle| {
     let dt = DataType::Half;
     let conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 1], &[1, 1]).unwrap();
     for (lx, lw, lay, want) in [

@@ -24,7 +24,7 @@ const WGMMA: &str = "CudaConvImplicitGemmWgmma";
 const TMA: &str = "CudaConvImplicitGemmTma";
 const NCHW: &str = "CudaConvTensorCoreNchw";
 
-fn random_case(r: &mut Rng, dt: DataType) -> Case {
+fn random_case(r: &mut SplitMix64, dt: DataType) -> Case {
     let nd = if r.range(0, 3) == 0 { 3 } else { 2 };
     let groups = r.pick(&[1, 1, 2]);
     let (cg, kg) = (8 * r.range(1, 3), r.range(1, 40));
@@ -114,7 +114,7 @@ fn run_configs(h: &Handle, c: &Case, seed: u64, exact: bool) {
 }
 
 device_tests!(random_geometries, |h: &Handle| {
-    let mut r = Rng(41);
+    let mut r = SplitMix64::new(41);
     for (i, dt) in [DataType::Half, DataType::BFloat16].into_iter().enumerate() {
         for j in 0..12 {
             let c = random_case(&mut r, dt);
@@ -127,12 +127,9 @@ device_tests!(random_geometries, |h: &Handle| {
     }
 });
 
-device_tests!(tiles_larger_than_one_block, |h: &Handle| {
+cuda_tests!(tiles_larger_than_one_block, |h: &Handle| {
     // Several k-tiles, several pixel tiles and a partial channel tile for every block shape
     // (the random cases are small enough for one tile of the big configurations).
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
     for (k, (dt, exact)) in [(DataType::Half, true), (DataType::BFloat16, false), (DataType::Half, false)].into_iter().enumerate() {
         let conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1 + k as i64 % 2, 1], &[1, 1]).unwrap();
         let x = desc(dt, &[2, 64, 17, 15], Lay::ChannelsLast);
@@ -143,13 +140,10 @@ device_tests!(tiles_larger_than_one_block, |h: &Handle| {
     }
 });
 
-device_tests!(tma_geometries, |h: &Handle| {
+cuda_tests!(tma_geometries, |h: &Handle| {
     // The TMA kernel's own conditions (2-D, 64-channel groups): padding and stride in the
     // im2col walk, dilated taps, groups, 1×1 (plain GEMM loads) with a pixel tail and with
     // groups, a one-row filter, every tile.
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
     let cases: [(DataType, bool, [usize; 4], [usize; 4], usize, [i64; 2], [i64; 2], [i64; 2]); 6] = [
         (DataType::Half, true, [2, 128, 11, 9], [144, 64, 3, 3], 2, [2, 2], [1, 1], [2, 2]),
         (DataType::BFloat16, false, [2, 128, 7, 7], [64, 128, 1, 1], 1, [0, 0], [1, 1], [1, 1]),
@@ -250,7 +244,7 @@ device_tests!(exact_small_integers, |h: &Handle| {
     }
 });
 
-device_tests!(refusals_and_fallback, |h: &Handle| {
+device_tests!(refusals_name_the_cause, |h: &Handle| {
     let conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 1], &[1, 1]).unwrap();
     let problem = |dt, c: usize, lay: Lay| {
         let x = desc(dt, &[1, c, 6, 6], lay);
@@ -267,17 +261,17 @@ device_tests!(refusals_and_fallback, |h: &Handle| {
     refuse(problem(DataType::Half, 12, Lay::ChannelsLast), "multiple of 8");
     refuse(problem(DataType::Half, 8, Lay::Packed), "channels-last");
     refuse(problem(DataType::Half, 8, Lay::GappedChannelsLast), "channels-last");
+});
 
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
+cuda_tests!(misaligned_x_falls_back, |h: &Handle| {
     // x two bytes past a 16-byte boundary: the invoker must fall back and still be right.
+    let conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 1], &[1, 1]).unwrap();
     let dt = DataType::Half;
     let x = desc(dt, &[1, 16, 7, 7], Lay::ChannelsLast);
     let w = desc(dt, &[8, 16, 3, 3], Lay::ChannelsLast);
     let y = conv.output_desc(&x, &w).unwrap();
     let b = TensorDesc::new(dt, &[1, 8, 1, 1]).unwrap();
-    let c = Case { dt, conv: conv.clone(), x, w, y, b };
+    let c = Case { dt, conv, x, w, y, b };
     let d = data(h, &c, 9, false, 1.0, 0.0);
     let (_xs, x_off) = misaligned_copy(h, &d.x);
     let problem = plan_for(&c).problem().unwrap();
@@ -322,14 +316,11 @@ fn tile_space_is_consistent() {
     }
 }
 
-device_tests!(simt_tile_heights, |h: &Handle| {
+cuda_tests!(simt_tile_heights, |h: &Handle| {
     // The CUDA-core kernel picks 64- or 128-pixel tiles by grid size; small test shapes would
     // only ever see one, so both are built explicitly here (f32, both layouts, a 3-D case).
     use conflux::solver::cuda::igemm_simt::CudaConvIgemm;
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
-    let mut r = Rng(77);
+    let mut r = SplitMix64::new(77);
     for (j, dt) in [DataType::Float, DataType::Float, DataType::Half, DataType::Float].into_iter().enumerate() {
         let mut c = random_case(&mut r, dt);
         if j == 1 {

@@ -117,9 +117,6 @@ device_tests!(tf32_allowed, |h: &Handle| {
 
 /// Every tile on the channels-last cases (the NCHW ones reach this kernel through the adapter).
 fn every_tile(h: &Handle, tf32: bool) {
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
     for (i, c) in cases(tf32).iter().enumerate().filter(|(_, c)| c.x.strides()[1] == 1) {
         let problem = plan_for(c).problem().unwrap();
         if let Err(why) = CudaConvIgemmTma.check(&problem, h.device().info()) {
@@ -132,16 +129,13 @@ fn every_tile(h: &Handle, tf32: bool) {
     }
 }
 
-device_tests!(tf32_every_tile, |h: &Handle| every_tile(h, true));
+cuda_tests!(tf32_every_tile, |h: &Handle| every_tile(h, true));
 
-device_tests!(strict_f32_split_every_tile, |h: &Handle| every_tile(h, false));
+cuda_tests!(strict_f32_split_every_tile, |h: &Handle| every_tile(h, false));
 
 /// Strict f32 on tensor cores must be as accurate as f32 on CUDA cores: on data whose values
 /// use every mantissa bit, its error against f64 is compared with the CUDA-core kernel's.
 fn split_matches_cuda_cores(h: &Handle) {
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
     // The channels-last cases, and two long reductions (4608 and 2048 products per output):
     // the tensor cores' own accumulation error grows with the length of a sum.
     let long = [
@@ -169,7 +163,7 @@ fn split_matches_cuda_cores(h: &Handle) {
     }
 }
 
-device_tests!(strict_f32_as_accurate_as_cuda_cores, split_matches_cuda_cores);
+cuda_tests!(strict_f32_as_accurate_as_cuda_cores, split_matches_cuda_cores);
 
 device_tests!(strict_f32_on_split_tensor_cores, |h: &Handle| {
     // The default (no environment override in the test runner) and an explicit 0: f32 accuracy.

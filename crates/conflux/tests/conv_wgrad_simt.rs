@@ -16,6 +16,8 @@ use conflux::{ConvDesc, ConvMode, DataType, Handle};
 use support::wgrad::{label, reference, Case};
 use support::*;
 
+const SIMT: &str = "CudaConvBwdWeightsSimt";
+
 /// (dtype, x lengths, w lengths, groups, pad, stride, dilation, layout)
 type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, Lay);
 
@@ -52,31 +54,34 @@ fn run(h: &Handle, c: &Case, exact: bool, seed: u64, (alpha, beta): (f64, f64), 
 
 device_tests!(every_geometry_and_type, |h: &Handle| {
     let cuda = h.device_kind() == conflux::handle::DeviceKind::Cuda;
+    let id = solution_id(SIMT);
+    let how = format!("{SIMT} by id");
     for (i, spec) in CASES.iter().enumerate() {
         let c = case(spec);
         // Exact data only where every sum is an exact value of the type (bf16: |v| ≤ 256).
         let exact = i % 2 == 1 && spec.0 != DataType::BFloat16;
         let ab = if exact { (1.0, -1.0) } else { (0.75, 0.5) };
         let tol = if exact { 0.0 } else { tolerance(spec.0) * 2.0 };
-        match run(h, &c, exact, 10 + i as u64, ab, Choice::Solution(110)) {
+        match run(h, &c, exact, 10 + i as u64, ab, Choice::Solution(id)) {
             Ok((got, want)) => {
-                assert!(cuda, "{}: a CUDA solver ran on the CPU", label(&c, "id 110", h));
-                assert_close(&label(&c, "id 110", h), &logical(&c.dw, &got), &logical(&c.dw, &want), tol);
-                assert_gaps_untouched(&label(&c, "id 110", h), &c.dw, &got);
+                assert!(cuda, "{}: a CUDA solver ran on the CPU", label(&c, &how, h));
+                assert_close(&label(&c, &how, h), &logical(&c.dw, &got), &logical(&c.dw, &want), tol);
+                assert_gaps_untouched(&label(&c, &how, h), &c.dw, &got);
                 // The same inputs again: bit for bit (the split sums are added in a fixed order).
-                let (again, _) = run(h, &c, exact, 10 + i as u64, ab, Choice::Solution(110)).unwrap();
-                assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "{}: rerun differs", label(&c, "id 110", h));
+                let (again, _) = run(h, &c, exact, 10 + i as u64, ab, Choice::Solution(id)).unwrap();
+                assert!(got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "{}: rerun differs", label(&c, &how, h));
             }
-            Err(e) => assert!(!cuda, "{}: {e}", label(&c, "id 110", h)),
+            // On the CPU the API refuses the CUDA solver's id, naming the device.
+            Err(e) => {
+                assert!(!cuda, "{}: {e}", label(&c, &how, h));
+                assert!(e.reason.contains("another device"), "{}: {e}", label(&c, &how, h));
+            }
         }
     }
 });
 
-device_tests!(chosen_for_f32, |h: &Handle| {
-    if h.device_kind() != conflux::handle::DeviceKind::Cuda {
-        return;
-    }
-    // 24 channels: no tensor-core kernel (109 needs multiples of 32 for f32).
+cuda_tests!(chosen_for_f32, |h: &Handle| {
+    // 24 channels: no tensor-core kernel (CudaConvBwdWeightsTma needs multiples of 32 for f32).
     let c = case(&CASES[1]);
     let fp = FusedProblem::conv(ConvProblem::backward_weights(&c.conv, &c.dy, &c.x, &c.dw).unwrap());
     assert_eq!(conflux::search::choose(h, &fp, Choice::Auto, 0).unwrap().name(), CudaConvWgradSimt.name());

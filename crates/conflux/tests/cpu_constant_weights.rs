@@ -1,6 +1,6 @@
 //! The constant-weights promise (conflux convolution attribute CONSTANT_WEIGHTS) on the CPU
-//! solvers that keep a transformed filter per filter address: the 1×1 GEMM (8), the 1×1 AMX
-//! solver (9, where the CPU has AMX) and Winograd F(4×4) (7), through the convolution API and a fusion plan. New addresses give new
+//! solvers that keep a transformed filter per filter address: the 1×1 GEMM, the 1×1 AMX
+//! solver (where the CPU has AMX) and Winograd F(4×4), through the convolution API and a fusion plan. New addresses give new
 //! results; an address seen before with the same values gives the transform made then; a
 //! filter rewritten in place, or another one allocated at a freed address, is seen through
 //! the sampled words (`weight_cache.rs`), but an edit between them is not (the promise is the
@@ -15,19 +15,20 @@ use conflux::reference::{self as r, fill::Fill};
 use conflux::{ActivationMode, ConvAlgorithm, ConvAttrib, ConvDesc, ConvMode, ConvProblem, DataType, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
 use support::*;
 
-const WINOGRAD4: u64 = 7;
-const GEMM1X1: u64 = 8;
-const AMX1X1: u64 = 9;
+// The solvers under test, by name (`support::solution_id` finds their ids).
+const WINOGRAD4: &str = "CpuConvWinogradF4x3";
+const GEMM1X1: &str = "CpuConvGemm1x1";
+const AMX1X1: &str = "CpuConvAmx1x1";
 
 struct Case {
-    solution: u64,
+    solution: &'static str,
     conv: ConvDesc,
     x: TensorDesc,
     w: TensorDesc,
     y: TensorDesc,
 }
 
-fn case(solution: u64, x: [usize; 4], w: [usize; 4], pad: i64, constant: bool) -> Case {
+fn case(solution: &'static str, x: [usize; 4], w: [usize; 4], pad: i64, constant: bool) -> Case {
     let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[1, 1], &[1, 1]).unwrap();
     conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64).unwrap();
     let x = TensorDesc::new(DataType::Float, &x).unwrap();
@@ -54,7 +55,7 @@ fn cases(constant: bool) -> Vec<Case> {
         .into_iter()
         .filter(|c| {
             let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
-            conflux::solver::find_by_id(c.solution).unwrap().check(&fp, h.device().info()).is_ok()
+            solver(c.solution).check(&fp, h.device().info()).is_ok()
         })
         .collect()
 }
@@ -69,7 +70,7 @@ fn want(c: &Case, x: &Dev, w: &[f64]) -> Vec<f64> {
 fn forward(h: &Handle, c: &Case, x: &Dev, w: &Dev) -> Vec<f64> {
     let y = poisoned(h, &c.y);
     let ws = Workspace { ptr: conflux::DevPtr::NULL, bytes: 0 };
-    api::forward(h, &c.conv, &c.x, x.ptr(), &c.w, w.ptr(), &c.y, y.ptr(), 1.0, 0.0, Choice::Solution(c.solution), ws).unwrap();
+    api::forward(h, &c.conv, &c.x, x.ptr(), &c.w, w.ptr(), &c.y, y.ptr(), 1.0, 0.0, Choice::Solution(solution_id(c.solution)), ws).unwrap();
     logical(&c.y, &download(h, &y))
 }
 
@@ -133,11 +134,11 @@ fn fusion_plan_with_constant_weights() {
         let name = plan.solver_name().unwrap_or("?").to_string();
         // The AMX solver comes first among the GEMM ones where it applies.
         let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
-        let amx = conflux::solver::find_by_id(AMX1X1).unwrap().check(&fp, h.device().info()).is_ok();
+        let amx = solver(AMX1X1).check(&fp, h.device().info()).is_ok();
         let expected = match c.solution {
-            WINOGRAD4 => "CpuConvWinogradF4x3",
-            _ if amx => "CpuConvAmx1x1",
-            _ => "CpuConvGemm1x1",
+            WINOGRAD4 => WINOGRAD4,
+            _ if amx => AMX1X1,
+            _ => GEMM1X1,
         };
         assert_eq!(name, expected);
         let x = random(&h, &c.x, Fill::Normal, 7);
@@ -169,7 +170,7 @@ fn winograd_takes_wide_filters_at_small_batches_only_with_the_promise() {
     for constant in [false, true] {
         let c = case(WINOGRAD4, [1, 2048, 4, 20], [1024, 2048, 3, 3], 1, constant);
         let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
-        let verdict = conflux::solver::find_by_id(WINOGRAD4).unwrap().check(&fp, h.device().info());
+        let verdict = solver(WINOGRAD4).check(&fp, h.device().info());
         match constant {
             false => assert!(verdict.as_ref().is_err_and(|why| why.contains("filter transform")), "{verdict:?}"),
             true => assert!(verdict.is_ok(), "{verdict:?}"),
@@ -179,13 +180,13 @@ fn winograd_takes_wide_filters_at_small_batches_only_with_the_promise() {
 
 #[test]
 fn winograd_f2_takes_layers_of_few_tiles() {
-    // One 4×4 output tile: F(4×4) declines whatever the promise, F(2×2) (id 3) takes it.
+    // One 4×4 output tile: F(4×4) declines whatever the promise, F(2×2) takes it.
     let h = Handle::cpu();
     for constant in [false, true] {
         let c = case(WINOGRAD4, [1, 64, 4, 4], [64, 64, 3, 3], 1, constant);
         let fp = FusedProblem::conv(ConvProblem::forward(&c.conv, &c.x, &c.w, &c.y).unwrap());
-        let f4 = conflux::solver::find_by_id(WINOGRAD4).unwrap().check(&fp, h.device().info());
+        let f4 = solver(WINOGRAD4).check(&fp, h.device().info());
         assert!(f4.as_ref().is_err_and(|why| why.contains("F(2×2) is faster")), "{f4:?}");
-        assert!(conflux::solver::find_by_id(3).unwrap().check(&fp, h.device().info()).is_ok());
+        assert!(solver("CpuConvWinogradF2x3").check(&fp, h.device().info()).is_ok());
     }
 }

@@ -15,7 +15,7 @@ use conflux::backend::cpu::conv1x1::channels_kernel::available;
 use conflux::backend::cpu::conv1x1::positions::{self as conv1x1_pos, PackedWalk, PosSplit};
 use conflux::backend::cpu::conv1x1::positions_kernel as conv1x1_pos_kernel;
 use conflux::reference::fill::{fill_normal, fill_small_int};
-use support::Rng;
+use support::{Pick, SplitMix64};
 
 struct Case {
     n: usize,
@@ -166,7 +166,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
 #[test]
 fn every_tile_remainder_and_panel_edge() {
     // hw 1..=29 leaves every remainder 1..13 (and none) for the last tile; k around 32.
-    let mut r = Rng(1);
+    let mut r = SplitMix64::new(1);
     for hw in 1..=29 {
         for nhwc in [false, true] {
             let cs = Case { n: r.range(1, 3), c: r.range(1, 20), k: r.pick(&[1, 31, 32, 33, 64, 70]), hw, gap: hw % 3, bias: hw % 2 == 0, relu: hw % 4 < 2, nhwc };

@@ -11,7 +11,7 @@ mod support;
 use conflux::backend::cpu::gemm::{available, gemm_with, sgemm_with, Blocking, Dense, DenseSink, Direct, Elem, Sink};
 use std::ops::Range;
 use conflux::reference::fill::{fill_normal, fill_small_int};
-use support::Rng;
+use support::{Pick, SplitMix64};
 
 fn naive(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f64> {
     let mut c = vec![0.0; m * n];
@@ -50,7 +50,7 @@ fn check(m: usize, n: usize, k: usize, blk: Option<Blocking>, exact: bool, seed:
 
 #[test]
 fn odd_sizes_against_f64() {
-    let mut r = Rng(11);
+    let mut r = SplitMix64::new(11);
     for case in 0..40u64 {
         let (m, n, k) = (r.range(1, 70), r.range(1, 90), r.range(0, 300));
         check(m, n, k, None, case % 2 == 0, case);

@@ -25,7 +25,7 @@ const LAYOUTS: [(Lay, Lay); 2] = [(Lay::Packed, Lay::Gapped), (Lay::ChannelsLast
 /// Logical values k/4 for k in −8..=8: exact in bf16, f16 and f32, and so are their sums
 /// with other such values.
 fn quarters(count: usize, seed: u64) -> Vec<f64> {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     (0..count).map(|_| (rng.range(0, 16) as f64 - 8.0) * 0.25).collect()
 }
 

@@ -13,27 +13,21 @@ use conflux::conv::api::{self, Workspace};
 use conflux::fusion::FusedProblem;
 use conflux::reference::{self as r, compare::tolerance, fill::Fill};
 use conflux::{
-    ActivationMode, ConvAlgorithm, ConvAttrib, ConvDesc, ConvMode, ConvProblem, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg,
+    ActivationMode, ConvAlgorithm, ConvAttrib, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg,
     OpArgs, TensorDesc,
 };
 use support::*;
 
-const WINOGRAD: u64 = 3;
-const IMPLICIT_GEMM: u64 = 4;
-const GEMM: u64 = 5;
-const DIRECT: u64 = 6;
-const WINOGRAD4: u64 = 7;
-const GEMM1X1: u64 = 8;
-const AMX1X1: u64 = 9;
-const FFT: u64 = 10;
-const DIRECT_TAPS: u64 = 11;
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Dir {
-    Forward,
-    BackwardData,
-    BackwardWeights,
-}
+// The solvers under test, by name (`support::solution_id` finds their ids).
+const WINOGRAD: &str = "CpuConvWinogradF2x3";
+const IMPLICIT_GEMM: &str = "CpuConvImplicitGemm";
+const GEMM: &str = "CpuConvGemm";
+const DIRECT: &str = "CpuConvDirect";
+const WINOGRAD4: &str = "CpuConvWinogradF4x3";
+const GEMM1X1: &str = "CpuConvGemm1x1";
+const AMX1X1: &str = "CpuConvAmx1x1";
+const FFT: &str = "CpuConvFft";
+const DIRECT_TAPS: &str = "CpuConvDirectTaps";
 
 /// A normal convolution: x → y through w.
 struct Geo {
@@ -41,6 +35,13 @@ struct Geo {
     x: Vec<usize>,
     w: Vec<usize>,
     y: Vec<usize>,
+}
+
+impl Geo {
+    /// The case of this geometry with descriptors (x, w, y).
+    fn case(&self, (xd, wd, yd): (&TensorDesc, &TensorDesc, &TensorDesc)) -> ConvCase {
+        ConvCase::new(&self.conv, xd, wd, yd)
+    }
 }
 
 impl std::fmt::Debug for Geo {
@@ -64,7 +65,7 @@ fn make_geo(pads: &[i64], strides: &[i64], dils: &[i64], groups: usize, x: Vec<u
 }
 
 /// Random geometry of the kind a solver is meant for.
-fn random_geo(r: &mut Rng, solution: u64) -> Geo {
+fn random_geo(r: &mut SplitMix64, solution: &str) -> Geo {
     loop {
         let wino = solution == WINOGRAD || solution == WINOGRAD4;
         let nd = if wino || r.range(0, 2) > 0 { 2 } else { 3 };
@@ -95,64 +96,8 @@ fn random_geo(r: &mut Rng, solution: u64) -> Geo {
     }
 }
 
-fn problem(geo: &Geo, (xd, wd, yd): (&TensorDesc, &TensorDesc, &TensorDesc), dir: Dir) -> FusedProblem {
-    FusedProblem::conv(
-        match dir {
-            Dir::Forward => ConvProblem::forward(&geo.conv, xd, wd, yd),
-            Dir::BackwardData => ConvProblem::backward_data(&geo.conv, yd, wd, xd),
-            Dir::BackwardWeights => ConvProblem::backward_weights(&geo.conv, yd, xd, wd),
-        }
-        .unwrap(),
-    )
-}
-
-/// Run `solution` on one direction of `geo` twice (same cached invoker; output and workspace
-/// NaN-poisoned before each run when β = 0) and compare with the reference. Returns false
-/// when the solver refuses the problem.
-#[allow(clippy::too_many_arguments)]
-fn check_solver(h: &Handle, geo: &Geo, descs: (&TensorDesc, &TensorDesc, &TensorDesc), dir: Dir, ab: (f64, f64), fill: Fill, tol: f64, solution: u64, seed: u64) -> bool {
-    let (xd, wd, yd) = descs;
-    let fp = problem(geo, descs, dir);
-    let solver = conflux::solver::find_by_id(solution).unwrap();
-    if solver.check(&fp, h.device().info()).is_err() {
-        return false;
-    }
-    let label = format!("{} {dir:?} α,β={ab:?} {geo:?} x {} w {} y {}", solver.name(), xd.key(), wd.key(), yd.key());
-    let (ad, bd, od) = match dir {
-        Dir::Forward => (xd, wd, yd),
-        Dir::BackwardData => (yd, wd, xd),
-        Dir::BackwardWeights => (yd, xd, wd),
-    };
-    let (alpha, beta) = ab;
-    let a = random(h, ad, fill, seed);
-    let b = random(h, bd, fill, seed + 1);
-    let old = random(h, od, fill, seed + 2);
-    let mut want = old.host.clone();
-    match dir {
-        Dir::Forward => r::conv_forward_alpha_beta(alpha, beta, &geo.conv, xd, &a.host, wd, &b.host, yd, &mut want),
-        Dir::BackwardData => r::conv_backward_data_alpha_beta(alpha, beta, &geo.conv, yd, &a.host, wd, &b.host, xd, &mut want),
-        Dir::BackwardWeights => r::conv_backward_weights_alpha_beta(alpha, beta, &geo.conv, yd, &a.host, xd, &b.host, wd, &mut want),
-    }
-    .unwrap();
-    let ws_bytes = solver.workspace_bytes(&fp);
-    for run in 0..2 {
-        let out = if beta == 0.0 { poisoned(h, od) } else { upload(h, od, &old.host) };
-        let wsd = TensorDesc::new(DataType::Float, &[ws_bytes.div_ceil(4).max(1)]).unwrap();
-        let ws_buf = poisoned(h, &wsd);
-        let ws = Workspace { ptr: ws_buf.ptr(), bytes: ws_bytes };
-        let res = match dir {
-            Dir::Forward => api::forward(h, &geo.conv, xd, a.ptr(), wd, b.ptr(), yd, out.ptr(), alpha, beta, conflux::conv::Choice::Solution(solution), ws),
-            Dir::BackwardData => api::backward_data(h, &geo.conv, yd, a.ptr(), wd, b.ptr(), xd, out.ptr(), alpha, beta, conflux::conv::Choice::Solution(solution), ws),
-            Dir::BackwardWeights => api::backward_weights(h, &geo.conv, yd, a.ptr(), xd, b.ptr(), wd, out.ptr(), alpha, beta, conflux::conv::Choice::Solution(solution), ws),
-        };
-        res.unwrap_or_else(|e| panic!("{label}: {e}"));
-        let got = download(h, &out);
-        assert_close(&format!("{label} (run {run})"), &logical(od, &got), &logical(od, &want), tol);
-        assert_gaps_untouched(&label, od, &got);
-    }
-    assert_unchanged(&format!("{label}: first input"), h, &a);
-    assert_unchanged(&format!("{label}: second input"), h, &b);
-    true
+fn problem(geo: &Geo, descs: (&TensorDesc, &TensorDesc, &TensorDesc), dir: Dir) -> FusedProblem {
+    geo.case(descs).fused(dir)
 }
 
 const LAYS: [Lay; 4] = [Lay::Packed, Lay::ChannelsLast, Lay::Gapped, Lay::GappedChannelsLast];
@@ -160,15 +105,15 @@ const AB: [(f64, f64); 4] = [(1.0, 0.0), (0.5, 0.0), (1.0, 0.5), (-1.5, 2.0)];
 const AB_INT: [(f64, f64); 4] = [(1.0, 0.0), (2.0, 0.0), (1.0, -1.0), (-1.0, 3.0)];
 
 /// `cases` random geometries per type for `solution` in `dirs`, plus as many exact ones.
-fn random_cases(solution: u64, dirs: &[Dir], cases: usize, seed: u64) {
+fn random_cases(solution: &str, dirs: &[Dir], cases: usize, seed: u64) {
     random_cases_of(solution, dirs, cases, seed, &|r| random_geo(r, solution), 0.0, cases * dirs.len() * 3)
 }
 
 /// `random_cases` on geometries from `gen`; the small-integer cases are held to `exact_tol`
 /// (0: bit for bit); at least `min_ran` cases must apply.
-fn random_cases_of(solution: u64, dirs: &[Dir], cases: usize, seed: u64, gen: &dyn Fn(&mut Rng) -> Geo, exact_tol: f64, min_ran: usize) {
+fn random_cases_of(solution: &str, dirs: &[Dir], cases: usize, seed: u64, gen: &dyn Fn(&mut SplitMix64) -> Geo, exact_tol: f64, min_ran: usize) {
     let h = Handle::cpu();
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut ran = 0;
     for (ti, dt) in [DataType::Float, DataType::Half, DataType::BFloat16, DataType::Float].into_iter().enumerate() {
         let exact = ti == 3;
@@ -180,9 +125,9 @@ fn random_cases_of(solution: u64, dirs: &[Dir], cases: usize, seed: u64, gen: &d
             for (di, &dir) in dirs.iter().enumerate() {
                 let s = seed * 1000 + (ti * 100 + case * 3 + di) as u64 * 10;
                 let ok = if exact {
-                    check_solver(&h, &geo, (&xd, &wd, &yd), dir, AB_INT[(case + di) % 4], Fill::SmallInt(-2, 2), exact_tol, solution, s)
+                    check_solver(&h, &geo.case((&xd, &wd, &yd)), dir, solution_id(solution), AB_INT[(case + di) % 4], Fill::SmallInt(-2, 2), exact_tol, s)
                 } else {
-                    check_solver(&h, &geo, (&xd, &wd, &yd), dir, AB[(case + di) % 4], Fill::Normal, tolerance(dt), solution, s)
+                    check_solver(&h, &geo.case((&xd, &wd, &yd)), dir, solution_id(solution), AB[(case + di) % 4], Fill::Normal, tolerance(dt), s)
                 };
                 ran += ok as usize;
             }
@@ -215,7 +160,7 @@ fn winograd4_random_backward_data() { random_cases(WINOGRAD4, &[Dir::BackwardDat
 /// A geometry the FFT solver is for: a large, possibly non-square filter on an image with
 /// enough channels for it to pay off (with constant weights; without, it declines about
 /// half of them).
-fn fft_geo(r: &mut Rng) -> Geo {
+fn fft_geo(r: &mut SplitMix64) -> Geo {
     loop {
         let g = r.pick(&[1, 1, 2]);
         let (cg, kg) = (r.range(32, 40), r.range(28, 40));
@@ -237,7 +182,7 @@ fn fft_random_forward() { random_cases_of(FFT, &[Dir::Forward], 5, 7, &fft_geo, 
 
 /// A geometry for the taps-direct solver: 2-D, stride 1, at least four taps, any dilation,
 /// padding and groups, filter blocks full and partial.
-fn taps_geo(r: &mut Rng) -> Geo {
+fn taps_geo(r: &mut SplitMix64) -> Geo {
     loop {
         let g = r.pick(&[1, 1, 2, 3]);
         let (cg, kg, n) = (r.range(1, 10), r.range(8, 40), r.range(1, 2));
@@ -258,7 +203,7 @@ fn taps_geo(r: &mut Rng) -> Geo {
 #[test]
 fn direct_taps_random_forward() {
     let h = Handle::cpu();
-    let mut rng = Rng(9);
+    let mut rng = SplitMix64::new(9);
     let mut ran = 0;
     for case in 0..40usize {
         let mut geo = taps_geo(&mut rng);
@@ -269,7 +214,7 @@ fn direct_taps_random_forward() {
         let exact = case % 5 < 2;
         let ab = if case % 4 == 3 { AB[1 + case % 3] } else { (1.0, 0.0) };
         let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
-        ran += check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, DIRECT_TAPS, 9000 + case as u64 * 10) as usize;
+        ran += check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(DIRECT_TAPS), ab, fill, tol, 9000 + case as u64 * 10) as usize;
     }
     // KCRS W through the 16 × 32 transposes with a remainder (45 taps-and-channels), a full
     // and a partial block of filters, each filter layout, with and without the promise.
@@ -280,7 +225,7 @@ fn direct_taps_random_forward() {
             geo.conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64).unwrap();
             let dt = DataType::Float;
             let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, lay), desc(dt, &geo.y, Lay::Packed));
-            ran += check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), Fill::Normal, tolerance(dt), DIRECT_TAPS, 9900 + i as u64 * 10 + constant as u64) as usize;
+            ran += check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(DIRECT_TAPS), (1.0, 0.0), Fill::Normal, tolerance(dt), 9900 + i as u64 * 10 + constant as u64) as usize;
         }
     }
     let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
@@ -292,7 +237,7 @@ fn direct_taps_random_forward() {
 /// more than 256 channels (several K blocks of the GEMM), V or U doubled.
 #[test]
 fn fft_every_side_and_kernel() {
-    use conflux::backend::cpu::{direct::naive::ConvPtrs, fft as fft_conv, gemm, pointwise::epilogue::CpuEpilogue};
+    use conflux::backend::cpu::{direct::naive::ConvPtrs, pointwise::epilogue::CpuEpilogue, fft as fft_conv, gemm};
     let h = Handle::cpu();
     let geos = [
         make_geo(&[2, 1], &[1, 1], &[1, 2], 1, vec![2, 6, 21, 19], vec![21, 6, 5, 3]).unwrap(),
@@ -342,7 +287,7 @@ fn winograd4_f32_error_on_512_channels() {
     for sol in [WINOGRAD4, WINOGRAD, IMPLICIT_GEMM] {
         let y = poisoned(&h, &yd);
         let ws = Workspace::default();
-        api::forward(&h, &geo.conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, conflux::conv::Choice::Solution(sol), ws).unwrap();
+        api::forward(&h, &geo.conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, conflux::conv::Choice::Solution(solution_id(sol)), ws).unwrap();
         let got = logical(&yd, &download(&h, &y));
         let c = conflux::reference::compare::Comparison::new(&got, &logical(&yd, &want));
         println!("solution {sol}: relative L2 error {:.2e}, max abs {:.2e}", c.rel_l2, c.max_abs);
@@ -370,9 +315,9 @@ fn winograd4_wide_and_deep() {
             for dt in [DataType::Float, DataType::Half] {
                 let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
                 let s = 700 + gi as u64 * 10;
-                assert!(check_solver(&h, geo, (&xd, &wd, &yd), Dir::Forward, AB[gi % 4], Fill::Normal, tolerance(dt), WINOGRAD4, s));
+                assert!(check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(WINOGRAD4), AB[gi % 4], Fill::Normal, tolerance(dt), s));
                 if gi < exact.len() && dt == DataType::Float {
-                    assert!(check_solver(&h, geo, (&xd, &wd, &yd), Dir::Forward, AB_INT[gi % 4], Fill::SmallInt(-2, 2), 0.0, WINOGRAD4, s + 5));
+                    assert!(check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(WINOGRAD4), AB_INT[gi % 4], Fill::SmallInt(-2, 2), 0.0, s + 5));
                 }
             }
         }
@@ -393,7 +338,7 @@ fn winograd4_tile_blocks() {
             let dt = DataType::Float;
             for lay in [Lay::Packed, Lay::ChannelsLast, Lay::GappedChannelsLast] {
                 let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
-                assert!(check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, WINOGRAD4, 900 + i as u64));
+                assert!(check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(WINOGRAD4), (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, 900 + i as u64));
             }
         }
     }
@@ -419,7 +364,7 @@ fn winograd_sixteen_tiles() {
                     let g = conflux::conv::Geom::of(fp.conv_problem().unwrap());
                     assert_eq!(wino4::panel_kernel(&g, v).mr, 8, "{v:?} on {side}×{side}");
                 }
-                assert!(check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, sol, 950 + side as u64));
+                assert!(check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(sol), (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, 950 + side as u64));
             }
         }
     }
@@ -432,7 +377,7 @@ fn winograd_sixteen_tiles() {
 /// (`Blocks::input_in_tasks`), the first does not.
 #[test]
 fn winograd4_every_kernel_and_transform_path() {
-    use conflux::backend::cpu::{direct::naive::ConvPtrs, gemm, pointwise::epilogue::CpuEpilogue, winograd as wino4, winograd::Variant};
+    use conflux::backend::cpu::{direct::naive::ConvPtrs, pointwise::epilogue::CpuEpilogue, gemm, winograd as wino4, winograd::Variant};
     let h = Handle::cpu();
     let geos = [
         make_geo(&[1, 1], &[1, 1], &[1, 1], 2, vec![2, 24, 11, 13], vec![42, 12, 3, 3]).unwrap(),
@@ -489,17 +434,23 @@ fn medium_shapes_span_gemm_blocks() {
         make_geo(&[1, 0], &[2, 1], &[1, 2], 2, vec![1, 36, 15, 13], vec![50, 18, 3, 2]).unwrap(),
         make_geo(&[1, 1], &[1, 1], &[1, 1], 64, vec![2, 64, 12, 12], vec![64, 1, 3, 3]).unwrap(),
     ];
+    let solvers = [WINOGRAD4, WINOGRAD, IMPLICIT_GEMM, GEMM, DIRECT];
+    let mut ran = [0usize; 5];
     for (gi, geo) in geos.iter().enumerate() {
         for lay in [Lay::Packed, Lay::ChannelsLast] {
             let dt = DataType::Float;
             let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
-            for sol in [WINOGRAD4, WINOGRAD, IMPLICIT_GEMM, GEMM, DIRECT] {
+            for (si, sol) in solvers.into_iter().enumerate() {
                 for (di, dir) in ALL.into_iter().enumerate() {
                     let ab = AB[(gi + di) % 4];
-                    check_solver(&h, geo, (&xd, &wd, &yd), dir, ab, Fill::Normal, tolerance(dt), sol, 50 + gi as u64);
+                    ran[si] += check_solver(&h, &geo.case((&xd, &wd, &yd)), dir, solution_id(sol), ab, Fill::Normal, tolerance(dt), 50 + gi as u64) as usize;
                 }
             }
         }
+    }
+    // Each solver took some of these shapes (the others it must refuse by id too).
+    for (sol, n) in solvers.iter().zip(ran) {
+        assert!(n > 0, "{sol} took none of the medium shapes");
     }
 }
 
@@ -536,7 +487,7 @@ fn gemm1x1_random_forward() {
     let h = Handle::cpu();
     let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
     let amx = conflux::backend::cpu::x86::amx::available();
-    let mut rng = Rng(8);
+    let mut rng = SplitMix64::new(8);
     for case in 0..24usize {
         let nd = if case % 5 == 4 { 3 } else { 2 };
         let g = rng.pick(&[1, 1, 2]);
@@ -571,10 +522,10 @@ fn gemm1x1_random_forward() {
         let exact = case % 2 == 0;
         let ab = if case % 4 == 3 { (if exact { AB_INT } else { AB })[1 + case % 3] } else { (1.0, 0.0) };
         let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
-        let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, GEMM1X1, 800 + case as u64 * 10);
+        let ran = check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(GEMM1X1), ab, fill, tol, 800 + case as u64 * 10);
         assert_eq!(ran, avx512, "{geo:?}: the 1×1 solver applies exactly when AVX-512 is there");
         // The AMX solver, NCHW and NHWC (bf16×6 keeps f32's tolerance; small integers exact).
-        let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, ab, fill, tol, AMX1X1, 805 + case as u64 * 10);
+        let ran = check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(AMX1X1), ab, fill, tol, 805 + case as u64 * 10);
         {
             use conflux::solver::cpu::amx1x1::{MIN_MACS_PER_POSITION, MIN_TILES, MIN_TILES_SPLITTING_W};
             let tiles = geo.y[0] * geo.y[2..].iter().product::<usize>().div_ceil(32);
@@ -584,7 +535,7 @@ fn gemm1x1_random_forward() {
         }
         if !avx512 {
             let fp = problem(&geo, (&xd, &wd, &yd), Dir::Forward);
-            let why = conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, h.device().info()).unwrap_err();
+            let why = solver(GEMM1X1).check(&fp, h.device().info()).unwrap_err();
             assert!(why.contains("AVX-512"), "{why}");
         }
     }
@@ -685,7 +636,7 @@ fn amx_few_tiles_many_filters() {
             let few = conflux::backend::cpu::conv1x1::amx::few_tiles_split(7, 10, 96, nhwc, threads);
             for (exact, seed) in [(true, 900), (false, 910)] {
                 let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
-                let ran = check_solver(&h, &geo, (&xd, &wd, &yd), Dir::Forward, (1.0, 0.0), fill, tol, AMX1X1, seed);
+                let ran = check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(AMX1X1), (1.0, 0.0), fill, tol, seed);
                 assert_eq!(ran, conflux::backend::cpu::x86::amx::available() && few, "{lay:?} constant {constant}: applies exactly where AMX and the few-tiles split are");
             }
         }
@@ -696,9 +647,9 @@ fn amx_few_tiles_many_filters() {
 fn refusals_name_the_cause() {
     let h = Handle::cpu();
     let dt = DataType::Float;
-    let why = |geo: &Geo, dir: Dir, id: u64| {
+    let why = |geo: &Geo, dir: Dir, id: &str| {
         let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, Lay::Packed), desc(dt, &geo.y, Lay::Packed));
-        conflux::solver::find_by_id(id).unwrap().check(&problem(geo, (&xd, &wd, &yd), dir), h.device().info()).unwrap_err()
+        solver(id).check(&problem(geo, (&xd, &wd, &yd), dir), h.device().info()).unwrap_err()
     };
     let g5 = make_geo(&[2, 2], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 5, 5]).unwrap();
     assert!(why(&g5, Dir::Forward, WINOGRAD).contains("3×3"));
@@ -730,7 +681,7 @@ fn refusals_name_the_cause() {
     // ~3× faster than direct there).
     let big = make_geo(&[3, 3], &[1, 1], &[1, 1], 1, vec![1, 64, 56, 56], vec![64, 64, 7, 7]).unwrap();
     let (xd, wd, yd) = (desc(dt, &big.x, Lay::Packed), desc(dt, &big.w, Lay::Packed), desc(dt, &big.y, Lay::Packed));
-    assert_eq!(conflux::solver::find_by_id(FFT).unwrap().check(&problem(&big, (&xd, &wd, &yd), Dir::Forward), h.device().info()), Ok(()));
+    assert_eq!(solver(FFT).check(&problem(&big, (&xd, &wd, &yd), Dir::Forward), h.device().info()), Ok(()));
     assert!(why(&g5, Dir::Forward, GEMM1X1).contains("1×1"));
     let one = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 1, 1]).unwrap();
     assert!(why(&one, Dir::Forward, DIRECT_TAPS).contains("taps"));
@@ -740,7 +691,7 @@ fn refusals_name_the_cause() {
     let gapped = |d: DataType, l: &[usize]| desc(d, l, Lay::Gapped);
     let check = |d: DataType, lay: &dyn Fn(DataType, &[usize]) -> TensorDesc| {
         let fp = problem(&one, (&lay(d, &one.x), &desc(d, &one.w, Lay::Packed), &lay(d, &one.y)), Dir::Forward);
-        conflux::solver::find_by_id(GEMM1X1).unwrap().check(&fp, h.device().info()).unwrap_err()
+        solver(GEMM1X1).check(&fp, h.device().info()).unwrap_err()
     };
     assert!(check(DataType::Half, &|d, l| desc(d, l, Lay::Packed)).contains("f32 only"));
     assert!(check(dt, &gapped).contains("neither its positions nor its channels consecutive"));
@@ -751,7 +702,7 @@ fn gemm_workspace_is_exact_and_checked() {
     // im2col needs C/G·filter·output f32; 1×1 stride-1 pad-0 needs none; too little is refused.
     let h = Handle::cpu();
     let dt = DataType::Float;
-    let solver = conflux::solver::find_by_id(GEMM).unwrap();
+    let solver = solver(GEMM);
     let g3 = make_geo(&[1, 1], &[1, 1], &[1, 1], 2, vec![1, 6, 7, 8], vec![4, 3, 3, 3]).unwrap();
     let g1 = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, 6, 7, 8], vec![4, 6, 1, 1]).unwrap();
     let ds = |g: &Geo| (desc(dt, &g.x, Lay::Packed), desc(dt, &g.w, Lay::Packed), desc(dt, &g.y, Lay::Packed));
@@ -762,7 +713,7 @@ fn gemm_workspace_is_exact_and_checked() {
     let x = random(&h, &x3, Fill::Normal, 1);
     let w = random(&h, &w3, Fill::Normal, 2);
     let y = sentinel(&h, &y3, 7.0);
-    let e = api::forward(&h, &g3.conv, &x3, x.ptr(), &w3, w.ptr(), &y3, y.ptr(), 1.0, 0.0, conflux::conv::Choice::Solution(GEMM), Workspace::default());
+    let e = api::forward(&h, &g3.conv, &x3, x.ptr(), &w3, w.ptr(), &y3, y.ptr(), 1.0, 0.0, conflux::conv::Choice::Solution(solution_id(GEMM)), Workspace::default());
     expect_err("undersized workspace", e, conflux::Status::BadParm, &["workspace"]);
     assert_unchanged("y after a refused run", &h, &y);
 }

@@ -60,14 +60,6 @@ fn check_events(what: &str, events: &[Event], want: &[(String, Option<String>)])
     }
 }
 
-/// A new handle on the same device.
-fn fresh(h: &Handle) -> Handle {
-    match h.device_kind() {
-        conflux::handle::DeviceKind::Cpu => Handle::cpu(),
-        conflux::handle::DeviceKind::Cuda => Handle::cuda(0).unwrap(),
-    }
-}
-
 fn descs(dt: DataType) -> (ConvDesc, TensorDesc, TensorDesc, TensorDesc) {
     // 4 channels, 3×3: several CPU solvers apply (GEMM with workspace, Winograd, naive).
     let conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 1], &[1, 1]).unwrap();

@@ -686,6 +686,7 @@ device_tests!(conv_api_mismatches_are_bad_parm, |h: &Handle| {
     check("x NULL", api::forward(h, &conv, &xd, DevPtr::NULL, &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["x pointer"], &y);
     check("w NULL", api::forward(h, &conv, &xd, x.ptr(), &wd, DevPtr::NULL, &yd, y.ptr(), 1.0, 0.0, Choice::Auto, ws), bp, &["w pointer"], &y);
     expect_err("y NULL", api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, DevPtr::NULL, 1.0, 0.0, Choice::Auto, ws), bp, &["y pointer"]);
+    // An id no solver has: the literal is the thing tested (MIOpen's BadParm for it).
     check(
         "unknown solution",
         api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, Choice::Solution(999_999), ws),
@@ -695,8 +696,8 @@ device_tests!(conv_api_mismatches_are_bad_parm, |h: &Handle| {
     );
     // The naive convolution of the other device, and this device's pointwise solver.
     let (other_device, pointwise) = match h.device_kind() {
-        conflux::handle::DeviceKind::Cpu => (101, 2),
-        conflux::handle::DeviceKind::Cuda => (1, 102),
+        conflux::handle::DeviceKind::Cpu => (solution_id("CudaConvDirect"), solution_id("CpuPointwise")),
+        conflux::handle::DeviceKind::Cuda => (solution_id("CpuConvNaive"), solution_id("CudaPointwise")),
     };
     check(
         "solution of another device",

@@ -7,7 +7,6 @@ mod support;
 use conflux::conv::api::Workspace;
 use conflux::conv::find_db;
 use conflux::fusion::conv_bias_activation_forward;
-use conflux::handle::DeviceKind;
 use conflux::reference::{self as r, compare::tolerance, fill::Fill};
 use conflux::{
     ActivationDesc, ActivationMode, ConvAlgorithm, ConvDesc, ConvMode, DataType, DevPtr, FindMode, FusionDirection, FusionPlan, Handle, OpArg,
@@ -115,13 +114,6 @@ device_tests!(conv_bias_activation_refusals_leave_y_untouched, |h: &Handle| {
     expect_err("NULL workspace", call(algo, Workspace { ptr: DevPtr::NULL, bytes: 64 }, &c.y, &c.b, x.ptr()), Status::BadParm, &[name, "workspace"]);
     assert_unchanged("y after refusals", h, &y);
 });
-
-fn fresh(h: &Handle) -> Handle {
-    match h.device_kind() {
-        DeviceKind::Cpu => Handle::cpu(),
-        DeviceKind::Cuda => Handle::cuda(0).unwrap(),
-    }
-}
 
 device_tests!(compile_finds_per_find_mode, |h: &Handle| {
     for (i, mode) in [FindMode::Normal, FindMode::Hybrid, FindMode::DynamicHybrid, FindMode::Fast].into_iter().enumerate() {

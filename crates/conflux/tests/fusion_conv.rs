@@ -50,7 +50,7 @@ struct Case {
     exact: bool,
 }
 
-fn random_case(r: &mut Rng, dt: DataType) -> Case {
+fn random_case(r: &mut SplitMix64, dt: DataType) -> Case {
     let nd = if r.range(0, 3) == 0 { 3 } else { 2 };
     let g = r.pick(&[1, 1, 2, 3]);
     let (cg, kg) = (r.range(1, 4), r.range(1, 4));
@@ -204,7 +204,7 @@ fn run_unfused(h: &Handle, c: &Case, x: conflux::DevPtr, w: conflux::DevPtr, yd:
 }
 
 device_tests!(random_conv_chains, |h: &Handle| {
-    let mut r = Rng(7);
+    let mut r = SplitMix64::new(7);
     for (i, dt) in [DataType::Float, DataType::Half, DataType::BFloat16].into_iter().enumerate() {
         for j in 0..25 {
             let c = random_case(&mut r, dt);

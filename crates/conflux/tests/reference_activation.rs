@@ -1,9 +1,9 @@
 //! The reference activations: every mode forward and backward at hand-computed points
 //! (MIOpen's quirks included), and backward against central finite differences.
 
-mod common;
+mod support;
 
-use common::{channels_last, gapped, packed};
+use support::layouts::{channels_last, gapped, packed};
 use conflux::reference::*;
 use conflux::types::ActivationMode::{self, *};
 use conflux::{ActivationDesc, Status, TensorDesc};

@@ -1,9 +1,9 @@
 //! The reference batch normalization: hand-computed inference/training/backward, statistics
 //! outputs with MIOpen's rules, and backward against finite differences of Σ dy·y.
 
-mod common;
+mod support;
 
-use common::{channels_last, gapped, packed};
+use support::layouts::{channels_last, gapped, packed};
 use conflux::batchnorm::derive_bn_desc;
 use conflux::reference::*;
 use conflux::types::BnMode;

@@ -1,8 +1,8 @@
 //! Comparison helpers and seeded fillers.
 
-mod common;
+mod support;
 
-use common::{channels_last, gapped, packed};
+use support::layouts::{channels_last, gapped, packed};
 use conflux::reference::*;
 use conflux::DataType;
 

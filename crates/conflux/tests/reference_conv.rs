@@ -1,9 +1,10 @@
 //! The reference convolutions: hand-computed cases, adjoint identities on random
 //! geometries, transpose mapping, groups and dilation against independent constructions.
 
-mod common;
+mod support;
 
-use common::{gapped, packed, random_case, Case};
+use support::layouts::{gapped, packed, random_case};
+use support::ConvCase as Case;
 use conflux::reference::*;
 use conflux::types::ConvMode;
 use conflux::{ConvDesc, TensorDesc};

@@ -1,8 +1,8 @@
 //! The reference bias and the fused reference chains of §2.6.
 
-mod common;
+mod support;
 
-use common::{channels_last, gapped, packed};
+use support::layouts::{channels_last, gapped, packed};
 use conflux::batchnorm::derive_bn_desc;
 use conflux::reference::*;
 use conflux::types::{ActivationMode, BnMode, ConvMode};

@@ -64,7 +64,7 @@ device_tests!(exhaustive_find_tunes_tensor_core_tiles, |h: &Handle| {
         let label = entry.unwrap_or_else(|| panic!("exhaustive Find records the tuned tile of {name}"));
         assert!(tc.tuning_space(&fp).contains(&label), "{label}");
         // A new handle builds with the recorded tile and still computes the right thing.
-        let h2 = Handle::cuda(0).unwrap();
+        let h2 = fresh(h);
         let inv = h2.invoker(&fp, tc).unwrap();
         let out2 = poisoned(&h2, &y);
         let xb2 = upload(&h2, &x, &xb.host);

@@ -1,14 +1,34 @@
-//! Test support shared by the device tests: one test body runs on every device
-//! (`device_tests!` makes a `cpu` and a `cuda` test; the CUDA one reports itself skipped
-//! when no GPU is found), tensors uploaded from f64 data and read back as f64.
+//! The one test-support module of the conflux integration tests.
+//!
+//! * Devices: `device_tests!` makes a `cpu` and a `cuda` test of one body, `cuda_tests!` only a
+//!   `cuda` one (for bodies that test CUDA solvers and would do nothing on the CPU). The CUDA
+//!   test reports itself skipped when no GPU is found, or fails instead when
+//!   `CONFLUX_REQUIRE_GPU` is set (to anything but empty or `0`), as on the GPU machine.
+//! * Tensors uploaded from f64 data and read back as f64, poisoned, sentinel and misaligned
+//!   copies, and the assertions on them.
+//! * One RNG: the library's `SplitMix64`, with the `Pick` helpers for choosing geometries.
+//! * Solution ids looked up by solver name (`solution_id`), never written as numbers.
+//! * `conv_case`: one convolution in user roles (`ConvCase`), its directions (`Dir`) and
+//!   `check_solver`, which holds one solver to every check the suites make.
+//! * `layouts`: Float descriptors in several layouts and random small geometries for the
+//!   reference tests; `cba` and `wgrad`: cases shared by the tensor-core suites.
 #![allow(dead_code)]
 
 use conflux::element::{decode, encode, round_to};
+use conflux::handle::DeviceKind;
 use conflux::reference::fill::{fill_for, Fill};
+use conflux::solver::Solver;
 use conflux::{Buffer, DevPtr, Handle, TensorDesc};
 
+pub use conflux::reference::SplitMix64;
+
 pub mod cba;
+pub mod conv_case;
+pub mod layouts;
 pub mod wgrad;
+
+#[allow(unused_imports)] // each test binary uses some of them
+pub use conv_case::{applicable_ids, check_solver, ConvCase, Dir};
 
 /// Point the cache (compiled kernels, find-db) at a per-process temporary directory unless
 /// the runner chose one with `CONFLUX_CACHE_DIR`, so tests never touch the user's home.
@@ -23,22 +43,59 @@ pub fn isolate_cache() {
     });
 }
 
-/// A GPU handle, or None (with a note on stderr) when this machine has no usable GPU.
+/// Whether `CONFLUX_REQUIRE_GPU` is set to anything but empty or `0`: then a CUDA test that
+/// finds no usable GPU fails instead of reporting itself skipped.
+pub fn require_gpu() -> bool {
+    std::env::var("CONFLUX_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Skip (a note on stderr, None) or, under `CONFLUX_REQUIRE_GPU`, fail with the reason.
+fn skip_cuda(why: &str) -> Option<Handle> {
+    if require_gpu() {
+        panic!("CONFLUX_REQUIRE_GPU is set but the CUDA test cannot run: {why}");
+    }
+    eprintln!("skipped: {why}");
+    None
+}
+
+/// A GPU handle, or None (with a note on stderr) when this machine has no usable GPU or
+/// `CONFLUX_DEVICE=cpu`; panics instead of returning None under `CONFLUX_REQUIRE_GPU`.
 pub fn cuda() -> Option<Handle> {
-    if std::env::var("CONFLUX_DEVICE").map(|v| v == "cpu").unwrap_or(false) {
-        eprintln!("skipped: CONFLUX_DEVICE=cpu");
-        return None;
+    if std::env::var("CONFLUX_DEVICE").is_ok_and(|v| v == "cpu") {
+        return skip_cuda("CONFLUX_DEVICE=cpu");
     }
     match Handle::cuda(0) {
         Ok(h) => Some(h),
-        Err(e) => {
-            eprintln!("skipped: no GPU ({e})");
-            None
-        }
+        Err(e) => skip_cuda(&format!("no GPU ({e})")),
     }
 }
 
-/// `device_tests!(name, |h: &Handle| { ... })` → `name::cpu` and `name::cuda`.
+/// A new handle on the same device as `h` (its own invoker cache and find-db view).
+pub fn fresh(h: &Handle) -> Handle {
+    match h.device_kind() {
+        DeviceKind::Cpu => Handle::cpu(),
+        DeviceKind::Cuda => Handle::cuda(0).expect("a second handle on the GPU"),
+    }
+}
+
+/// Run `body` on the CPU handle (the `cpu` test of `device_tests!`).
+pub fn on_cpu(body: impl FnOnce(&Handle)) {
+    isolate_cache();
+    body(&Handle::cpu());
+}
+
+/// Run `body` on the GPU handle, or skip (fail under `CONFLUX_REQUIRE_GPU`) without a GPU:
+/// the `cuda` test of `device_tests!` and `cuda_tests!`.
+pub fn on_cuda(body: impl FnOnce(&Handle)) {
+    isolate_cache();
+    if let Some(h) = cuda() {
+        assert_eq!(h.device_kind(), DeviceKind::Cuda);
+        body(&h);
+    }
+}
+
+/// `device_tests!(name, |h: &Handle| { ... })` → `name::cpu` and `name::cuda`: one body that
+/// must do real work on both devices.
 #[macro_export]
 #[allow(clippy::crate_in_macro_def)] // `crate` is the test binary using the macro, by design
 macro_rules! device_tests {
@@ -48,19 +105,62 @@ macro_rules! device_tests {
             use super::*;
             #[test]
             fn cpu() {
-                crate::support::isolate_cache();
-                let h = conflux::Handle::cpu();
-                ($body)(&h);
+                crate::support::on_cpu($body);
             }
             #[test]
             fn cuda() {
-                crate::support::isolate_cache();
-                if let Some(h) = crate::support::cuda() {
-                    ($body)(&h);
-                }
+                crate::support::on_cuda($body);
             }
         }
     };
+}
+
+/// `cuda_tests!(name, |h: &Handle| { ... })` → `name::cuda` only: a body about CUDA solvers,
+/// which has nothing to do on the CPU (no empty `cpu` twin that passes vacuously).
+#[macro_export]
+#[allow(clippy::crate_in_macro_def)] // `crate` is the test binary using the macro, by design
+macro_rules! cuda_tests {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[test]
+            fn cuda() {
+                crate::support::on_cuda($body);
+            }
+        }
+    };
+}
+
+/// The registered solver called `name` (its `name()`); panics when there is none.
+#[track_caller]
+pub fn solver(name: &str) -> &'static dyn Solver {
+    conflux::solver::find_by_name(name).unwrap_or_else(|| panic!("no solver is registered as {name:?}"))
+}
+
+/// The solution id of the solver called `name`, from the registry: tests name solvers and
+/// never write their ids as numbers.
+#[track_caller]
+pub fn solution_id(name: &str) -> u64 {
+    solver(name).solution_id()
+}
+
+/// Geometry choices on the library's RNG. `range` and `pick` take one `next_u64` each (the
+/// stream the suites' seeds were chosen with).
+pub trait Pick {
+    /// Uniform in lo..=hi.
+    fn range(&mut self, lo: usize, hi: usize) -> usize;
+    /// One of `v`.
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T;
+}
+
+impl Pick for SplitMix64 {
+    fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next_u64() % (hi - lo + 1) as u64) as usize
+    }
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[(self.next_u64() % v.len() as u64) as usize]
+    }
 }
 
 /// A tensor on the handle's device plus the f64 values it holds (rounded to its type).
@@ -122,25 +222,6 @@ pub fn logical(desc: &TensorDesc, data: &[f64]) -> Vec<f64> {
 pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
     if let Err(e) = conflux::reference::compare::check(got, want, tol) {
         panic!("{what}: {e}");
-    }
-}
-
-/// Small deterministic RNG for choosing geometries.
-pub struct Rng(pub u64);
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in lo..=hi.
-    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo + 1) as u64) as usize
-    }
-    pub fn pick<T: Copy>(&mut self, v: &[T]) -> T {
-        v[self.next() as usize % v.len()]
     }
 }
 

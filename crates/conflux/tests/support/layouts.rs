@@ -1,8 +1,7 @@
-//! Helpers shared by the reference tests: descriptors in several layouts and a seeded
-//! generator of small random convolution geometries.
-#![allow(dead_code)]
+//! Float descriptors in several layouts and a seeded generator of small random convolution
+//! geometries, for the reference tests (what `tests/common` held).
 
-use conflux::reference::SplitMix64;
+use super::{desc, ConvCase, Lay, SplitMix64};
 use conflux::types::{ConvMode, DataType, Layout};
 use conflux::{ConvDesc, TensorDesc};
 
@@ -20,13 +19,7 @@ pub fn channels_last(lens: &[usize]) -> TensorDesc {
 /// Row-major strides with a gap after every row of every dimension (each extent padded by
 /// one), so the descriptor is not packed and gaps exist between all elements' rows.
 pub fn gapped(lens: &[usize]) -> TensorDesc {
-    let mut strides = vec![0; lens.len()];
-    let mut acc = 1;
-    for d in (0..lens.len()).rev() {
-        strides[d] = acc;
-        acc *= lens[d] + 1;
-    }
-    TensorDesc::with_strides(DataType::Float, lens, &strides).unwrap()
+    desc(DataType::Float, lens, Lay::Gapped)
 }
 
 /// One of the three layouts, picked by `which` (0 packed, 1 channels-last, 2 gapped).
@@ -38,23 +31,9 @@ pub fn layout(which: u64, lens: &[usize]) -> TensorDesc {
     }
 }
 
-/// A random small convolution as the user states it: descriptor, x, w, y.
-pub struct Case {
-    pub conv: ConvDesc,
-    pub x: TensorDesc,
-    pub w: TensorDesc,
-    pub y: TensorDesc,
-}
-
-impl std::fmt::Debug for Case {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} x {} w {} y {}", self.conv.key(), self.x.key(), self.w.key(), self.y.key())
-    }
-}
-
 /// Random geometry: 2-D or 3-D, pad 0..2, stride 1..3, dilation 1..2, groups 1..3 (with
 /// depthwise shapes among them), transpose a third of the time, strided layouts mixed in.
-pub fn random_case(r: &mut SplitMix64) -> Case {
+pub fn random_case(r: &mut SplitMix64) -> ConvCase {
     loop {
         let nd = if r.next_int(0, 2) == 0 { 3 } else { 2 };
         let transpose = r.next_int(0, 2) == 0;
@@ -93,7 +72,7 @@ pub fn random_case(r: &mut SplitMix64) -> Case {
         if yl.iter().product::<usize>() > 400 {
             continue;
         }
-        return Case {
+        return ConvCase {
             x: layout(r.next_u64(), &xl),
             w: layout(r.next_u64(), &wl),
             y: layout(r.next_u64(), &yl),
