@@ -16,6 +16,8 @@ for line in sys.stdin:
 # c_programs compiles C against the cargo target dir: it runs here and in CI, not there
 # (capi_smoke.py covers the C ABI on the GPU).
 rm -f .gpu/bin/c_programs
+# architecture reads the sources at their build path: a CI check, not a device test.
+rm -f .gpu/bin/architecture
 # CPU-only suites (the CPU solvers and the f64 reference; no device variants) stay here: CI
 # runs them, and the staged folder must stay under the 64 MiB a device call carries.
 rm -f .gpu/bin/cpu_* .gpu/bin/reference_*
