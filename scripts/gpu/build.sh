@@ -30,6 +30,8 @@ mkdir -p .gpu/lib && cp target/release/libMIOpen.so .gpu/lib/
 cargo build --release -p conflux-driver -q && cp target/release/conflux-driver .gpu/
 cp scripts/gpu/*.sh scripts/gpu/*.py .gpu/ 2>/dev/null || true
 cp ../shared/bench/*.txt .gpu/ 2>/dev/null || true
+# The model-zoo yardstick (zoo.py, zoo_bwd.py and their ctypes binding) from the shared bench.
+cp ../shared/bench/*.py .gpu/ 2>/dev/null || true
 # Debug info and symbols are not needed there, and a device call carries at most 64 MiB.
 for f in .gpu/bin/* .gpu/ex/* .gpu/conflux-driver; do strip --strip-all "$f" 2>/dev/null || true; done
 for f in .gpu/lib/*; do objcopy --strip-debug "$f" 2>/dev/null || true; done

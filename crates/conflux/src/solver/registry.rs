@@ -13,7 +13,7 @@ use super::cpu::{
     CpuAmx1x1, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuNaive, CpuPointwise, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataTc, CudaConvDirect, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvTcNchw,
+    CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvTcNchw,
     CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
 };
 use super::Solver;
@@ -61,6 +61,7 @@ static CPU: &[Entry] = &[
 
 static CUDA: &[Entry] = &[
     entry(&CudaPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution"),
+    entry(&CudaConvFewChannels, Role::Standalone, "groups of ≤ 4 input channels (depthwise, ResNeXt) and 3-channel 3×3 stems: memory-bound layers a GEMM tile would run nearly empty"),
     entry(&CudaConvGemmLt, Role::Standalone, "1×1 channels-last with a cuBLASLt epilogue (bias, ReLU): at cuDNN's speed on those layers"),
     entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D channels-last groups of 64 channels"),
     entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),

@@ -7,6 +7,7 @@ mod adapter;
 pub mod bwd_data_tc;
 mod common;
 pub mod direct;
+pub mod few_channels;
 pub mod gemm_lt;
 pub mod igemm_mma;
 pub mod igemm_simt;
@@ -21,6 +22,7 @@ pub mod wgrad_tma;
 
 pub use bwd_data_tc::CudaConvBwdDataTc;
 pub use direct::CudaConvDirect;
+pub use few_channels::CudaConvFewChannels;
 pub use gemm_lt::CudaConvGemmLt;
 pub use igemm_mma::CudaConvIgemmTc;
 pub use igemm_simt::CudaConvIgemm;

@@ -1,0 +1,157 @@
+//! Forward convolutions with few input channels per group — depthwise (one channel per group,
+//! any channel multiplier), ResNeXt-like groups, 3-channel 3×3 stems — on a direct CUDA-core kernel
+//! (conv_few_channels.cu) with the fused epilogue. A GEMM over CG·filter products per output
+//! leaves the tensor cores nearly empty and pays a tile per group; these layers are bound by
+//! the bytes they move, which this kernel reads once from memory and reuses from registers.
+
+use super::common::{check_dtype, conv_run_params, cuda_of};
+use crate::backend::cuda::module::Kernel;
+use crate::backend::cuda::preamble::{self, Extra};
+use crate::backend::cuda::{timed, CudaBackend};
+use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::error::{Error, Result};
+use crate::problem::{FusedProblem, Geom};
+use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
+use crate::types::{ConvAlgorithm, Direction};
+use std::sync::Arc;
+
+const TEMPLATE: &str = include_str!("../../backend/cuda/kernels/conv_few_channels.cu");
+
+/// Most input channels per group the kernel takes: each is a pass over the filter row. With 8
+/// (a whole 16-bit vector per group) the tensor-core kernels measured faster
+/// (bench/results/2026-11-27-h200-zoo-few-channels.md).
+pub const MAX_CHANNELS_PER_GROUP: usize = 4;
+/// Most products per output of an ungrouped convolution (3-channel 3×3 stems: 27) the kernel
+/// takes; 7×7 and 4×4-stride-4 stems measured faster as GEMMs (same file).
+pub const MAX_DENSE_PRODUCTS: usize = 32;
+/// Widest filter row kept in registers (per output channel of the thread).
+const MAX_FILTER_WIDTH: usize = 16;
+const BLOCK: u32 = 256;
+
+pub struct CudaConvFewChannels;
+
+/// How the threads split the output: `vec` output channels × `tw` output columns each,
+/// channels or columns fastest across threads, whether whole groups of `kg = cg` channels sit
+/// inside a thread's channels (their inputs loaded once for every input channel), and which
+/// tensors move as 16-byte vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    vec: usize,
+    tw: usize,
+    channel_inner: bool,
+    group_share: bool,
+    x_vec: bool,
+    y_vec: bool,
+}
+
+impl Shape {
+    fn of(g: &Geom, elem: usize) -> Shape {
+        let channel_inner = g.y_strides[1] == 1;
+        let lanes = 16 / elem;
+        let vec = if !channel_inner {
+            1
+        } else if g.k % lanes == 0 {
+            lanes
+        } else {
+            [4, 2, 1].into_iter().find(|v| g.k % v == 0).unwrap_or(1)
+        };
+        let whole = vec == lanes;
+        // Every stride but the channel one a multiple of the vector, so each vector is aligned.
+        let aligned = |s: &[usize; 5]| s[1] == 1 && [s[0], s[2], s[3], s[4]].iter().all(|v| v % vec == 0);
+        let depthwise = g.cg() == 1 && g.kg() == 1;
+        let group_share = channel_inner && g.cg() > 1 && g.kg() == g.cg() && vec % g.kg() == 0 && g.x_strides[1] == 1;
+        let x_vec = whole && (depthwise || group_share) && aligned(&g.x_strides);
+        let y_vec = whole && aligned(&g.y_strides);
+        let tw = 4.min(g.output[2]).max(1);
+        Shape { vec, tw, channel_inner, group_share, x_vec, y_vec }
+    }
+
+    fn items(&self, g: &Geom) -> usize {
+        g.n * g.output[0] * g.output[1] * g.output[2].div_ceil(self.tw) * (g.k / self.vec)
+    }
+}
+
+struct FewChannelsInvoker {
+    be: Arc<CudaBackend>,
+    /// Vector loads and stores: run when x and y are 16-byte aligned.
+    vector: Kernel,
+    /// Element loads and stores: any alignment.
+    scalar: Kernel,
+    shape: Shape,
+    geom: Geom,
+    problem: FusedProblem,
+}
+
+impl Solver for CudaConvFewChannels {
+    fn name(&self) -> &'static str { "CudaConvFewChannels" }
+    fn solution_id(&self) -> u64 { 112 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Direct }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
+        let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+        check_dtype(problem)?;
+        if conv.direction != Direction::Forward {
+            return Err(format!("forward only (this is {:?})", conv.direction));
+        }
+        let g = Geom::of(conv);
+        let products = g.cg() * g.filter_size();
+        if g.groups == 1 && products > MAX_DENSE_PRODUCTS {
+            return Err(format!("ungrouped with {products} products per output (at most {MAX_DENSE_PRODUCTS}): a GEMM's work"));
+        }
+        if g.cg() > MAX_CHANNELS_PER_GROUP {
+            return Err(format!("{} input channels per group (at most {MAX_CHANNELS_PER_GROUP})", g.cg()));
+        }
+        if g.filter[2] > MAX_FILTER_WIDTH {
+            return Err(format!("filter width {} (at most {MAX_FILTER_WIDTH})", g.filter[2]));
+        }
+        let shape = Shape::of(&g, conv.dtype().size());
+        if shape.items(&g) >= (i32::MAX as usize) {
+            return Err("too many output tiles for one launch".into());
+        }
+        Ok(())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // Bound by the bytes moved: about 2.5 TB/s for x, w and y once each.
+        problem.conv_problem().map(|c| (c.x.num_bytes() + c.w.num_bytes() + c.y.num_bytes()) as f64 / 2.5e12 * 1e3 + 0.004).unwrap_or(f64::MAX)
+    }
+
+    fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(ctx.device())?.clone();
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
+        let g = Geom::of(conv);
+        let shape = Shape::of(&g, conv.dtype().size());
+        let mut defs = preamble::conv_geometry_defines(&g);
+        for (name, v) in [
+            ("KTOT", g.k),
+            ("VEC", shape.vec),
+            ("TW", shape.tw),
+            ("CH_INNER", shape.channel_inner as usize),
+            ("GSHARE", shape.group_share as usize),
+            ("XVEC", shape.x_vec as usize),
+            ("YVEC", shape.y_vec as usize),
+        ] {
+            defs.push((name.to_string(), v.to_string()));
+        }
+        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let module = be.module("conv_few_channels", &src)?;
+        let (vector, scalar) = (module.function("conv_few_channels_vec")?, module.function("conv_few_channels")?);
+        Ok(Arc::new(FewChannelsInvoker { be, vector, scalar, shape, geom: g, problem: problem.clone() }))
+    }
+}
+
+impl Invoker for FewChannelsInvoker {
+    fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        let g = &self.geom;
+        let p = conv_run_params(g, &self.problem, a)?;
+        let aligned = (!self.shape.x_vec || a.x.0 % 16 == 0) && (!self.shape.y_vec || a.y.0 % 16 == 0);
+        let kernel = if (self.shape.x_vec || self.shape.y_vec) && aligned { &self.vector } else { &self.scalar };
+        let grid = self.shape.items(g).div_ceil(BLOCK as usize) as u32;
+        // SAFETY: Params mirrors the kernel's parameter struct; pointers are the caller's
+        // tensors, validated against the problem's descriptors; the vector kernel only runs on
+        // 16-byte aligned x and y.
+        timed(ctx, &self.be, || unsafe { kernel.launch(&self.be.dev, (grid.max(1), 1, 1), (BLOCK, 1, 1), 0, &p) })
+    }
+}
