@@ -11,7 +11,7 @@ use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
-use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
+use crate::solver::{chosen_config, BuildContext, Invoker, RunArgs, Solver};
 use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
@@ -44,8 +44,21 @@ struct Shape {
     y_vec: bool,
 }
 
+/// Output columns per thread that tuning may pick (labels `tw2`, `tw4`, `tw8`).
+const COLUMN_TILES: [usize; 3] = [2, 4, 8];
+
+fn parse_tile(label: &str) -> Option<usize> {
+    label.strip_prefix("tw").and_then(|v| v.parse().ok()).filter(|v| COLUMN_TILES.contains(v))
+}
+
+/// Four columns per thread: wider tiles reread less of each input row but hold more
+/// accumulators; never wider than the output.
+fn heuristic_tile(g: &Geom) -> usize {
+    4.min(g.output[2]).max(1)
+}
+
 impl Shape {
-    fn of(g: &Geom, elem: usize) -> Shape {
+    fn of(g: &Geom, elem: usize, tw: usize) -> Shape {
         let channel_inner = g.y_strides[1] == 1;
         let lanes = 16 / elem;
         let vec = if !channel_inner {
@@ -62,7 +75,7 @@ impl Shape {
         let group_share = channel_inner && g.cg() > 1 && g.kg() == g.cg() && vec % g.kg() == 0 && g.x_strides[1] == 1;
         let x_vec = whole && (depthwise || group_share) && aligned(&g.x_strides);
         let y_vec = whole && aligned(&g.y_strides);
-        let tw = 4.min(g.output[2]).max(1);
+        let tw = tw.min(g.output[2]).max(1);
         Shape { vec, tw, channel_inner, group_share, x_vec, y_vec }
     }
 
@@ -99,13 +112,17 @@ impl Solver for CudaConvFewChannels {
         if g.groups == 1 && products > MAX_DENSE_PRODUCTS {
             return Err(format!("ungrouped with {products} products per output (at most {MAX_DENSE_PRODUCTS}): a GEMM's work"));
         }
+        if g.groups == 1 && g.y_strides[1] != 1 {
+            // Planar threads take one output channel each and would read x once per channel.
+            return Err("ungrouped with planar (channel-outer) y".into());
+        }
         if g.cg() > MAX_CHANNELS_PER_GROUP {
             return Err(format!("{} input channels per group (at most {MAX_CHANNELS_PER_GROUP})", g.cg()));
         }
         if g.filter[2] > MAX_FILTER_WIDTH {
             return Err(format!("filter width {} (at most {MAX_FILTER_WIDTH})", g.filter[2]));
         }
-        let shape = Shape::of(&g, conv.dtype().size());
+        let shape = Shape::of(&g, conv.dtype().size(), 1);
         if shape.items(&g) >= (i32::MAX as usize) {
             return Err("too many output tiles for one launch".into());
         }
@@ -118,10 +135,30 @@ impl Solver for CudaConvFewChannels {
     }
 
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
+        let g = Geom::of(conv);
+        let tw = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_FEW_CHANNELS_TILE", parse_tile, || heuristic_tile(&g))?;
+        self.build_with(problem, ctx, tw)
+    }
+
+    fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {
+        let ow = problem.conv_problem().map_or(1, |c| Geom::of(c).output[2]);
+        COLUMN_TILES.iter().filter(|&&tw| tw <= ow.max(2)).map(|tw| format!("tw{tw}")).collect()
+    }
+
+    fn build_config(&self, problem: &FusedProblem, ctx: &dyn BuildContext, config: &str) -> Result<Arc<dyn Invoker>> {
+        let tw = parse_tile(config).ok_or_else(|| Error::bad_parm(format!("{}: no configuration {config}", self.name())))?;
+        self.build_with(problem, ctx, tw)
+    }
+}
+
+impl CudaConvFewChannels {
+    /// Build with `tw` output columns per thread; `check` must have passed.
+    fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, tw: usize) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
         let g = Geom::of(conv);
-        let shape = Shape::of(&g, conv.dtype().size());
+        let shape = Shape::of(&g, conv.dtype().size(), tw);
         let mut defs = preamble::conv_geometry_defines(&g);
         for (name, v) in [
             ("KTOT", g.k),
