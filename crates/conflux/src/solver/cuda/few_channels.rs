@@ -51,10 +51,10 @@ fn parse_tile(label: &str) -> Option<usize> {
     label.strip_prefix("tw").and_then(|v| v.parse().ok()).filter(|v| COLUMN_TILES.contains(v))
 }
 
-/// Four columns per thread: wider tiles reread less of each input row but hold more
-/// accumulators; never wider than the output.
+/// Eight columns per thread: wider tiles reread less of each input row (5×5 and 7×7 filters
+/// gain most); never wider than the output. Sweep: bench/results/2026-11-27-h200-zoo-few-channels.md.
 fn heuristic_tile(g: &Geom) -> usize {
-    4.min(g.output[2]).max(1)
+    8.min(g.output[2]).max(1)
 }
 
 impl Shape {
