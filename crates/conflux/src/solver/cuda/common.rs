@@ -7,6 +7,7 @@ use crate::backend::Device;
 use crate::error::{Error, Result};
 use crate::problem::{FusedKind, FusedProblem, Geom};
 use crate::solver::RunArgs;
+use crate::types::Direction;
 use std::sync::Arc;
 
 /// The CUDA backend a solver builds for (an internal error on a CPU device).
@@ -17,6 +18,17 @@ pub(crate) fn cuda_of(device: &Device) -> Result<&Arc<CudaBackend>> {
 /// Common CUDA applicability: the element types the kernels compile for.
 pub(crate) fn check_dtype(problem: &FusedProblem) -> std::result::Result<(), String> {
     preamble::ctype(problem.dtype()).map(|_| ()).map_err(|e| e.reason)
+}
+
+/// The geometry of a forward convolution in a type the kernels compile for, else why not
+/// (the common refusals of the forward-only CUDA solvers).
+pub(crate) fn forward_geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
+    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+    check_dtype(problem)?;
+    if conv.direction != Direction::Forward {
+        return Err(format!("forward only (this is {:?})", conv.direction));
+    }
+    Ok(Geom::of(conv))
 }
 
 /// Kernel parameters of one convolution run: geometry, pointers, α/β and the epilogue's

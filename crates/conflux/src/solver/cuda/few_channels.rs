@@ -4,7 +4,7 @@
 //! leaves the tensor cores nearly empty and pays a tile per group; these layers are bound by
 //! the bytes they move, which this kernel reads once from memory and reuses from registers.
 
-use super::common::{check_dtype, conv_run_params, cuda_of};
+use super::common::{conv_run_params, cuda_of, forward_geometry};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{timed, CudaBackend};
@@ -12,7 +12,7 @@ use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
 use crate::solver::{chosen_config, BuildContext, Invoker, RunArgs, Solver};
-use crate::types::{ConvAlgorithm, Direction};
+use crate::types::ConvAlgorithm;
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../../backend/cuda/kernels/conv_few_channels.cu");
@@ -102,12 +102,7 @@ impl Solver for CudaConvFewChannels {
     fn device(&self) -> DeviceKind { DeviceKind::Cuda }
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
-        let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
-        check_dtype(problem)?;
-        if conv.direction != Direction::Forward {
-            return Err(format!("forward only (this is {:?})", conv.direction));
-        }
-        let g = Geom::of(conv);
+        let g = forward_geometry(problem)?;
         let products = g.cg() * g.filter_size();
         if g.groups == 1 && products > MAX_DENSE_PRODUCTS {
             return Err(format!("ungrouped with {products} products per output (at most {MAX_DENSE_PRODUCTS}): a GEMM's work"));
@@ -122,7 +117,7 @@ impl Solver for CudaConvFewChannels {
         if g.filter[2] > MAX_FILTER_WIDTH {
             return Err(format!("filter width {} (at most {MAX_FILTER_WIDTH})", g.filter[2]));
         }
-        let shape = Shape::of(&g, conv.dtype().size(), 1);
+        let shape = Shape::of(&g, problem.dtype().size(), 1);
         if shape.items(&g) >= (i32::MAX as usize) {
             return Err("too many output tiles for one launch".into());
         }

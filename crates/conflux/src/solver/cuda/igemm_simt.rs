@@ -1,7 +1,7 @@
 //! Implicit-GEMM forward convolution on CUDA cores (conv_igemm.cu) with the fused epilogue:
 //! any geometry, group count, layout and type; the batch size stays a run-time argument.
 
-use super::common::{check_dtype, conv_run_params, cuda_of};
+use super::common::{conv_run_params, cuda_of, forward_geometry};
 use crate::solver::{Invoker, RunArgs, Solver};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::preamble::{self, Extra};
@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::solver::BuildContext;
-use crate::types::{ConvAlgorithm, Direction};
+use crate::types::ConvAlgorithm;
 use std::sync::Arc;
 
 const TEMPLATE: &str = concat!(include_str!("../../backend/cuda/kernels/simt_gemm.cuh"), include_str!("../../backend/cuda/kernels/conv_igemm.cu"));
@@ -41,12 +41,7 @@ impl Solver for CudaConvIgemm {
     fn device(&self) -> DeviceKind { DeviceKind::Cuda }
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
-        let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
-        check_dtype(problem)?;
-        if conv.direction != Direction::Forward {
-            return Err(format!("forward only (this is {:?})", conv.direction));
-        }
-        let g = Geom::of(conv);
+        let g = forward_geometry(problem)?;
         let m = g.n * g.output_size();
         if m >= i32::MAX as usize / 2 || g.cg() * g.filter_size() >= i32::MAX as usize / 2 {
             return Err("GEMM dimensions exceed 32-bit indexing".into());
