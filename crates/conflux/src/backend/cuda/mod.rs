@@ -7,6 +7,7 @@ pub mod compile;
 pub mod driver;
 pub mod layout;
 pub mod module;
+pub mod pad;
 pub mod params;
 pub mod preamble;
 pub mod tensor_map;

@@ -1,0 +1,54 @@
+//! Copies into packed channels-last order with the channel count padded by zeros
+//! (kernels/pad_channels.cu), so the tensor-core kernels can read few-channel tensors.
+
+use super::preamble::{self, Extra};
+use super::{grid_for, CudaBackend};
+use crate::error::Result;
+use crate::problem::shape5;
+use crate::tensor::TensorDesc;
+
+const SOURCE: &str = include_str!("kernels/pad_channels.cu");
+
+#[repr(C)]
+struct PadArgs {
+    src: u64,
+    dst: u64,
+    s: [i64; 5],
+    c: i32,
+    cp: i32,
+    d: i32,
+    h: i32,
+    w: i32,
+    unused: i32,
+    total: i64,
+}
+
+/// Bytes of `t` copied with `cp` channels.
+pub fn padded_bytes(t: &TensorDesc, cp: usize) -> usize {
+    t.element_count() / t.c() * cp * t.dtype().size()
+}
+
+/// dst (packed channels-last, `cp` channels) = src (`t`, any strides) with zeros in channels
+/// `t.c()..cp`, on the device's stream.
+pub fn pad_channels(be: &CudaBackend, t: &TensorDesc, cp: usize, src: u64, dst: u64) -> Result<()> {
+    let src_code = preamble::source(t.dtype(), &[], &Extra::default(), SOURCE)?;
+    let k = be.module("pad_channels", &src_code)?.function("pad_channels")?;
+    let ([outer, c], [d, h, w], s) = shape5(t);
+    let total = (outer * d * h * w * cp) as u64;
+    let args = PadArgs {
+        src,
+        dst,
+        s: s.map(|v| v as i64),
+        c: c as i32,
+        cp: cp as i32,
+        d: d as i32,
+        h: h as i32,
+        w: w as i32,
+        unused: 0,
+        total: total as i64,
+    };
+    let grid = grid_for(be, total, 256);
+    // SAFETY: PadArgs mirrors the kernel's struct; src spans `t` (the caller's validated
+    // tensor), dst holds `padded_bytes(t, cp)`; the grid-stride loop stays below `total`.
+    unsafe { k.launch(&be.dev, (grid, 1, 1), (256, 1, 1), 0, &args) }
+}

@@ -1,0 +1,107 @@
+//! Tensor cores for ungrouped 16-bit convolutions with fewer than 8 input channels (the 3-channel
+//! 7×7 and 4×4-stride-4 stems). The tensor-core kernels read channels in whole 16-byte chunks,
+//! so this solver copies x and w into packed channels-last scratch with the channels padded to
+//! 8 by zeros (`backend/cuda/pad.rs`) and runs the first channels-last tensor-core solver that
+//! takes the padded problem; y and the epilogue are the caller's. The zero channels add
+//! products, but a stem's reduction is short and its output long: the padded GEMM on tensor
+//! cores beats the CUDA-core paths that take the unpadded problem.
+//!
+//! Scratch is stream-ordered memory from the device's pool, taken per execution.
+
+use super::adapter;
+use super::common::{cuda_of, forward_geometry};
+use crate::backend::cuda::driver::Scratch;
+use crate::backend::cuda::pad::{pad_channels, padded_bytes};
+use crate::backend::cuda::{timed, CudaBackend};
+use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::error::{Error, Result};
+use crate::memory::DevPtr;
+use crate::problem::{ConvProblem, FusedKind, FusedProblem};
+use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
+use crate::tensor::TensorDesc;
+use crate::types::{ConvAlgorithm, DataType, Layout};
+use std::sync::Arc;
+
+/// Channels the copies pad to: one 16-byte chunk of 16-bit elements.
+const PADDED: usize = 8;
+
+pub struct CudaConvPadChannels;
+
+/// The padded problem and the solver that runs it.
+struct Rewrite {
+    inner: FusedProblem,
+    solver: &'static dyn Solver,
+}
+
+fn padded(t: &TensorDesc) -> std::result::Result<TensorDesc, String> {
+    let layout = if t.rank() == 4 { Layout::NHWC } else { Layout::NDHWC };
+    let mut lens = t.lens().to_vec();
+    lens[1] = PADDED;
+    TensorDesc::with_layout(t.dtype(), layout, &lens).map_err(|e| e.reason)
+}
+
+fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Rewrite, String> {
+    let g = forward_geometry(problem)?;
+    let FusedKind::Conv { conv, epilogue } = &problem.kind else { return Err("not a convolution problem".into()) };
+    if !matches!(conv.dtype(), DataType::Half | DataType::BFloat16) {
+        return Err(format!("f16 or bf16 only ({:?} given)", conv.dtype()));
+    }
+    if g.groups != 1 {
+        return Err(format!("ungrouped only ({} groups)", g.groups));
+    }
+    if g.c >= PADDED {
+        return Err(format!("{} input channels: the tensor-core kernels take them unpadded when they fill 16-byte chunks", g.c));
+    }
+    let inner_conv = ConvProblem { x: padded(&conv.x)?, w: padded(&conv.w)?, ..conv.clone() };
+    let inner = FusedProblem { kind: FusedKind::Conv { conv: inner_conv, epilogue: epilogue.clone() } };
+    let solver = adapter::first_taker(adapter::CHANNELS_LAST_TC, &inner, device).map_err(|why| format!("no tensor-core kernel takes the padded problem ({why})"))?;
+    Ok(Rewrite { inner, solver })
+}
+
+impl Solver for CudaConvPadChannels {
+    fn name(&self) -> &'static str { "CudaConvTensorCorePadChannels" }
+    fn solution_id(&self) -> u64 { 113 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
+        rewrite(problem, device).map(|_| ())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // The padded tensor-core GEMM (about 150 TFLOP/s with the zero channels) plus the copies.
+        problem.conv_problem().map_or(f64::MAX, |c| {
+            let padded_macs = c.macs() * PADDED as f64 / c.x.c() as f64;
+            2.0 * padded_macs / 150e12 * 1e3 + 3.0 * (c.x.num_bytes() * PADDED / c.x.c()) as f64 / 3e12 * 1e3
+        })
+    }
+
+    fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let r = rewrite(problem, ctx.device().info()).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("pad-channels: not a convolution"))?;
+        let inner = r.solver.build(&r.inner, ctx)?;
+        Ok(Arc::new(PadInvoker { be: cuda_of(ctx.device())?.clone(), inner, x: conv.x.clone(), w: conv.w.clone() }))
+    }
+}
+
+struct PadInvoker {
+    be: Arc<CudaBackend>,
+    inner: Arc<dyn Invoker>,
+    x: TensorDesc,
+    w: TensorDesc,
+}
+
+impl Invoker for PadInvoker {
+    fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        let xb = padded_bytes(&self.x, PADDED).next_multiple_of(256);
+        let wb = padded_bytes(&self.w, PADDED);
+        // The copies and the convolution are one timed unit when profiling is on.
+        timed(ctx, &self.be, || {
+            let scratch = Scratch::new(ctx, &self.be.dev, xb + wb)?;
+            let (xs, ws) = (scratch.ptr(), scratch.ptr() + xb as u64);
+            pad_channels(&self.be, &self.x, PADDED, a.x.0, xs)?;
+            pad_channels(&self.be, &self.w, PADDED, a.w.0, ws)?;
+            self.inner.run(ctx, &RunArgs { x: DevPtr(xs), w: DevPtr(ws), ..*a })
+        })
+    }
+}

@@ -1,0 +1,61 @@
+//! The channel-padding tensor-core solver (3-channel stems and other ungrouped 16-bit
+//! convolutions of fewer than 8 channels): 7×7 stride 2 and 4×4 stride 4 stems, 1 and 5
+//! channels, NHWC / NCHW / gapped x, f16 and bf16, through `check_solver` (f64 reference,
+//! poisoned output, bit-identical rerun, gaps untouched) with exact small-integer data and
+//! α/β; refusals name the cause; immediate choice takes it for a 7×7 stem.
+
+mod support;
+
+use conflux::reference::compare::tolerance;
+use conflux::reference::fill::Fill;
+use conflux::{ConvDesc, ConvMode, DataType, Handle};
+use support::*;
+
+const SOLVER: &str = "CudaConvTensorCorePadChannels";
+
+/// (dtype, x lengths, w lengths, pad, stride, layout)
+type Spec = (DataType, &'static [usize], &'static [usize], i64, i64, Lay);
+
+const CASES: [Spec; 5] = [
+    (DataType::Half, &[2, 3, 23, 21], &[64, 3, 7, 7], 3, 2, Lay::ChannelsLast),
+    (DataType::BFloat16, &[2, 3, 16, 12], &[96, 3, 4, 4], 0, 4, Lay::Packed),
+    (DataType::Half, &[1, 1, 11, 13], &[16, 1, 5, 5], 2, 1, Lay::ChannelsLast),
+    (DataType::Half, &[2, 5, 9, 10], &[24, 5, 3, 3], 1, 1, Lay::Gapped),
+    (DataType::BFloat16, &[1, 3, 14, 14], &[32, 3, 7, 7], 3, 2, Lay::GappedChannelsLast),
+];
+
+fn case(&(dt, lx, lw, pad, stride, lay): &Spec) -> ConvCase {
+    let conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[1, 1]).unwrap();
+    let x = desc(dt, lx, lay);
+    let w = desc(dt, lw, lay);
+    let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), lay);
+    ConvCase::new(&conv, &x, &w, &y)
+}
+
+cuda_tests!(every_case, |h: &Handle| {
+    let id = solution_id(SOLVER);
+    for (i, spec) in CASES.iter().enumerate() {
+        let c = case(spec);
+        let applied = check_solver(h, &c, Dir::Forward, id, (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, 300 + i as u64);
+        assert!(applied, "{SOLVER} refused {c:?}");
+        let applied = check_solver(h, &c, Dir::Forward, id, (0.75, 0.5), Fill::Normal, tolerance(spec.0), 400 + i as u64);
+        assert!(applied, "{SOLVER} refused {c:?}");
+    }
+});
+
+cuda_tests!(refusals_name_the_cause, |h: &Handle| {
+    let s = solver(SOLVER);
+    let refusal = |spec: &Spec| s.check(&case(spec).fused(Dir::Forward), h.device().info()).unwrap_err();
+    let why = refusal(&(DataType::Half, &[1, 8, 9, 9], &[16, 8, 3, 3], 1, 1, Lay::ChannelsLast));
+    assert!(why.contains("input channels"), "{why}");
+    let why = refusal(&(DataType::Float, &[1, 3, 9, 9], &[16, 3, 3, 3], 1, 1, Lay::ChannelsLast));
+    assert!(why.contains("f16 or bf16"), "{why}");
+    let why = s.check(&case(&CASES[0]).fused(Dir::BackwardData), h.device().info()).unwrap_err();
+    assert!(why.contains("forward only"), "{why}");
+});
+
+cuda_tests!(chosen_for_a_7x7_stem, |h: &Handle| {
+    let c = case(&CASES[0]);
+    let chosen = conflux::search::choose(h, &c.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
+    assert_eq!(chosen.name(), SOLVER);
+});
