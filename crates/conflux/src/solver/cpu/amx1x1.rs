@@ -57,7 +57,7 @@ impl Solver for CpuAmx1x1 {
     fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Gemm }
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
-    fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
+    fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
         check_common(problem)?;
         let g = Geom::of(problem.conv_problem().ok_or("not a convolution problem")?);
         let positions = |s: [usize; 5], sp: [usize; 3]| s[4] == 1 && (s[3] == sp[2] || sp[1] <= 1) && (s[2] == sp[1] * sp[2] || sp[0] <= 1);
@@ -81,7 +81,7 @@ impl Solver for CpuAmx1x1 {
         if cg * kg < MIN_MACS_PER_POSITION {
             return Err(format!("C·K = {cg}·{kg} per position, under {MIN_MACS_PER_POSITION}: splitting x costs too much of the layer (CpuConvGemm1x1 is faster)"));
         }
-        if !amx::available() {
+        if !device.cpu.amx {
             return Err("needs AMX bf16 tiles (and Linux's permission for them), or CONFLUX_CPU_AMX=0 is set".into());
         }
         Ok(())
