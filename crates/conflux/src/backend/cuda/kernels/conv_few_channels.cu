@@ -39,6 +39,15 @@ __device__ __forceinline__ void store_vec(void* p, i64 off, const float (&v)[VEC
     *(uint4*)((T*)p + off) = u.r;
 }
 
+// The filter row (k0.., c, rd, rh, 0..FW) of a thread's VEC output channels.
+__device__ __forceinline__ void load_filter_row(const Params& p, int k0, int c, int rd, int rh, float (&wr)[FW][VEC]) {
+#pragma unroll
+    for (int r = 0; r < FW; ++r)
+#pragma unroll
+        for (int v = 0; v < VEC; ++v)
+            wr[r][v] = ldp<T>(p.w, (i64)(k0 + v) * WS_K + c * WS_C + rd * WS_D + rh * WS_H + r * WS_W);
+}
+
 template <bool VMEM> __device__ __forceinline__ void few_channels(const Params& p) {
     const i64 item = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     i64 t = item;
@@ -90,11 +99,7 @@ template <bool VMEM> __device__ __forceinline__ void few_channels(const Params& 
 #pragma unroll
                 for (int c = 0; c < CG; ++c) {
                     float wr[FW][VEC];
-#pragma unroll
-                    for (int r = 0; r < FW; ++r)
-#pragma unroll
-                        for (int v = 0; v < VEC; ++v)
-                            wr[r][v] = ldp<T>(p.w, (i64)(k0 + v) * WS_K + c * WS_C + rd * WS_D + rh * WS_H + r * WS_W);
+                    load_filter_row(p, k0, c, rd, rh, wr);
 #pragma unroll
                     for (int j = 0; j < SPAN; ++j)
 #pragma unroll
@@ -110,13 +115,8 @@ template <bool VMEM> __device__ __forceinline__ void few_channels(const Params& 
             }
 #pragma unroll
             for (int c = 0; c < CG; ++c) {
-                // The filter row (k0.., c, rd, rh, 0..FW) of the VEC channels.
                 float wr[FW][VEC];
-#pragma unroll
-                for (int r = 0; r < FW; ++r)
-#pragma unroll
-                    for (int v = 0; v < VEC; ++v)
-                        wr[r][v] = ldp<T>(p.w, (i64)(k0 + v) * WS_K + c * WS_C + rd * WS_D + rh * WS_H + r * WS_W);
+                load_filter_row(p, k0, c, rd, rh, wr);
 #pragma unroll
                 for (int j = 0; j < SPAN; ++j) {
                     const int iw = ow0 * SW - PW + j;
