@@ -11,6 +11,10 @@ use crate::{bail, ensure};
 pub struct ConvDesc {
     mode: ConvMode,
     pads: Vec<usize>,
+    /// Padding after the last element of each spatial dimension: equal to `pads` for every
+    /// descriptor the API makes (MIOpen pads symmetrically); solvers that split a problem into
+    /// sub-convolutions (strided backward-data by phases) give theirs an asymmetric one.
+    pads_end: Vec<usize>,
     strides: Vec<usize>,
     dilations: Vec<usize>,
     out_pads: Vec<usize>,
@@ -34,6 +38,7 @@ impl Default for ConvDesc {
         ConvDesc {
             mode: ConvMode::Convolution,
             pads: vec![0, 0],
+            pads_end: vec![0, 0],
             strides: vec![1, 1],
             dilations: vec![1, 1],
             out_pads: vec![0, 0],
@@ -93,6 +98,7 @@ impl ConvDesc {
             _ => ConvMode::Convolution,
         };
         self.pads = to_usize(pads)?;
+        self.pads_end = self.pads.clone();
         self.strides = to_usize(strides)?;
         self.dilations = to_usize(dilations)?;
         self.out_pads = vec![0; nd];
@@ -103,6 +109,8 @@ impl ConvDesc {
     pub fn mode(&self) -> ConvMode { self.mode }
     pub fn spatial_dims(&self) -> usize { self.pads.len() }
     pub fn pads(&self) -> &[usize] { &self.pads }
+    /// Padding after each spatial dimension (`pads` unless `set_pads_end` changed it).
+    pub fn pads_end(&self) -> &[usize] { &self.pads_end }
     pub fn strides(&self) -> &[usize] { &self.strides }
     pub fn dilations(&self) -> &[usize] { &self.dilations }
     pub fn out_pads(&self) -> &[usize] { &self.out_pads }
@@ -148,6 +156,12 @@ impl ConvDesc {
         }
         self.out_pads = adj.iter().map(|&a| a as usize).collect();
         Ok(())
+    }
+
+    /// Asymmetric padding for internal sub-convolutions (not reachable through the C API).
+    pub(crate) fn set_pads_end(&mut self, pads_end: &[usize]) {
+        assert_eq!(pads_end.len(), self.pads.len(), "one end padding per spatial dimension");
+        self.pads_end = pads_end.to_vec();
     }
 
     pub fn set_find_mode(&mut self, mode: FindMode) { self.find_mode = mode; }
@@ -236,7 +250,7 @@ impl ConvDesc {
         let mut out = vec![x.n(), out_c];
         for i in 0..nd {
             let (inp, k) = (x.spatial()[i], w.spatial()[i]);
-            let (p, s) = (self.pads[i] as i128, self.strides[i] as i128);
+            let (p, pe, s) = (self.pads[i] as i128, self.pads_end[i] as i128, self.strides[i] as i128);
             let e = (self.dilations[i] as i128) * (k as i128 - 1) + 1;
             let o = match self.mode {
                 ConvMode::Transpose => {
@@ -247,10 +261,10 @@ impl ConvDesc {
                         "transpose convolution: output padding[{i}] = {a} must be < stride {}",
                         self.strides[i]
                     );
-                    s * (inp as i128 - 1) + e - 2 * p + a as i128
+                    s * (inp as i128 - 1) + e - p - pe + a as i128
                 }
                 // C integer division truncates toward zero.
-                _ => (inp as i128 + 2 * p - e) / s + 1,
+                _ => (inp as i128 + p + pe - e) / s + 1,
             };
             let o = o.max(1);
             ensure!(o <= usize::MAX as i128 / 2, BadParm, "convolution: output size overflows");
@@ -269,9 +283,10 @@ impl ConvDesc {
     pub fn key(&self) -> String {
         let j = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x");
         format!(
-            "{}p{}s{}d{}a{}g{}{}{}{}",
+            "{}p{}{}s{}d{}a{}g{}{}{}{}",
             if self.mode == ConvMode::Transpose { "T" } else { "C" },
             j(&self.pads),
+            if self.pads_end != self.pads { format!("e{}", j(&self.pads_end)) } else { String::new() },
             j(&self.strides),
             j(&self.dilations),
             j(&self.out_pads),

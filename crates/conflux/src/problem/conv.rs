@@ -115,13 +115,15 @@ impl ConvProblem {
             return Err(format!("stride {:?}: only stride 1 is a forward convolution of dy", d.strides()));
         }
         let taps = self.filter();
-        let mut pads = Vec::with_capacity(taps.len());
-        for ((&t, &p), &dil) in taps.iter().zip(d.pads()).zip(d.dilations()) {
+        let (mut pads, mut pads_end) = (Vec::with_capacity(taps.len()), Vec::with_capacity(taps.len()));
+        for (i, (&t, &dil)) in taps.iter().zip(d.dilations()).enumerate() {
             let reach = dil * (t - 1);
-            if p > reach {
-                return Err(format!("padding {p} exceeds the filter's reach {reach}: dx would need negative padding"));
+            let (p, pe) = (d.pads()[i], d.pads_end()[i]);
+            if p.max(pe) > reach {
+                return Err(format!("padding {} exceeds the filter's reach {reach}: dx would need negative padding", p.max(pe)));
             }
             pads.push((reach - p) as i64);
+            pads_end.push(reach - pe);
         }
         let err = |e: crate::error::Error| e.reason;
         let groups = self.groups();
@@ -129,6 +131,7 @@ impl ConvProblem {
         let dils: Vec<i64> = d.dilations().iter().map(|&v| v as i64).collect();
         let mut fwd = ConvDesc::new(ConvMode::Convolution, &pads, &ones, &dils).map_err(err)?;
         fwd.set_groups(groups as i64).map_err(err)?;
+        fwd.set_pads_end(&pads_end);
         fwd.copy_attributes(d);
         let w_lens: Vec<usize> = [self.x.c(), self.k() / groups].into_iter().chain(taps.iter().copied()).collect();
         let w2 = TensorDesc::with_layout(self.dtype(), w_layout, &w_lens).map_err(err)?;
@@ -149,6 +152,7 @@ impl ConvDesc {
         let keep = self.clone();
         self.init(ConvMode::Convolution, &p, &s, &d).expect("valid geometry stays valid");
         self.set_groups(g as i64).expect("valid group count");
+        self.set_pads_end(keep.pads_end());
         self.copy_attributes(&keep);
         self.set_find_mode(keep.find_mode());
     }

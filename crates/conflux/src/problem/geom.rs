@@ -40,7 +40,10 @@ pub struct Geom {
     pub input: [usize; 3],
     pub output: [usize; 3],
     pub filter: [usize; 3],
+    /// Padding before and after each spatial dimension (equal unless the problem is an
+    /// internal sub-convolution: `ConvDesc::pads_end`).
     pub pad: [usize; 3],
+    pub pad_end: [usize; 3],
     pub stride: [usize; 3],
     pub dilation: [usize; 3],
     pub x_strides: [usize; 5],
@@ -63,6 +66,7 @@ impl Geom {
             output: spatial3(&p.y),
             filter: spatial3(&p.w),
             pad: lift(p.conv.pads(), 0),
+            pad_end: lift(p.conv.pads_end(), 0),
             stride: lift(p.conv.strides(), 1),
             dilation: lift(p.conv.dilations(), 1),
             x_strides: strides5(&p.x),

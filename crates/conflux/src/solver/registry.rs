@@ -13,7 +13,7 @@ use super::cpu::{
     CpuAmx1x1, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuNaive, CpuPointwise, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvTcNchw,
+    CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvTcNchw,
     CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
 };
 use super::Solver;
@@ -67,6 +67,8 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions of < 8 channels (7×7 and 4×4 stems) on tensor cores through channel-padded copies"),
     entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),
     entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),
+    entry(&CudaConvBwdDataStrided, Role::Standalone, "strided backward-data as one stride-1 forward convolution per phase on tensor cores"),
+    entry(&CudaConvBwdDataFewChannels, Role::Standalone, "depthwise and few-channels-per-group backward-data by phases on the few-channels kernel, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvWgradTma, Role::WeightsTensorCore, "backward-weights on TMA + wgmma"),
     entry(&CudaConvWgradSimt, Role::Standalone, "backward-weights on a tiled CUDA-core GEMM: every type and geometry, ahead of the direct kernel"),
     entry(&CudaConvIgemmWgmma, Role::ChannelsLastTensorCore, "wgmma with cp.async (sm_90) where TMA's box limits refuse"),

@@ -10,6 +10,8 @@ pub mod module;
 pub mod pad;
 pub mod params;
 pub mod preamble;
+pub mod scale;
+pub mod sub_filter;
 pub mod tensor_map;
 pub mod tf32_split;
 

@@ -29,7 +29,7 @@ struct GemmInvoker {
 
 /// A 1×1 filter with stride 1 and no padding: im2col is the input itself.
 fn is_pointwise(g: &Geom) -> bool {
-    g.filter == [1, 1, 1] && g.stride == [1, 1, 1] && g.pad == [0, 0, 0]
+    g.filter == [1, 1, 1] && g.stride == [1, 1, 1] && g.pad == [0, 0, 0] && g.pad_end == [0, 0, 0]
 }
 
 /// f32 elements of the forward im2col buffer (0 when none is needed).

@@ -51,7 +51,7 @@ fn position_stride(s: [usize; 5], [d, h, w]: [usize; 3]) -> Option<usize> {
 
 /// Why the geometry does not fit, if it does not.
 fn geometry_refusal(g: &Geom) -> Option<String> {
-    if g.filter != [1, 1, 1] || g.stride != [1, 1, 1] || g.pad != [0, 0, 0] {
+    if g.filter != [1, 1, 1] || g.stride != [1, 1, 1] || g.pad != [0, 0, 0] || g.pad_end != [0, 0, 0] {
         return Some(format!("not a 1×1 stride-1 unpadded filter (filter {:?}, stride {:?}, pad {:?})", g.filter, g.stride, g.pad));
     }
     // Per tensor: positions consecutive (NCHW-like) or channels consecutive (NHWC-like).

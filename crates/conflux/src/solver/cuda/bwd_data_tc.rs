@@ -25,7 +25,7 @@ use super::adapter;
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
 use crate::backend::cuda::{timed, CudaBackend};
-use crate::problem::{ConvProblem, Geom};
+use crate::problem::{ConvProblem, Geom, TapMap};
 use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
@@ -44,9 +44,10 @@ struct Rewrite {
     in_place: Option<FilterSource>,
 }
 
-/// w as the forward TMA kernel can read it flipped in place: 16-bit, 2-D, channels contiguous
-/// after the taps of each output channel, rows and each tap's channel block 16-byte aligned.
-fn in_place_filter(conv: &ConvProblem, forward: &FusedProblem, solver: &dyn Solver, device: &DeviceInfo) -> Option<FilterSource> {
+/// w as the forward TMA kernel can read it flipped in place (the taps `taps` of it: all,
+/// reversed, for stride 1): 16-bit, 2-D, channels contiguous after the taps of each output
+/// channel, rows and each tap's channel block 16-byte aligned.
+pub(crate) fn in_place_filter(conv: &ConvProblem, forward: &FusedProblem, solver: &dyn Solver, device: &DeviceInfo, taps: TapMap) -> Option<FilterSource> {
     // The TMA kernel itself, or through the NCHW adapter when it copies dy only.
     let kernel_takes = solver.name() == CudaConvIgemmTma.name() || (solver.name() == CudaConvTcNchw.name() && CudaConvTcNchw.takes_flipped(forward, device));
     if !kernel_takes || tensor_core_precision(conv) != Ok(TcPrecision::Bits16) {
@@ -57,7 +58,7 @@ fn in_place_filter(conv: &ConvProblem, forward: &FusedProblem, solver: &dyn Solv
     // (A tap dimension of extent 1 never moves an offset: its stride does not matter.)
     let [fd, fh, fw] = g.filter;
     let dense = fd == 1 && ws[1] == 1 && (fw == 1 || ws[4] == g.cg()) && (fh == 1 || ws[3] == fw * g.cg());
-    (dense && g.cg() % 8 == 0 && ws[0] % 8 == 0).then_some(FilterSource::Flipped { rows: g.k, row_elems: ws[0] })
+    (dense && g.cg() % 8 == 0 && ws[0] % 8 == 0).then_some(FilterSource::Flipped { rows: g.k, row_elems: ws[0], taps })
 }
 
 fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Rewrite, String> {
@@ -70,7 +71,8 @@ fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<R
         return Err(format!("w: {why}"));
     }
     let solver = adapter::first_taker(adapter::FORWARD_TC, &forward, device).map_err(|why| format!("no forward tensor-core kernel takes dx = conv(dy, flipped w) ({why})"))?;
-    Ok(Rewrite { in_place: in_place_filter(conv, &forward, solver, device), forward, solver, w: view })
+    let taps = TapMap::reversed(Geom::of(conv).filter);
+    Ok(Rewrite { in_place: in_place_filter(conv, &forward, solver, device, taps), forward, solver, w: view })
 }
 
 pub struct CudaConvBwdDataTc;

@@ -19,7 +19,7 @@ use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::tensor_map::{self, Im2col, TensorMap};
 use crate::backend::cuda::tf32_split;
 use crate::backend::cuda::{timed, CudaBackend};
-use crate::problem::Geom;
+use crate::problem::{Geom, TapMap};
 use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
@@ -177,13 +177,14 @@ fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col { im2col_boxes(g, dt, 
 pub(crate) fn im2col_boxes(g: &Geom, dt: DataType, channels: usize, pixels: usize) -> Im2col {
     let xs = g.x_strides.map(|v| (v * dt.size()) as u64);
     let [_, ph, pw] = g.pad.map(|v| v as i32);
+    let [_, peh, pew] = g.pad_end.map(|v| v as i32);
     let [_, fh, fw] = g.filter.map(|v| v as i32);
     let [_, dh, dw] = g.dilation.map(|v| v as i32);
     Im2col {
         dims: [g.c as u64, g.input[2] as u64, g.input[1] as u64, g.n as u64],
         strides: [xs[4], xs[3], xs[0]],
         lower: [-pw, -ph],
-        upper: [pw - dw * (fw - 1), ph - dh * (fh - 1)],
+        upper: [pew - dw * (fw - 1), peh - dh * (fh - 1)],
         stride: [g.stride[2] as u32, g.stride[1] as u32],
         channels: channels as u32,
         pixels: pixels as u32,
@@ -203,7 +204,7 @@ fn w_matrix(g: &Geom, prec: TcPrecision) -> ([u64; 2], u64) {
 /// A 1×1, unpadded, stride-1 convolution over dense pixel rows: x is a (N·H·W) × C matrix.
 pub(crate) fn plain_gemm(g: &Geom) -> bool {
     let xs = g.x_strides;
-    g.filter_size() == 1 && g.pad == [0; 3] && g.stride == [1; 3] && xs[3] == g.input[2] * xs[4] && xs[0] == g.input[1] * xs[3]
+    g.filter_size() == 1 && g.pad == [0; 3] && g.pad_end == [0; 3] && g.stride == [1; 3] && xs[3] == g.input[2] * xs[4] && xs[0] == g.input[1] * xs[3]
 }
 
 /// Where the kernel's w comes from.
@@ -212,10 +213,12 @@ pub enum FilterSource {
     /// The problem's own filter (for Tf32x3 its split copy).
     Own,
     /// The caller's filter of a 16-bit backward-data problem whose forward rewrite this is,
-    /// read in place with its taps reversed (cuda_tc_bwd_data.rs): `rows` output channels (the
-    /// rewrite's input channels), `row_elems` elements apart, each holding the taps × channels
-    /// (the rewrite's output channels) of one filter, channels fastest.
-    Flipped { rows: usize, row_elems: usize },
+    /// read in place with its taps reversed (bwd_data_tc.rs; a strided problem's phase reads
+    /// a subset of them, bwd_data_strided.rs): `rows` output channels (the rewrite's input
+    /// channels), `row_elems` elements apart, each holding the source taps × channels (the
+    /// rewrite's output channels) of one filter, channels fastest; `taps` maps the rewrite's
+    /// taps onto the source's.
+    Flipped { rows: usize, row_elems: usize, taps: TapMap },
 }
 
 /// The x and w maps (over stand-in addresses in `check`: the driver validates the geometry —
@@ -233,9 +236,9 @@ fn encode_maps(g: &Geom, dt: DataType, prec: TcPrecision, (bm, bn): (usize, usiz
             let (dims, row) = w_matrix(g, prec);
             tensor_map::tiled_2d(dims, row, [bk, bn as u32], dt, w)?
         }
-        FilterSource::Flipped { rows, row_elems } => {
+        FilterSource::Flipped { rows, row_elems, taps } => {
             // Boxes of BK rows × 64 channels of one tap (MN-major B tiles).
-            let cols = (g.filter_size() * g.kg()) as u64;
+            let cols = (taps.src.iter().product::<usize>() * g.kg()) as u64;
             tensor_map::tiled_2d([cols, rows as u64], (row_elems * dt.size()) as u64, [64, bk], dt, w)?
         }
     };
@@ -345,8 +348,15 @@ impl CudaConvIgemmTma {
             ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize), ("PINGPONG", cfg.pingpong as usize),
             ("WGMMA_B_MN_MAJOR", (filter != FilterSource::Own) as usize),
         ];
-        if filter != FilterSource::Own && prec != TcPrecision::Bits16 {
-            return Err(Error::internal("igemm-tma: in-place filter reads need 16-bit data"));
+        if let FilterSource::Flipped { taps, .. } = filter {
+            if prec != TcPrecision::Bits16 {
+                return Err(Error::internal("igemm-tma: in-place filter reads need 16-bit data"));
+            }
+            let [_, h, w] = taps.axes;
+            if taps.src[0] != 1 || [h.count, w.count] != [g.filter[1], g.filter[2]] {
+                return Err(Error::internal("igemm-tma: the tap map does not fit the 2-D problem's filter"));
+            }
+            tile.extend([("SRC_FW", taps.src[2]), ("TAP0_H", h.first), ("TAP_STEP_H", h.step), ("TAP0_W", w.first), ("TAP_STEP_W", w.step)]);
         }
         tile.extend(staging.defines());
         let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);

@@ -4,6 +4,8 @@
 //! Their order is `registry.rs`'s; kernels and launch code are in `backend/cuda/`.
 
 mod adapter;
+pub mod bwd_data_few_channels;
+pub mod bwd_data_strided;
 pub mod bwd_data_tc;
 mod common;
 pub mod direct;
@@ -15,12 +17,15 @@ pub mod igemm_tma;
 pub mod igemm_wgmma;
 pub mod nchw_tc;
 pub mod pad_channels;
+mod phased;
 pub mod pointwise;
 pub mod tensor_core;
 pub mod wgrad_simt;
 pub mod wgrad_tf32;
 pub mod wgrad_tma;
 
+pub use bwd_data_few_channels::CudaConvBwdDataFewChannels;
+pub use bwd_data_strided::CudaConvBwdDataStrided;
 pub use bwd_data_tc::CudaConvBwdDataTc;
 pub use direct::CudaConvDirect;
 pub use few_channels::CudaConvFewChannels;

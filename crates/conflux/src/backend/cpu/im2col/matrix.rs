@@ -51,6 +51,7 @@ impl<'a> Im2col<'a> {
         let flat = g.filter == [1, 1, 1]
             && g.stride == [1, 1, 1]
             && g.pad == [0, 0, 0]
+            && g.pad_end == [0, 0, 0]
             && dt == DataType::Float
             && xs[4] == 1
             && xs[3] == g.input[2]

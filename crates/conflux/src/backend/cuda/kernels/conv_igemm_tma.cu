@@ -30,10 +30,12 @@
 // K × 2·(FH·FW·CG) matrix (hi columns, then lo columns), so a stage holds two w tiles; x is
 // split in registers; every k slice is three TF32 products.
 //
-// WGMMA_B_MN_MAJOR (16-bit backward-data as a forward convolution, cuda_tc_bwd_data.rs): w is
-// the caller's filter of the backward problem, read in place: for a k-step (tap, channel
-// slice) its rows are the slice's channels and the reversed tap's 64-channel column blocks,
-// an MN-major B tile, so the flipped filter needs no copy.
+// WGMMA_B_MN_MAJOR (16-bit backward-data as a forward convolution, bwd_data_tc.rs and, one
+// phase of a strided one, bwd_data_strided.rs): w is the caller's filter of the backward
+// problem, read in place: for a k-step (tap, channel slice) its rows are the slice's channels
+// and the source tap's 64-channel column blocks, an MN-major B tile, so the flipped filter
+// needs no copy. Tap (th, tw) reads source tap (TAP0_H − th·TAP_STEP_H, TAP0_W − tw·TAP_STEP_W)
+// of a filter SRC_FW taps wide (all taps reversed for stride 1).
 //
 // PINGPONG: the two consumer warpgroups take alternate tiles of 64 × BN instead of sharing a
 // 128 × BN one, each with its own ring of STAGES buffers (a ring is consumed in order by one
@@ -67,6 +69,9 @@ static_assert(BN == 64 || BN == 128 || BN == 256, "BN");
 #define WGMMA_B_MN_MAJOR 0
 #endif
 static_assert(!WGMMA_B_MN_MAJOR || (sizeof(T) == 2 && KG % 8 == 0), "in-place filter reads: 16-bit, 16-byte aligned boxes");
+#if WGMMA_B_MN_MAJOR
+__device__ __forceinline__ int source_tap(int tap) { return (TAP0_H - tap / FW * TAP_STEP_H) * SRC_FW + TAP0_W - tap % FW * TAP_STEP_W; }
+#endif
 
 struct __align__(64) TmaArgs {
     TensorMap x;   // im2col map of x: dims (C, W, H, N), BK channels × BM pixels per copy
@@ -169,7 +174,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
                 // rows of the k-step's channel slice, 64 channels per box.
 #pragma unroll
                 for (int j = 0; j < BN / 64; ++j)
-                    tma_load_2d(dst + A_BYTES + j * 8192, &args.w, full(r, s), (FH * FW - 1 - tap) * KG + n0 + 64 * j, g * CG + kt % C_SLICES * BK);
+                    tma_load_2d(dst + A_BYTES + j * 8192, &args.w, full(r, s), source_tap(tap) * KG + n0 + 64 * j, g * CG + kt % C_SLICES * BK);
 #else
                 tma_load_2d(dst + A_BYTES, &args.w, full(r, s), kt * BK, g * KG + n0);
 #endif

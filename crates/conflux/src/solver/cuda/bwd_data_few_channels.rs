@@ -1,0 +1,71 @@
+//! Backward-data of depthwise and few-channels-per-group convolutions (any stride) on the
+//! few-channels forward kernel (`few_channels`), by phases (`problem::backward_data_phases`,
+//! run by `phased`): stride 1 is one phase, dx = conv(dy, w with taps reversed and each
+//! group's channels swapped); a stride s is s² (s³) such phases over strided views of dx. The
+//! groups keep their sizes swapped (KG outputs per group become the phase's inputs), so the
+//! layers the forward kernel takes — depthwise, ResNeXt-like groups — are the ones whose
+//! backward-data it takes. Each phase's sub-filter is gathered into packed scratch.
+
+use super::few_channels::CudaConvFewChannels;
+use super::phased::{self, FilterCopy, PhasePlan, PhaseWork, Plan};
+use crate::backend::cuda::sub_filter::SubFilter;
+use crate::backend::{DeviceInfo, DeviceKind};
+use crate::error::{Error, Result};
+use crate::problem::{backward_data_phases, FusedProblem};
+use crate::solver::{BuildContext, Invoker, Solver};
+use crate::types::{ConvAlgorithm, Direction, Layout};
+use std::sync::Arc;
+
+fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan, String> {
+    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+    if conv.direction != Direction::BackwardData {
+        return Err(format!("backward-data only (this is {:?})", conv.direction));
+    }
+    if !problem.epilogue().is_empty() {
+        return Err("backward-data with an epilogue".into());
+    }
+    if conv.groups() == 1 {
+        return Err("ungrouped: the tensor-core and implicit-GEMM solvers take it".into());
+    }
+    let layout = if conv.spatial_dims() == 2 { Layout::NHWC } else { Layout::NDHWC };
+    let mut phases = Vec::new();
+    for p in backward_data_phases(conv, &conv.y, layout)? {
+        let work = match p.forward {
+            None => PhaseWork::Scale(p.dx),
+            Some((sub, taps)) => {
+                let forward = FusedProblem::conv(sub);
+                CudaConvFewChannels.check(&forward, device).map_err(|why| format!("phase {:?}: {why}", p.residue))?;
+                let copy = FilterCopy::Gather(SubFilter::new(&conv.w, conv.groups(), taps));
+                PhaseWork::Conv { forward, solver: &CudaConvFewChannels, copy, in_place: None }
+            }
+        };
+        phases.push(PhasePlan { dx_offset: p.dx_offset, dy_offset: p.dy_offset, work });
+    }
+    Ok(Plan { dy_copy: None, phases })
+}
+
+pub struct CudaConvBwdDataFewChannels;
+
+impl Solver for CudaConvBwdDataFewChannels {
+    fn name(&self) -> &'static str { "CudaConvBwdDataFewChannels" }
+    fn solution_id(&self) -> u64 { 115 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Direct }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
+        plan(problem, device).map(|_| ())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // Bound by the bytes moved, as the forward kernel, plus a launch per phase.
+        problem.conv_problem().map_or(f64::MAX, |c| {
+            let phases: usize = c.conv.strides().iter().product();
+            (c.x.num_bytes() + c.w.num_bytes() + c.y.num_bytes()) as f64 / 2.5e12 * 1e3 + 0.004 * phases as f64
+        })
+    }
+
+    fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let p = plan(problem, ctx.device().info()).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        phased::build(p, problem.dtype().size(), ctx)
+    }
+}

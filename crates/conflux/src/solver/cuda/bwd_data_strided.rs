@@ -1,0 +1,95 @@
+//! Backward-data with stride > 1 on tensor cores, by phases (`problem::backward_data_phases`,
+//! run by `phased`): each residue class of dx positions modulo the stride is a stride-1 forward
+//! convolution of dy with a sub-filter of w (taps reversed, channels swapped), written straight
+//! into a strided view of dx by the first channels-last tensor-core kernel that takes it.
+//! Phases no tap reaches (1×1 stride 2: three of four) get β·dx.
+//!
+//! 16-bit filters whose taps and channels are contiguous per output channel (KRSC, or any 1×1)
+//! are read in place by the TMA kernel (`FilterSource::Flipped` with the phase's tap map);
+//! otherwise each phase's sub-filter is copied to channels-last scratch
+//! (`ChannelsFirst::sub_filter`). Channels-first dy is copied to channels-last once for all
+//! phases.
+
+use super::adapter;
+use super::bwd_data_tc::in_place_filter;
+use super::igemm_tma::CudaConvIgemmTma;
+use super::phased::{self, FilterCopy, PhasePlan, PhaseWork, Plan};
+use super::tensor_core::tensor_core_precision;
+use crate::backend::cuda::layout::ChannelsFirst;
+use crate::backend::{DeviceInfo, DeviceKind};
+use crate::error::{Error, Result};
+use crate::problem::{backward_data_phases, FusedProblem};
+use crate::solver::{BuildContext, Invoker, Solver};
+use crate::tensor::TensorDesc;
+use crate::types::{ConvAlgorithm, Direction, Layout};
+use std::sync::Arc;
+
+fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan, String> {
+    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+    if conv.direction != Direction::BackwardData {
+        return Err(format!("backward-data only (this is {:?})", conv.direction));
+    }
+    if conv.conv.strides().iter().all(|&s| s == 1) {
+        return Err("stride 1: one forward convolution of dy (CudaConvBwdDataTensorCore)".into());
+    }
+    if !problem.epilogue().is_empty() {
+        return Err("backward-data with an epilogue".into());
+    }
+    tensor_core_precision(conv)?;
+    let layout = if conv.spatial_dims() == 2 { Layout::NHWC } else { Layout::NDHWC };
+    let (dy_copy, dy) = if conv.y.strides()[1] == 1 {
+        (None, conv.y.clone())
+    } else {
+        let v = ChannelsFirst::of(&conv.y).ok_or("dy's spatial dimensions do not collapse into rows")?;
+        if let Some(why) = v.refusal() {
+            return Err(format!("dy: {why}"));
+        }
+        (Some(v), TensorDesc::with_layout(conv.dtype(), layout, conv.y.lens()).map_err(|e| e.reason)?)
+    };
+    let mut phases = Vec::new();
+    for p in backward_data_phases(conv, &dy, layout)? {
+        let work = match p.forward {
+            None => PhaseWork::Scale(p.dx),
+            Some((sub, taps)) => {
+                let forward = FusedProblem::conv(sub);
+                let solver = adapter::first_taker(adapter::CHANNELS_LAST_TC, &forward, device)
+                    .map_err(|why| format!("no tensor-core kernel takes phase {:?} ({why})", p.residue))?;
+                let copy = ChannelsFirst::sub_filter(&conv.w, conv.groups(), &taps).ok_or("w's taps do not form rows the layout kernel walks")?;
+                if let Some(why) = copy.refusal() {
+                    return Err(format!("w: {why}"));
+                }
+                let in_place = in_place_filter(conv, &forward, solver, device, taps);
+                PhaseWork::Conv { forward, solver, copy: FilterCopy::Layout(copy), in_place }
+            }
+        };
+        phases.push(PhasePlan { dx_offset: p.dx_offset, dy_offset: p.dy_offset, work });
+    }
+    Ok(Plan { dy_copy, phases })
+}
+
+pub struct CudaConvBwdDataStrided;
+
+impl Solver for CudaConvBwdDataStrided {
+    fn name(&self) -> &'static str { "CudaConvBwdDataStridedTensorCore" }
+    fn solution_id(&self) -> u64 { 114 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
+        plan(problem, device).map(|_| ())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // The tensor-core GEMMs (the phases together do the problem's products) plus a launch
+        // per phase and a pass over dx.
+        problem.conv_problem().map_or(f64::MAX, |c| {
+            let phases: usize = c.conv.strides().iter().product();
+            CudaConvIgemmTma.estimate_ms(problem) + 0.004 * phases as f64 + c.x.num_bytes() as f64 / 3e12 * 1e3
+        })
+    }
+
+    fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let p = plan(problem, ctx.device().info()).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        phased::build(p, problem.dtype().size(), ctx)
+    }
+}

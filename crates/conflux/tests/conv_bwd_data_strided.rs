@@ -1,0 +1,75 @@
+//! Strided backward-data on tensor cores by phases: 1×1 stride 2 (phases no tap reaches), 3×3
+//! stride 2 on even and odd sizes (asymmetric phase padding), 2×2 and 4×4 patchify strides,
+//! stride 3 over a 2×2 filter, dilation with groups, a 7×7 stride-2 stem's 3-channel dx; f16,
+//! bf16 and strict f32; NHWC and NCHW tensors, KRSC filters read in place and KCRS ones copied
+//! per phase; through `check_solver` (f64 reference, poisoned output, bit-identical rerun,
+//! gaps untouched) with exact small-integer data and with α/β; refusals name the cause;
+//! immediate choice takes it for a strided 16-bit layer.
+
+mod support;
+
+use conflux::reference::compare::tolerance;
+use conflux::reference::fill::Fill;
+use conflux::{ConvDesc, ConvMode, DataType, Handle};
+use support::*;
+
+const SOLVER: &str = "CudaConvBwdDataStridedTensorCore";
+
+/// (dtype, dx lengths, w lengths, groups, pad, stride, dilation, layout of dx/dy, layout of w)
+type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, Lay, Lay);
+
+const CASES: [Spec; 11] = [
+    (DataType::Half, &[2, 64, 14, 14], &[128, 64, 1, 1], 1, 0, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Half, &[2, 64, 14, 13], &[64, 64, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::BFloat16, &[2, 128, 9, 9], &[64, 128, 2, 2], 1, 0, 2, 1, Lay::ChannelsLast, Lay::Packed),
+    (DataType::Half, &[2, 64, 11, 10], &[64, 64, 3, 3], 1, 1, 2, 1, Lay::Packed, Lay::Packed),
+    (DataType::Half, &[1, 64, 16, 16], &[64, 64, 4, 4], 1, 0, 4, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Half, &[2, 64, 13, 12], &[128, 32, 3, 3], 2, 2, 2, 2, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Half, &[1, 64, 10, 11], &[64, 64, 2, 2], 1, 0, 3, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Half, &[2, 3, 15, 14], &[64, 3, 7, 7], 1, 3, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::BFloat16, &[2, 64, 12, 12], &[64, 64, 3, 3], 1, 1, 2, 1, Lay::GappedChannelsLast, Lay::ChannelsLast),
+    // Strict f32 (the descriptor's default): split TF32 products on copied sub-filters.
+    (DataType::Float, &[2, 32, 9, 9], &[64, 32, 3, 3], 1, 1, 2, 1, Lay::Packed, Lay::Packed),
+    (DataType::Float, &[2, 32, 8, 8], &[32, 32, 1, 1], 1, 0, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+];
+
+fn case(&(dt, lx, lw, groups, pad, stride, dil, lay, lay_w): &Spec) -> ConvCase {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[dil, dil]).unwrap();
+    conv.set_groups(groups as i64).unwrap();
+    let x = desc(dt, lx, lay);
+    let w = desc(dt, lw, lay_w);
+    let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), lay);
+    ConvCase::new(&conv, &x, &w, &y)
+}
+
+cuda_tests!(every_case, |h: &Handle| {
+    let id = solution_id(SOLVER);
+    for (i, spec) in CASES.iter().enumerate() {
+        let c = case(spec);
+        let applied = check_solver(h, &c, Dir::BackwardData, id, (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, 500 + i as u64);
+        assert!(applied, "{SOLVER} refused {c:?}");
+        let applied = check_solver(h, &c, Dir::BackwardData, id, (0.75, 0.5), Fill::Normal, tolerance(spec.0), 600 + i as u64);
+        assert!(applied, "{SOLVER} refused {c:?}");
+    }
+});
+
+cuda_tests!(refusals_name_the_cause, |h: &Handle| {
+    let s = solver(SOLVER);
+    let check = |spec: &Spec, d: Dir| s.check(&case(spec).fused(d), h.device().info()).unwrap_err();
+    let stride1 = (DataType::Half, &[2, 64, 8, 8][..], &[64, 64, 3, 3][..], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast);
+    let why = check(&stride1, Dir::BackwardData);
+    assert!(why.contains("stride 1"), "{why}");
+    let why = check(&CASES[0], Dir::Forward);
+    assert!(why.contains("backward-data only"), "{why}");
+    let depthwise = (DataType::Half, &[2, 64, 8, 8][..], &[64, 1, 3, 3][..], 64, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast);
+    let why = check(&depthwise, Dir::BackwardData);
+    assert!(why.contains("phase"), "{why}");
+});
+
+cuda_tests!(chosen_for_a_strided_layer, |h: &Handle| {
+    for spec in [&CASES[0], &CASES[1]] {
+        let c = case(spec);
+        let chosen = conflux::search::choose(h, &c.fused(Dir::BackwardData), conflux::conv::Choice::Auto, 0).unwrap();
+        assert_eq!(chosen.name(), SOLVER);
+    }
+});
