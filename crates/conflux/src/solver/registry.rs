@@ -14,7 +14,7 @@ use super::cpu::{
 };
 use super::cuda::{
     CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvTcNchw,
-    CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
+    CudaConvWgradFewChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
 };
 use super::Solver;
 use crate::backend::{DeviceInfo, DeviceKind};
@@ -69,6 +69,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),
     entry(&CudaConvBwdDataStrided, Role::Standalone, "strided backward-data as one stride-1 forward convolution per phase on tensor cores"),
     entry(&CudaConvBwdDataFewChannels, Role::Standalone, "depthwise and few-channels-per-group backward-data by phases on the few-channels kernel, where tensor-core tiles would run nearly empty"),
+    entry(&CudaConvWgradFewChannels, Role::Standalone, "backward-weights of depthwise, small-group and few-channel stem layers: a long reduction into a small output that GEMM tiles would run nearly empty"),
     entry(&CudaConvWgradTma, Role::WeightsTensorCore, "backward-weights on TMA + wgmma"),
     entry(&CudaConvWgradSimt, Role::Standalone, "backward-weights on a tiled CUDA-core GEMM: every type and geometry, ahead of the direct kernel"),
     entry(&CudaConvIgemmWgmma, Role::ChannelsLastTensorCore, "wgmma with cp.async (sm_90) where TMA's box limits refuse"),

@@ -37,7 +37,11 @@ fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan
     }
     tensor_core_precision(conv)?;
     let layout = if conv.spatial_dims() == 2 { Layout::NHWC } else { Layout::NDHWC };
-    let (dy_copy, dy) = if conv.y.strides()[1] == 1 {
+    // dy as it is when the tensor-core loaders read it in place (channels-last, 16-byte
+    // pixel rows), else one channels-last copy for all phases.
+    let chunk = 16 / conv.dtype().size();
+    let ys = conv.y.strides();
+    let (dy_copy, dy) = if ys[1] == 1 && ys.iter().enumerate().all(|(i, s)| i == 1 || s % chunk == 0) {
         (None, conv.y.clone())
     } else {
         let v = ChannelsFirst::of(&conv.y).ok_or("dy's spatial dimensions do not collapse into rows")?;
