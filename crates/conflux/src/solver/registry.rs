@@ -14,7 +14,7 @@ use super::cpu::{
 };
 use super::cuda::{
     CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvTcNchw,
-    CudaConvWgradFewChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
+    CudaConvWgradFewChannels, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
 };
 use super::Solver;
 use crate::backend::{DeviceInfo, DeviceKind};
@@ -71,6 +71,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvBwdDataFewChannels, Role::Standalone, "depthwise and few-channels-per-group backward-data by phases on the few-channels kernel, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvWgradFewChannels, Role::Standalone, "backward-weights of depthwise, small-group and few-channel stem layers: a long reduction into a small output that GEMM tiles would run nearly empty"),
     entry(&CudaConvWgradTma, Role::WeightsTensorCore, "backward-weights on TMA + wgmma"),
+    entry(&CudaConvWgradPadChannels, Role::Standalone, "ungrouped backward-weights whose channels do not fill the TMA kernel's boxes, padded to fill them: tensor cores beat the CUDA-core kernel despite the zero channels"),
     entry(&CudaConvWgradSimt, Role::Standalone, "backward-weights on a tiled CUDA-core GEMM: every type and geometry, ahead of the direct kernel"),
     entry(&CudaConvIgemmWgmma, Role::ChannelsLastTensorCore, "wgmma with cp.async (sm_90) where TMA's box limits refuse"),
     entry(&CudaConvIgemmTc, Role::ChannelsLastTensorCore, "mma.sync tensor cores on any recent GPU"),

@@ -1,12 +1,11 @@
 //! Backward-weights of 2-D convolutions with few input channels per group — depthwise,
-//! ResNeXt-like groups, 3-channel stems — on CUDA cores (conv_wgrad_few_channels.cu). Their
+//! ResNeXt-like groups of up to 16 channels, 3-channel stems — on CUDA cores (conv_wgrad_few_channels.cu). Their
 //! reduction (N·OH·OW per weight) is long and their output small, and a GEMM tile per group
 //! would run nearly empty: each thread instead keeps one output channel's filter row in
 //! registers, reads dy and the x window once per item, and blocks along the pixels write
 //! per-warp partial sums that a second kernel adds in a fixed order (deterministic).
 
 use super::common::{check_dtype, conv_run_params, cuda_of};
-use super::few_channels::MAX_CHANNELS_PER_GROUP;
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::preamble::{self, Extra};
@@ -19,6 +18,10 @@ use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../../backend/cuda/kernels/conv_wgrad_few_channels.cu");
+/// Most input channels per group: a thread holds a filter row of each in registers.
+const MAX_CHANNELS_PER_GROUP: usize = 16;
+/// Most accumulators (input channels × filter width) per thread.
+const MAX_ACCUMULATORS: usize = 48;
 /// Output columns per work item.
 const TW: usize = 8;
 /// Widest x window a thread holds in registers.
@@ -52,6 +55,9 @@ impl Solver for CudaConvWgradFewChannels {
         }
         if g.cg() > MAX_CHANNELS_PER_GROUP {
             return Err(format!("{} input channels per group (at most {MAX_CHANNELS_PER_GROUP})", g.cg()));
+        }
+        if g.cg() * g.filter[2] > MAX_ACCUMULATORS {
+            return Err(format!("{} channels × filter width {} accumulators per thread (at most {MAX_ACCUMULATORS})", g.cg(), g.filter[2]));
         }
         if window(&g) > MAX_WINDOW {
             return Err(format!("an item's x window spans {} columns (at most {MAX_WINDOW})", window(&g)));

@@ -1,0 +1,110 @@
+//! Backward-weights on tensor cores for ungrouped channels-last problems whose input channel
+//! count is not a whole number of the TMA kernel's 128-byte channel boxes (MobileNet's and
+//! EfficientNet's 1×1 layers of 24–672 channels, ConvNeXt's 96-channel downsampling): x is
+//! copied with its channels padded by zeros to the next multiple (`backend/cuda/pad.rs`), the
+//! first backward-weights tensor-core kernel reduces into a padded dw in scratch, and the real
+//! channels go to the caller's dw as α·dw' + β·dw (`blend_view`). The zero channels add
+//! products, but the long pixel reduction runs on tensor cores instead of CUDA cores.
+
+use super::adapter;
+use super::common::cuda_of;
+use super::tensor_core::{tensor_core_precision, TcPrecision};
+use crate::backend::cuda::driver::Scratch;
+use crate::backend::cuda::pad::{pad_channels, padded_bytes};
+use crate::backend::cuda::scale::blend_view;
+use crate::backend::cuda::{timed, CudaBackend};
+use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::error::{Error, Result};
+use crate::memory::DevPtr;
+use crate::problem::{ConvProblem, FusedKind, FusedProblem};
+use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
+use crate::tensor::TensorDesc;
+use crate::types::{ConvAlgorithm, Direction, Layout};
+use std::sync::Arc;
+
+/// The padded problem and the solver that runs it.
+struct Rewrite {
+    inner: FusedProblem,
+    solver: &'static dyn Solver,
+    padded_c: usize,
+}
+
+fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Rewrite, String> {
+    let FusedKind::Conv { conv, epilogue } = &problem.kind else { return Err("not a convolution problem".into()) };
+    if conv.direction != Direction::BackwardWeights {
+        return Err(format!("backward-weights only (this is {:?})", conv.direction));
+    }
+    if conv.groups() != 1 || conv.spatial_dims() != 2 {
+        return Err("ungrouped 2-D convolutions only".into());
+    }
+    let boxed = if tensor_core_precision(conv)? == TcPrecision::Bits16 { 64 } else { 32 };
+    let c = conv.x.c();
+    if c % boxed == 0 {
+        return Err(format!("{c} channels fill whole boxes: the tensor-core kernel takes them unpadded"));
+    }
+    if c < 8 {
+        return Err(format!("{c} channels: padded to {boxed}, zeros would be most of the work"));
+    }
+    let padded_c = c.next_multiple_of(boxed);
+    let with_c = |t: &TensorDesc| -> std::result::Result<TensorDesc, String> {
+        let mut lens = t.lens().to_vec();
+        lens[1] = padded_c;
+        TensorDesc::with_layout(t.dtype(), Layout::NHWC, &lens).map_err(|e| e.reason)
+    };
+    let inner_conv = ConvProblem { x: with_c(&conv.x)?, w: with_c(&conv.w)?, ..conv.clone() };
+    let inner = FusedProblem { kind: FusedKind::Conv { conv: inner_conv, epilogue: epilogue.clone() } };
+    let solver = adapter::first_taker(adapter::WEIGHTS_TC, &inner, device).map_err(|why| format!("no tensor-core kernel takes the padded problem ({why})"))?;
+    Ok(Rewrite { inner, solver, padded_c })
+}
+
+pub struct CudaConvWgradPadChannels;
+
+impl Solver for CudaConvWgradPadChannels {
+    fn name(&self) -> &'static str { "CudaConvBwdWeightsPadChannels" }
+    fn solution_id(&self) -> u64 { 117 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
+        rewrite(problem, device).map(|_| ())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // The padded tensor-core reduction (about 300 TFLOP/s) plus the padded copy of x.
+        problem.conv_problem().map_or(f64::MAX, |c| 2.0 * c.macs() / 300e12 * 1e3 + 2.5 * c.x.num_bytes() as f64 / 3e12 * 1e3 + 0.01)
+    }
+
+    fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let r = rewrite(problem, ctx.device().info()).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("wgrad-pad-channels: not a convolution"))?;
+        let inner = r.solver.build(&r.inner, ctx)?;
+        let padded_w = r.inner.conv_problem().map(|c| c.w.clone()).ok_or_else(|| Error::internal("wgrad-pad-channels: inner problem"))?;
+        Ok(Arc::new(WgradPadInvoker { be: cuda_of(ctx.device())?.clone(), inner, x: conv.x.clone(), w: conv.w.clone(), padded_w, padded_c: r.padded_c }))
+    }
+}
+
+struct WgradPadInvoker {
+    be: Arc<CudaBackend>,
+    inner: Arc<dyn Invoker>,
+    x: TensorDesc,
+    w: TensorDesc,
+    /// The padded dw in scratch (KRSC, padded channels).
+    padded_w: TensorDesc,
+    padded_c: usize,
+}
+
+impl Invoker for WgradPadInvoker {
+    fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        // Backward-weights arguments: x read, y = dy read, w = dw written.
+        let xb = padded_bytes(&self.x, self.padded_c).next_multiple_of(256);
+        let wb = self.padded_w.num_bytes();
+        timed(ctx, &self.be, || {
+            let scratch = Scratch::new(ctx, &self.be.dev, xb + wb)?;
+            let (xs, ws) = (scratch.ptr(), scratch.ptr() + xb as u64);
+            pad_channels(&self.be, &self.x, self.padded_c, a.x.0, xs)?;
+            self.inner.run(ctx, &RunArgs { x: DevPtr(xs), w: DevPtr(ws), alpha: 1.0, beta: 0.0, ..*a })?;
+            // The real channels of the padded dw, seen with the caller's dw lengths.
+            blend_view(&self.be, &self.w, a.w.0, ws, self.padded_w.strides(), a.alpha as f32, a.beta as f32)
+        })
+    }
+}

@@ -1,0 +1,65 @@
+//! Backward-weights through channel-padded copies of x on the tensor-core kernel: 1×1 layers
+//! of 24, 40 and 144 channels, a 2×2 stride-2 downsampling of 96 channels, a 3×3 of 48; f16,
+//! bf16 and TF32-allowed f32 as the kernel multiplies them; through `check_solver` (f64
+//! reference, poisoned output, bit-identical rerun, gaps untouched) with exact small-integer
+//! data and with α/β; refusals name the cause; immediate choice takes it.
+
+mod support;
+
+use conflux::reference::compare::tolerance;
+use conflux::reference::fill::Fill;
+use conflux::{ConvDesc, ConvMode, DataType, Handle};
+use support::*;
+
+const SOLVER: &str = "CudaConvBwdWeightsPadChannels";
+
+/// (dtype, x lengths, w lengths, pad, stride, layout)
+type Spec = (DataType, &'static [usize], &'static [usize], i64, i64, Lay);
+
+const CASES: [Spec; 6] = [
+    (DataType::Half, &[2, 144, 12, 12], &[24, 144, 1, 1], 0, 1, Lay::ChannelsLast),
+    (DataType::BFloat16, &[1, 40, 9, 9], &[16, 40, 1, 1], 0, 1, Lay::ChannelsLast),
+    (DataType::Half, &[2, 24, 10, 11], &[144, 24, 1, 1], 0, 1, Lay::ChannelsLast),
+    (DataType::Half, &[2, 96, 10, 10], &[192, 96, 2, 2], 0, 2, Lay::ChannelsLast),
+    (DataType::Half, &[1, 48, 9, 8], &[64, 48, 3, 3], 1, 1, Lay::ChannelsLast),
+    (DataType::Half, &[1, 48, 9, 8], &[64, 48, 3, 3], 1, 1, Lay::GappedChannelsLast),
+];
+
+fn case(&(dt, lx, lw, pad, stride, lay): &Spec) -> ConvCase {
+    let conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[1, 1]).unwrap();
+    let x = desc(dt, lx, lay);
+    let w = desc(dt, lw, Lay::ChannelsLast);
+    let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), Lay::ChannelsLast);
+    ConvCase::new(&conv, &x, &w, &y)
+}
+
+cuda_tests!(every_case, |h: &Handle| {
+    let id = solution_id(SOLVER);
+    for (i, spec) in CASES.iter().enumerate() {
+        let c = case(spec);
+        let exact = if spec.0 == DataType::BFloat16 { Fill::SmallInt(-1, 1) } else { Fill::SmallInt(-2, 2) };
+        let applied = check_solver(h, &c, Dir::BackwardWeights, id, (1.0, 0.0), exact, 0.0, 1100 + i as u64);
+        assert!(applied, "{SOLVER} refused {c:?}");
+        let applied = check_solver(h, &c, Dir::BackwardWeights, id, (0.75, 0.5), Fill::Normal, tolerance(spec.0), 1200 + i as u64);
+        assert!(applied, "{SOLVER} refused {c:?}");
+    }
+});
+
+cuda_tests!(refusals_name_the_cause, |h: &Handle| {
+    let s = solver(SOLVER);
+    let check = |spec: &Spec, d: Dir| s.check(&case(spec).fused(d), h.device().info()).unwrap_err();
+    let whole = (DataType::Half, &[2, 128, 8, 8][..], &[64, 128, 1, 1][..], 0, 1, Lay::ChannelsLast);
+    let why = check(&whole, Dir::BackwardWeights);
+    assert!(why.contains("whole boxes"), "{why}");
+    let why = check(&CASES[0], Dir::Forward);
+    assert!(why.contains("backward-weights only"), "{why}");
+    let stem = (DataType::Half, &[2, 3, 16, 16][..], &[64, 3, 7, 7][..], 3, 2, Lay::ChannelsLast);
+    let why = check(&stem, Dir::BackwardWeights);
+    assert!(why.contains("3 channels"), "{why}");
+});
+
+cuda_tests!(chosen_for_a_narrow_1x1, |h: &Handle| {
+    let c = case(&CASES[0]);
+    let chosen = conflux::search::choose(h, &c.fused(Dir::BackwardWeights), conflux::conv::Choice::Auto, 0).unwrap();
+    assert_eq!(chosen.name(), SOLVER);
+});
