@@ -6,8 +6,6 @@
 
 mod support;
 
-use conflux::reference::compare::tolerance;
-use conflux::reference::fill::Fill;
 use conflux::{ConvDesc, ConvMode, DataType, Handle};
 use support::*;
 
@@ -36,12 +34,7 @@ fn case(&(dt, lx, lw, pad, stride, lay): &Spec) -> ConvCase {
 cuda_tests!(every_case, |h: &Handle| {
     let id = solution_id(SOLVER);
     for (i, spec) in CASES.iter().enumerate() {
-        let c = case(spec);
-        let exact = if spec.0 == DataType::BFloat16 { Fill::SmallInt(-1, 1) } else { Fill::SmallInt(-2, 2) };
-        let applied = check_solver(h, &c, Dir::BackwardWeights, id, (1.0, 0.0), exact, 0.0, 1100 + i as u64);
-        assert!(applied, "{SOLVER} refused {c:?}");
-        let applied = check_solver(h, &c, Dir::BackwardWeights, id, (0.75, 0.5), Fill::Normal, tolerance(spec.0), 1200 + i as u64);
-        assert!(applied, "{SOLVER} refused {c:?}");
+        check_exact_and_scaled(h, &case(spec), Dir::BackwardWeights, id, 1100 + i as u64);
     }
 });
 

@@ -2,8 +2,8 @@
 //! summed in a fixed order): every type, 2-D and 3-D, groups and depthwise, stride, padding,
 //! dilation, NCHW / NHWC / gapped tensors, α/β, against the f64 reference through the API with
 //! the solver forced by id (so the CPU variant checks the refusal), twice with bit-identical
-//! results, exact small-integer data bit for bit, and chosen automatically for f32 the
-//! tensor-core kernel refuses (channels per group not a multiple of 32).
+//! results, exact small-integer data bit for bit, and chosen automatically for the f32 problems
+//! no tensor-core or few-channels kernel takes (3-D).
 
 mod support;
 
@@ -81,8 +81,9 @@ device_tests!(every_geometry_and_type, |h: &Handle| {
 });
 
 cuda_tests!(chosen_for_f32, |h: &Handle| {
-    // 24 channels: no tensor-core kernel (CudaConvBwdWeightsTma needs multiples of 32 for f32).
-    let c = case(&CASES[1]);
+    // A 3-D f32 problem: the tensor-core kernel, its channel-padding adapter and the
+    // few-channels kernel take 2-D problems only.
+    let c = case(&CASES[6]);
     let fp = FusedProblem::conv(ConvProblem::backward_weights(&c.conv, &c.dy, &c.x, &c.dw).unwrap());
     assert_eq!(conflux::search::choose(h, &fp, Choice::Auto, 0).unwrap().name(), CudaConvWgradSimt.name());
     let (got, want) = run(h, &c, false, 40, (1.0, 0.0), Choice::Auto).unwrap();

@@ -172,3 +172,14 @@ pub fn check_solver(h: &Handle, c: &ConvCase, d: Dir, id: u64, ab: (f64, f64), f
     assert_unchanged(&format!("{label}: second input"), h, &b);
     true
 }
+
+/// `check_solver` twice on a case the solver must take: exact small integers with α = 1, β = 0
+/// and no tolerance (bf16 in [−1, 1], whose sums stay exact longer), then normal data with
+/// α = 0.75, β = 0.5 within the type's tolerance.
+pub fn check_exact_and_scaled(h: &Handle, c: &ConvCase, d: Dir, id: u64, seed: u64) {
+    let dt = c.x.dtype();
+    let exact = if dt == conflux::DataType::BFloat16 { Fill::SmallInt(-1, 1) } else { Fill::SmallInt(-2, 2) };
+    assert!(check_solver(h, c, d, id, (1.0, 0.0), exact, 0.0, seed), "solution {id} refused {c:?}");
+    let tol = r::compare::tolerance(dt);
+    assert!(check_solver(h, c, d, id, (0.75, 0.5), Fill::Normal, tol, seed + 1000), "solution {id} refused {c:?}");
+}

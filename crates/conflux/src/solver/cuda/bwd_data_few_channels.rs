@@ -7,13 +7,13 @@
 //! backward-data it takes. Each phase's sub-filter is gathered into packed scratch.
 
 use super::few_channels::CudaConvFewChannels;
-use super::phased::{self, FilterCopy, PhasePlan, PhaseWork, Plan};
+use super::phased::{self, FilterCopy, PhaseWork, Plan};
 use crate::backend::cuda::sub_filter::SubFilter;
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
-use crate::problem::{backward_data_phases, FusedProblem};
+use crate::problem::FusedProblem;
 use crate::solver::{BuildContext, Invoker, Solver};
-use crate::types::{ConvAlgorithm, Direction, Layout};
+use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
 fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan, String> {
@@ -27,21 +27,11 @@ fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan
     if conv.groups() == 1 {
         return Err("ungrouped: the tensor-core and implicit-GEMM solvers take it".into());
     }
-    let layout = if conv.spatial_dims() == 2 { Layout::NHWC } else { Layout::NDHWC };
-    let mut phases = Vec::new();
-    for p in backward_data_phases(conv, &conv.y, layout)? {
-        let work = match p.forward {
-            None => PhaseWork::Scale(p.dx),
-            Some((sub, taps)) => {
-                let forward = FusedProblem::conv(sub);
-                CudaConvFewChannels.check(&forward, device).map_err(|why| format!("phase {:?}: {why}", p.residue))?;
-                let copy = FilterCopy::Gather(SubFilter::new(&conv.w, conv.groups(), taps));
-                PhaseWork::Conv { forward, solver: &CudaConvFewChannels, copy, in_place: None }
-            }
-        };
-        phases.push(PhasePlan { dx_offset: p.dx_offset, dy_offset: p.dy_offset, work });
-    }
-    Ok(Plan { dy_copy: None, phases })
+    phased::plan_phases(conv, &conv.y, None, |forward, taps| {
+        CudaConvFewChannels.check(&forward, device)?;
+        let copy = FilterCopy::Gather(SubFilter::new(&conv.w, conv.groups(), taps));
+        Ok(PhaseWork::Conv { forward, solver: &CudaConvFewChannels, copy, in_place: None })
+    })
 }
 
 pub struct CudaConvBwdDataFewChannels;

@@ -13,12 +13,12 @@
 use super::adapter;
 use super::bwd_data_tc::in_place_filter;
 use super::igemm_tma::CudaConvIgemmTma;
-use super::phased::{self, FilterCopy, PhasePlan, PhaseWork, Plan};
+use super::phased::{self, FilterCopy, PhaseWork, Plan};
 use super::tensor_core::tensor_core_precision;
 use crate::backend::cuda::layout::ChannelsFirst;
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
-use crate::problem::{backward_data_phases, FusedProblem};
+use crate::problem::FusedProblem;
 use crate::solver::{BuildContext, Invoker, Solver};
 use crate::tensor::TensorDesc;
 use crate::types::{ConvAlgorithm, Direction, Layout};
@@ -50,25 +50,15 @@ fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan
         }
         (Some(v), TensorDesc::with_layout(conv.dtype(), layout, conv.y.lens()).map_err(|e| e.reason)?)
     };
-    let mut phases = Vec::new();
-    for p in backward_data_phases(conv, &dy, layout)? {
-        let work = match p.forward {
-            None => PhaseWork::Scale(p.dx),
-            Some((sub, taps)) => {
-                let forward = FusedProblem::conv(sub);
-                let solver = adapter::first_taker(adapter::CHANNELS_LAST_TC, &forward, device)
-                    .map_err(|why| format!("no tensor-core kernel takes phase {:?} ({why})", p.residue))?;
-                let copy = ChannelsFirst::sub_filter(&conv.w, conv.groups(), &taps).ok_or("w's taps do not form rows the layout kernel walks")?;
-                if let Some(why) = copy.refusal() {
-                    return Err(format!("w: {why}"));
-                }
-                let in_place = in_place_filter(conv, &forward, solver, device, taps);
-                PhaseWork::Conv { forward, solver, copy: FilterCopy::Layout(copy), in_place }
-            }
-        };
-        phases.push(PhasePlan { dx_offset: p.dx_offset, dy_offset: p.dy_offset, work });
-    }
-    Ok(Plan { dy_copy, phases })
+    phased::plan_phases(conv, &dy, dy_copy, |forward, taps| {
+        let solver = adapter::first_taker(adapter::CHANNELS_LAST_TC, &forward, device).map_err(|why| format!("no tensor-core kernel takes it ({why})"))?;
+        let copy = ChannelsFirst::sub_filter(&conv.w, conv.groups(), &taps).ok_or("w's taps do not form rows the layout kernel walks")?;
+        if let Some(why) = copy.refusal() {
+            return Err(format!("w: {why}"));
+        }
+        let in_place = in_place_filter(conv, &forward, solver, device, taps);
+        Ok(PhaseWork::Conv { forward, solver, copy: FilterCopy::Layout(copy), in_place })
+    })
 }
 
 pub struct CudaConvBwdDataStrided;

@@ -15,9 +15,10 @@ use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::RunContext;
 use crate::error::Result;
 use crate::memory::DevPtr;
-use crate::problem::FusedProblem;
+use crate::problem::{backward_data_phases, ConvProblem, FusedProblem, TapMap};
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
 use crate::tensor::TensorDesc;
+use crate::types::Layout;
 use std::sync::{Arc, OnceLock};
 
 /// How a phase's sub-filter is copied out of w.
@@ -56,17 +57,38 @@ pub(crate) enum PhaseWork {
     },
 }
 
-pub(crate) struct PhasePlan {
+struct PhasePlan {
     /// Element offsets of the phase's first dx element and first dy element read.
-    pub dx_offset: usize,
-    pub dy_offset: usize,
-    pub work: PhaseWork,
+    dx_offset: usize,
+    dy_offset: usize,
+    work: PhaseWork,
 }
 
 pub(crate) struct Plan {
     /// dy's channels-last copy, when the phases read one.
-    pub dy_copy: Option<ChannelsFirst>,
-    pub phases: Vec<PhasePlan>,
+    dy_copy: Option<ChannelsFirst>,
+    phases: Vec<PhasePlan>,
+}
+
+/// The phases of a backward-data problem over `dy` (as the kernels read it), each phase a
+/// tap-less β·dx or the work `conv` makes of its forward convolution and tap map (the Err of
+/// which names the phase's residue).
+pub(crate) fn plan_phases(
+    conv: &ConvProblem,
+    dy: &TensorDesc,
+    dy_copy: Option<ChannelsFirst>,
+    mut work: impl FnMut(FusedProblem, TapMap) -> std::result::Result<PhaseWork, String>,
+) -> std::result::Result<Plan, String> {
+    let layout = if conv.spatial_dims() == 2 { Layout::NHWC } else { Layout::NDHWC };
+    let mut phases = Vec::new();
+    for p in backward_data_phases(conv, dy, layout)? {
+        let work = match p.forward {
+            None => PhaseWork::Scale(p.dx),
+            Some((sub, taps)) => work(FusedProblem::conv(sub), taps).map_err(|why| format!("phase {:?}: {why}", p.residue))?,
+        };
+        phases.push(PhasePlan { dx_offset: p.dx_offset, dy_offset: p.dy_offset, work });
+    }
+    Ok(Plan { dy_copy, phases })
 }
 
 /// The invoker of `plan`: in-place kernels built now, the copy path's where there is none.
