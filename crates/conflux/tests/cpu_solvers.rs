@@ -147,6 +147,29 @@ fn implicit_gemm_random_forward() { random_cases(IMPLICIT_GEMM, &[Dir::Forward],
 #[test]
 fn direct_random_all_directions() { random_cases(DIRECT, &ALL, 10, 3); }
 
+/// Depthwise layers with long filters (7×7 and 5×5 with a channel multiplier of 2, stride 1 and
+/// 2) go to the direct solver in every direction, NCHW and NHWC, exact and with α/β.
+#[test]
+fn direct_takes_long_depthwise_filters() {
+    let h = Handle::cpu();
+    let id = solution_id(DIRECT);
+    let cases = [
+        make_geo(&[3, 3], &[1, 1], &[1, 1], 6, vec![2, 6, 11, 10], vec![6, 1, 7, 7]).unwrap(),
+        make_geo(&[2, 2], &[2, 2], &[1, 1], 4, vec![1, 4, 12, 13], vec![8, 1, 5, 5]).unwrap(),
+    ];
+    for (i, geo) in cases.iter().enumerate() {
+        for lay in [Lay::Packed, Lay::ChannelsLast] {
+            let ds = (desc(DataType::Float, &geo.x, lay), desc(DataType::Float, &geo.w, lay), desc(DataType::Float, &geo.y, lay));
+            let c = geo.case((&ds.0, &ds.1, &ds.2));
+            for d in ALL {
+                let chosen = conflux::search::choose(&h, &c.fused(d), conflux::conv::Choice::Auto, 0).unwrap();
+                assert_eq!(chosen.name(), DIRECT, "{d:?} {c:?}");
+                check_exact_and_scaled(&h, &c, d, id, 4000 + 10 * i as u64);
+            }
+        }
+    }
+}
+
 #[test]
 fn winograd_random_forward() { random_cases(WINOGRAD, &[Dir::Forward], 12, 4); }
 

@@ -1,6 +1,7 @@
 //! Direct CPU convolution for depthwise and few-channel problems, every direction
-//! (`backend/cpu/conv_direct.rs`): vectorized loops over padded f32 planes. It refuses when
-//! the per-output reduction (C/G · filter size) is long enough for the GEMM solvers to win.
+//! (`backend/cpu/direct/depthwise.rs`): vectorized loops over padded f32 planes. It refuses
+//! when the per-output reduction (C/G · filter size) is long enough for the GEMM solvers to win,
+//! except for depthwise layers, whose per-group GEMMs would run nearly empty.
 
 use super::common::{conv_of, run_parts};
 use crate::solver::{Invoker, RunArgs, Solver};
@@ -15,6 +16,11 @@ use std::sync::Arc;
 
 /// Longest reduction (C/G · filter size) taken; beyond it a GEMM micro-kernel is fuller.
 const MAX_REDUCTION: usize = 32;
+/// Depthwise layers (one input channel per group) with at most this many output channels per
+/// group are taken at any filter size: a GEMM per group would have that many rows, its
+/// micro-kernel nearly empty (depthwise 7×7: 15–25× slower through the GEMM solvers,
+/// bench/results/2026-11-27-cpu-bwd-strided.md).
+const DEPTHWISE_MULTIPLIER: usize = 4;
 
 pub struct CpuDirect;
 
@@ -32,7 +38,8 @@ impl Solver for CpuDirect {
         let (conv, _) = conv_of(problem)?;
         let g = Geom::of(conv);
         let red = g.cg() * g.filter_size();
-        if red > MAX_REDUCTION {
+        let depthwise = g.groups > 1 && g.cg() == 1 && g.kg() <= DEPTHWISE_MULTIPLIER;
+        if red > MAX_REDUCTION && !depthwise {
             return Err(format!("reduction C/G·filter = {red} > {MAX_REDUCTION} (GEMM solvers are faster there)"));
         }
         Ok(())
