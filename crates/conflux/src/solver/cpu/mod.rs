@@ -3,6 +3,7 @@
 
 pub mod amx1x1;
 mod common;
+pub mod depthwise_nhwc;
 pub mod direct;
 pub mod direct_taps;
 pub mod fft;
@@ -15,6 +16,7 @@ pub mod winograd_f2;
 pub mod winograd_f4;
 
 pub use amx1x1::CpuAmx1x1;
+pub use depthwise_nhwc::CpuDepthwiseNhwc;
 pub use direct::CpuDirect;
 pub use direct_taps::CpuDirectTaps;
 pub use fft::CpuFft;

@@ -1,7 +1,9 @@
-//! Convolutions without a GEMM: depthwise and few-channel problems (`depthwise`), stride-1 f32
+//! Convolutions without a GEMM: depthwise and few-channel problems (`depthwise`; channels-last
+//! f32 depthwise with channels in the vector lanes, `depthwise_nhwc`), stride-1 f32
 //! as a sum of 1×1 tiles over the taps (`taps`), and the naive loops that apply to every
 //! geometry (`naive`).
 
 pub mod depthwise;
+pub mod depthwise_nhwc;
 pub mod naive;
 pub mod taps;
