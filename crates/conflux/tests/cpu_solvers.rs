@@ -685,6 +685,9 @@ fn refusals_name_the_cause() {
     assert!(why(&g5, Dir::BackwardData, WINOGRAD).contains("forward only"));
     assert!(why(&g5, Dir::BackwardWeights, IMPLICIT_GEMM).contains("forward only"));
     assert!(why(&g5, Dir::Forward, DIRECT).contains("reduction"));
+    // Huge padding: the planar solvers would copy a 10⁸-element plane per task.
+    let huge = make_geo(&[5000, 5000], &[1, 1], &[1, 1], 4, vec![1, 4, 10, 10], vec![4, 1, 3, 3]).unwrap();
+    assert!(why(&huge, Dir::Forward, DIRECT).contains("padded input plane"));
     let s2 = make_geo(&[1, 1], &[2, 2], &[1, 1], 1, vec![1, 8, 9, 9], vec![8, 8, 3, 3]).unwrap();
     assert!(why(&s2, Dir::Forward, WINOGRAD).contains("stride"));
     assert!(why(&s2, Dir::Forward, WINOGRAD4).contains("stride"));

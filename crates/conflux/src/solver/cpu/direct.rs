@@ -42,6 +42,9 @@ impl Solver for CpuDirect {
         if red > MAX_REDUCTION && !depthwise {
             return Err(format!("reduction C/G·filter = {red} > {MAX_REDUCTION} (GEMM solvers are faster there)"));
         }
+        if conv_direct::padded_plane(&g).is_none_or(|e| e > conv_direct::MAX_PADDED_PLANE) {
+            return Err(format!("the padded input plane exceeds {} elements (padding {:?})", conv_direct::MAX_PADDED_PLANE, g.pad));
+        }
         Ok(())
     }
 

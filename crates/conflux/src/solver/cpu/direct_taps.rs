@@ -8,6 +8,7 @@
 //! W is packed per tap on every call, or once per filter address under the constant-weights
 //! promise.
 
+use crate::backend::cpu::direct::depthwise;
 use super::common::run_parts;
 use super::gemm1x1::{direct_epilogue, forward_f32_bias_relu};
 use crate::solver::{Invoker, RunArgs, Solver};
@@ -56,6 +57,9 @@ pub(super) fn taps_check(problem: &FusedProblem) -> std::result::Result<(), Stri
     }
     if g.y_strides[4] != 1 && g.y_strides[1] != 1 {
         return Err("y has neither its positions nor its channels consecutive".into());
+    }
+    if depthwise::padded_plane(&g).is_none_or(|e| e > depthwise::MAX_PADDED_PLANE) {
+        return Err(format!("the padded input plane exceeds {} elements (padding {:?})", depthwise::MAX_PADDED_PLANE, g.pad));
     }
     if channels_kernel::best().and_then(|k| k.tile_taps).is_none() {
         return Err("needs AVX-512 (its 1×1 tile)".into());

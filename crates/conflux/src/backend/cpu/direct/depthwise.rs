@@ -13,6 +13,15 @@ use crate::problem::Geom;
 use crate::types::DataType;
 use rayon::prelude::*;
 
+/// Most f32 elements of one task's padded plane: beyond it (huge padding) the solvers that
+/// copy planes refuse rather than ask for memory they may not get.
+pub const MAX_PADDED_PLANE: usize = 1 << 26;
+
+/// Elements of the padded plane `padded` gives, None when they overflow.
+pub fn padded_plane(g: &Geom) -> Option<usize> {
+    padded(g).iter().try_fold(1usize, |a, &v| a.checked_mul(v))
+}
+
 /// Extents of the zero-padded input that covers every tap of every output.
 #[allow(clippy::needless_range_loop)] // three parallel per-dimension arrays
 pub(super) fn padded(g: &Geom) -> [usize; 3] {
