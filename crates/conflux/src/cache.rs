@@ -61,7 +61,15 @@ pub fn write_entry(dir: &Path, name: &str, magic: &[u8; 8], payload: &[u8]) -> s
 
 /// Read `dir/name` if it exists, carries `magic` and its checksum matches.
 pub fn read_entry(dir: &Path, name: &str, magic: &[u8; 8]) -> Option<Vec<u8>> {
-    let data = std::fs::read(dir.join(name)).ok()?;
+    // Only a regular file is read: a FIFO or device in its place would block or never end.
+    let path = dir.join(name);
+    if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        if path.exists() {
+            tracing::warn!(file = %path.display(), "cache entry is not a regular file; ignoring it");
+        }
+        return None;
+    }
+    let data = std::fs::read(&path).ok()?;
     if data.len() < 40 || &data[..8] != magic {
         tracing::warn!(file = %dir.join(name).display(), "cache entry has a foreign or truncated header; ignoring it");
         return None;
@@ -72,4 +80,31 @@ pub fn read_entry(dir: &Path, name: &str, magic: &[u8; 8]) -> Option<Vec<u8>> {
         return None;
     }
     Some(payload.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A FIFO, a directory or a dangling link in an entry's place is ignored at once (a FIFO
+    /// used to block the lookup forever); a regular entry still reads back.
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = std::env::temp_dir().join(format!("conflux-cache-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let magic = b"CFXTEST1";
+        write_entry(&dir, "good", magic, b"payload").unwrap();
+        assert_eq!(read_entry(&dir, "good", magic).as_deref(), Some(&b"payload"[..]));
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo failed");
+        std::fs::create_dir_all(dir.join("subdir")).unwrap();
+        std::os::unix::fs::symlink(dir.join("missing"), dir.join("dangling")).unwrap();
+        let started = std::time::Instant::now();
+        for name in ["fifo", "subdir", "dangling", "absent"] {
+            assert_eq!(read_entry(&dir, name, magic), None, "{name}");
+        }
+        assert!(started.elapsed().as_secs() < 5);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

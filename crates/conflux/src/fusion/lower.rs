@@ -34,6 +34,10 @@ pub fn lower(direction: FusionDirection, input: &TensorDesc, ops: &[FusionOp]) -
     if ops.is_empty() {
         return Err(Error::unknown("fusion plan: the plan has no operators"));
     }
+    // Per-channel ops need a C dimension, and the kernels index at most five dimensions.
+    if !(2..=5).contains(&input.rank()) {
+        return Err(Error::bad_parm(format!("fusion plan: the input is a {}-dim tensor; fusion plans take 2-D to 5-D tensors", input.rank())));
+    }
     if ops.len() > MAX_OPS {
         return Err(Error::unsupported(format!("fusion plan: {} ops; conflux fuses chains of up to {MAX_OPS}", ops.len())));
     }

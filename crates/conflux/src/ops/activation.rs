@@ -1,6 +1,6 @@
 //! `miopenActivationForward` / `miopenActivationBackward` as one-op problems.
 
-use super::run;
+use super::{elementwise_views, run};
 use crate::activation::ActivationDesc;
 use crate::error::Result;
 use crate::problem::{EpiOp, FusedKind, FusedProblem, OpArg};
@@ -20,9 +20,8 @@ pub fn activation_forward(handle: &Handle, act: &ActivationDesc, x_desc: &Tensor
         x_desc.key(),
         y_desc.key()
     );
-    let problem = FusedProblem {
-        kind: FusedKind::Pointwise { x: x_desc.clone(), y: y_desc.clone(), ops: vec![EpiOp::Activation { mode: act.mode }] },
-    };
+    let [x_desc, y_desc] = elementwise_views("activation forward", [x_desc, y_desc])?;
+    let problem = FusedProblem { kind: FusedKind::Pointwise { x: x_desc, y: y_desc, ops: vec![EpiOp::Activation { mode: act.mode }] } };
     run(handle, &problem, x, y, &[OpArg::Activation { alpha: act.alpha, beta: act.beta, gamma: act.gamma }])
 }
 
@@ -60,7 +59,8 @@ pub fn activation_backward(
         dx_desc.key(),
         dy_desc.key()
     );
-    let problem = FusedProblem { kind: FusedKind::ActivationBackward { dy: dy_desc.clone(), dx: dx_desc.clone(), mode: act.mode } };
+    let [dy_desc, dx_desc] = elementwise_views("activation backward", [dy_desc, dx_desc])?;
+    let problem = FusedProblem { kind: FusedKind::ActivationBackward { dy: dy_desc, dx: dx_desc, mode: act.mode } };
     let arg = OpArg::ActivationBackward { y, x, alpha: act.alpha, beta: act.beta, gamma: act.gamma };
     run(handle, &problem, dy, dx, &[arg])
 }

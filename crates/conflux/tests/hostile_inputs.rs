@@ -1,0 +1,75 @@
+//! Regression tests for what a random C-API call generator found (issue 33): valid requests
+//! that aborted the process, panicked, or returned Success with elements left unwritten. Each
+//! must now compute the right answer or return an error with a reason.
+
+mod support;
+
+use conflux::conv::api::{self, Choice, Workspace};
+use conflux::reference::{conv as rconv, fill::Fill};
+use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Status, TensorDesc};
+use support::*;
+
+/// Pad and stride 2³⁰ on a 9×11 input (output 3×11): the planar direct solvers would copy a
+/// padded plane of ~10¹⁰ elements per task. Every direction must run on another solver.
+device_tests!(huge_padding_and_stride, |h: &Handle| {
+    let big = 1i64 << 30;
+    let conv = ConvDesc::new(ConvMode::Convolution, &[big, 0], &[big, 1], &[1, 1]).unwrap();
+    let x = TensorDesc::new(DataType::Float, &[1, 1, 9, 11]).unwrap();
+    let w = TensorDesc::new(DataType::Float, &[1, 1, 5, 1]).unwrap();
+    let y = conv.output_desc(&x, &w).unwrap();
+    assert_eq!(y.lens(), &[1, 1, 3, 11]);
+    let (xd, wd) = (random(h, &x, Fill::SmallInt(-2, 2), 1), random(h, &w, Fill::SmallInt(-2, 2), 2));
+    let yd = poisoned(h, &y);
+    api::forward(h, &conv, &x, xd.ptr(), &w, wd.ptr(), &y, yd.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default()).unwrap();
+    let mut want = vec![0.0; y.element_space()];
+    rconv::conv_forward(&conv, &x, &xd.host, &w, &wd.host, &y, &mut want).unwrap();
+    assert_close("huge-padding forward", &download(h, &yd), &want, 0.0);
+    let dx = poisoned(h, &x);
+    let dyd = random(h, &y, Fill::SmallInt(-2, 2), 3);
+    api::backward_data(h, &conv, &y, dyd.ptr(), &w, wd.ptr(), &x, dx.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default()).unwrap();
+    let mut want = vec![0.0; x.element_space()];
+    rconv::conv_backward_data(&conv, &y, &dyd.host, &w, &wd.host, &x, &mut want).unwrap();
+    assert_close("huge-padding backward-data", &download(h, &dx), &want, 0.0);
+});
+
+/// Activation forward and backward on tensors of rank 1 to 8, packed and with merged strided
+/// trailing dimensions: every element computed (ReLU against the f64 formula); a rank-7
+/// layout whose spatial dimensions cannot merge is refused, not half computed.
+device_tests!(activation_on_every_rank, |h: &Handle| {
+    let act = ActivationDesc::new(ActivationMode::Relu, 0.0, 0.0, 0.0);
+    let shapes: [&[usize]; 8] = [&[7], &[3, 5], &[2, 3, 4], &[2, 3, 2, 2], &[1, 2, 2, 3, 2], &[2, 2, 2, 2, 2, 2], &[1, 2, 3, 1, 2, 2, 2], &[2, 1, 2, 2, 1, 2, 2, 2]];
+    for lens in shapes {
+        let d = TensorDesc::new(DataType::Float, lens).unwrap();
+        let x = random(h, &d, Fill::Normal, lens.len() as u64);
+        let y = poisoned(h, &d);
+        conflux::ops::activation_forward(h, &act, &d, x.ptr(), &d, y.ptr()).unwrap();
+        let want: Vec<f64> = x.host.iter().map(|&v| if v > 0.0 { v } else { 0.0 }).collect();
+        assert_close(&format!("ReLU on {lens:?}"), &download(h, &y), &want, tolerance_f32());
+        // Backward: dx = dy where x > 0.
+        let dy = random(h, &d, Fill::Normal, 100 + lens.len() as u64);
+        let dx = poisoned(h, &d);
+        conflux::ops::activation_backward(h, &act, &d, y.ptr(), &d, dy.ptr(), &d, x.ptr(), &d, dx.ptr()).unwrap();
+        let want: Vec<f64> = x.host.iter().zip(&dy.host).map(|(&xv, &g)| if xv > 0.0 { g } else { 0.0 }).collect();
+        assert_close(&format!("ReLU backward on {lens:?}"), &download(h, &dx), &want, tolerance_f32());
+    }
+    // Rank 6 with a gap after every row of every dimension: dims 2.. do not merge into three.
+    let lens = [1, 2, 2, 2, 2, 2];
+    let strides = [63, 31, 15, 7, 3, 1];
+    let gapped = TensorDesc::with_strides(DataType::Float, &lens, &strides).unwrap();
+    let buf = poisoned(h, &gapped);
+    let e = conflux::ops::activation_forward(h, &act, &gapped, buf.ptr(), &gapped, buf.ptr()).unwrap_err();
+    assert_eq!(e.status, Status::BadParm, "{e}");
+    assert!(e.reason.contains("merge"), "{e}");
+});
+
+fn tolerance_f32() -> f64 { conflux::reference::compare::tolerance(DataType::Float) }
+
+/// A fusion plan over a 1-D tensor: a reasoned BadParm, not a panic inside compile.
+device_tests!(fusion_plan_on_a_1d_tensor, |h: &Handle| {
+    let x = TensorDesc::new(DataType::Float, &[16]).unwrap();
+    let mut plan = FusionPlan::new(FusionDirection::Vertical, x);
+    plan.add_activation(ActivationMode::Relu).unwrap();
+    let e = plan.compile(h).unwrap_err();
+    assert_eq!(e.status, Status::BadParm, "{e}");
+    assert!(e.reason.contains("1-dim"), "{e}");
+});
