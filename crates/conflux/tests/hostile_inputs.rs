@@ -73,3 +73,26 @@ device_tests!(fusion_plan_on_a_1d_tensor, |h: &Handle| {
     assert_eq!(e.status, Status::BadParm, "{e}");
     assert!(e.reason.contains("1-dim"), "{e}");
 });
+
+/// A 3-D grouped convolution whose depth dilation is near INT_MAX (effective filter extent
+/// 2³¹ − 1, padding 2³⁰): the direct path's plane sizes used to overflow ("capacity overflow"
+/// panic) and take Find down with them. Immediate mode and Find must both give the reference
+/// result.
+device_tests!(dilation_near_int_max, |h: &Handle| {
+    let dil = (1i64 << 31) - 2;
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &[1 << 30, 0, 0], &[1, 1, 1], &[dil, 1, 1]).unwrap();
+    conv.set_groups(2).unwrap();
+    let x = TensorDesc::new(DataType::Float, &[1, 2, 3, 3, 3]).unwrap();
+    let w = TensorDesc::new(DataType::Float, &[2, 1, 2, 1, 1]).unwrap();
+    let y = conv.output_desc(&x, &w).unwrap();
+    let (xd, wd) = (random(h, &x, Fill::SmallInt(-2, 2), 5), random(h, &w, Fill::SmallInt(-2, 2), 6));
+    let mut want = vec![0.0; y.element_space()];
+    rconv::conv_forward(&conv, &x, &xd.host, &w, &wd.host, &y, &mut want).unwrap();
+    let yd = poisoned(h, &y);
+    api::forward(h, &conv, &x, xd.ptr(), &w, wd.ptr(), &y, yd.ptr(), 1.0, 0.0, Choice::Auto, Workspace::default()).unwrap();
+    assert_close("near-INT_MAX dilation, immediate", &download(h, &yd), &want, 0.0);
+    let yd = poisoned(h, &y);
+    let perf = conflux::conv::find_forward(h, &conv, &x, xd.ptr(), &w, wd.ptr(), &y, yd.ptr(), 4, false, Workspace::default()).unwrap();
+    assert!(!perf.is_empty());
+    assert_close("near-INT_MAX dilation, Find", &download(h, &yd), &want, 0.0);
+});
