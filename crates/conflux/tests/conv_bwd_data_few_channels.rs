@@ -7,7 +7,7 @@
 
 mod support;
 
-use conflux::{ConvDesc, ConvMode, DataType, Handle};
+use conflux::{DataType, Handle};
 use support::*;
 
 const SOLVER: &str = "CudaConvBwdDataFewChannels";
@@ -28,14 +28,7 @@ const CASES: [Spec; 10] = [
     (DataType::Half, &[2, 16, 9, 9], &[16, 1, 3, 3], 16, 0, 3, 1, Lay::Packed),
 ];
 
-fn case(&(dt, lx, lw, groups, pad, stride, dil, lay): &Spec) -> ConvCase {
-    let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[dil, dil]).unwrap();
-    conv.set_groups(groups as i64).unwrap();
-    let x = desc(dt, lx, lay);
-    let w = desc(dt, lw, lay);
-    let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), lay);
-    ConvCase::new(&conv, &x, &w, &y)
-}
+fn case(spec: &Spec) -> ConvCase { grouped_case(spec) }
 
 cuda_tests!(every_case, |h: &Handle| {
     let id = solution_id(SOLVER);

@@ -7,13 +7,12 @@
 
 mod support;
 
-use conflux::{ConvDesc, ConvMode, DataType, Handle};
+use conflux::{DataType, Handle};
 use support::*;
 
 const SOLVER: &str = "CudaConvBwdWeightsFewChannels";
 
-/// (dtype, x lengths, w lengths, groups, pad, stride, dilation, layout)
-type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, Lay);
+type Spec = GroupedSpec;
 
 const CASES: [Spec; 12] = [
     (DataType::Half, &[2, 40, 14, 14], &[40, 1, 3, 3], 40, 1, 1, 1, Lay::ChannelsLast),
@@ -30,14 +29,7 @@ const CASES: [Spec; 12] = [
     (DataType::Float, &[1, 64, 7, 7], &[64, 8, 3, 3], 8, 1, 1, 1, Lay::Packed),
 ];
 
-fn case(&(dt, lx, lw, groups, pad, stride, dil, lay): &Spec) -> ConvCase {
-    let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[dil, dil]).unwrap();
-    conv.set_groups(groups as i64).unwrap();
-    let x = desc(dt, lx, lay);
-    let w = desc(dt, lw, lay);
-    let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), lay);
-    ConvCase::new(&conv, &x, &w, &y)
-}
+fn case(spec: &Spec) -> ConvCase { grouped_case(spec) }
 
 cuda_tests!(every_case, |h: &Handle| {
     let id = solution_id(SOLVER);

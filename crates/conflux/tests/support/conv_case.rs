@@ -183,3 +183,16 @@ pub fn check_exact_and_scaled(h: &Handle, c: &ConvCase, d: Dir, id: u64, seed: u
     let tol = r::compare::tolerance(dt);
     assert!(check_solver(h, c, d, id, (0.75, 0.5), Fill::Normal, tol, seed + 1000), "solution {id} refused {c:?}");
 }
+
+/// A 2-D case as the few-channels suites list them: (dtype, x lengths, w lengths, groups, pad,
+/// stride, dilation, layout of x, w and y), the same in both spatial axes.
+pub type GroupedSpec = (conflux::DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, super::Lay);
+
+pub fn grouped_case(&(dt, lx, lw, groups, pad, stride, dil, lay): &GroupedSpec) -> ConvCase {
+    let mut conv = ConvDesc::new(conflux::ConvMode::Convolution, &[pad, pad], &[stride, stride], &[dil, dil]).unwrap();
+    conv.set_groups(groups as i64).unwrap();
+    let x = super::desc(dt, lx, lay);
+    let w = super::desc(dt, lw, lay);
+    let y = super::desc(dt, conv.output_desc(&x, &w).unwrap().lens(), lay);
+    ConvCase::new(&conv, &x, &w, &y)
+}
