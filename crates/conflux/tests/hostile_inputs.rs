@@ -9,8 +9,8 @@ use conflux::reference::{conv as rconv, fill::Fill};
 use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Status, TensorDesc};
 use support::*;
 
-/// Pad and stride 2³⁰ on a 9×11 input (output 3×11): the planar direct solvers would copy a
-/// padded plane of ~10¹⁰ elements per task. Every direction must run on another solver.
+// Pad and stride 2³⁰ on a 9×11 input (output 3×11): the planar direct solvers would copy a
+// padded plane of ~10¹⁰ elements per task. Every direction must run on another solver.
 device_tests!(huge_padding_and_stride, |h: &Handle| {
     let big = 1i64 << 30;
     let conv = ConvDesc::new(ConvMode::Convolution, &[big, 0], &[big, 1], &[1, 1]).unwrap();
@@ -32,9 +32,9 @@ device_tests!(huge_padding_and_stride, |h: &Handle| {
     assert_close("huge-padding backward-data", &download(h, &dx), &want, 0.0);
 });
 
-/// Activation forward and backward on tensors of rank 1 to 8, packed and with merged strided
-/// trailing dimensions: every element computed (ReLU against the f64 formula); a rank-7
-/// layout whose spatial dimensions cannot merge is refused, not half computed.
+// Activation forward and backward on tensors of rank 1 to 8, packed and with merged strided
+// trailing dimensions: every element computed (ReLU against the f64 formula); a rank-7
+// layout whose spatial dimensions cannot merge is refused, not half computed.
 device_tests!(activation_on_every_rank, |h: &Handle| {
     let act = ActivationDesc::new(ActivationMode::Relu, 0.0, 0.0, 0.0);
     let shapes: [&[usize]; 8] = [&[7], &[3, 5], &[2, 3, 4], &[2, 3, 2, 2], &[1, 2, 2, 3, 2], &[2, 2, 2, 2, 2, 2], &[1, 2, 3, 1, 2, 2, 2], &[2, 1, 2, 2, 1, 2, 2, 2]];
@@ -64,7 +64,7 @@ device_tests!(activation_on_every_rank, |h: &Handle| {
 
 fn tolerance_f32() -> f64 { conflux::reference::compare::tolerance(DataType::Float) }
 
-/// A fusion plan over a 1-D tensor: a reasoned BadParm, not a panic inside compile.
+// A fusion plan over a 1-D tensor: a reasoned BadParm, not a panic inside compile.
 device_tests!(fusion_plan_on_a_1d_tensor, |h: &Handle| {
     let x = TensorDesc::new(DataType::Float, &[16]).unwrap();
     let mut plan = FusionPlan::new(FusionDirection::Vertical, x);
@@ -74,10 +74,10 @@ device_tests!(fusion_plan_on_a_1d_tensor, |h: &Handle| {
     assert!(e.reason.contains("1-dim"), "{e}");
 });
 
-/// A 3-D grouped convolution whose depth dilation is near INT_MAX (effective filter extent
-/// 2³¹ − 1, padding 2³⁰): the direct path's plane sizes used to overflow ("capacity overflow"
-/// panic) and take Find down with them. Immediate mode and Find must both give the reference
-/// result.
+// A 3-D grouped convolution whose depth dilation is near INT_MAX (effective filter extent
+// 2³¹ − 1, padding 2³⁰): the direct path's plane sizes used to overflow ("capacity overflow"
+// panic) and take Find down with them. Immediate mode and Find must both give the reference
+// result.
 device_tests!(dilation_near_int_max, |h: &Handle| {
     let dil = (1i64 << 31) - 2;
     let mut conv = ConvDesc::new(ConvMode::Convolution, &[1 << 30, 0, 0], &[1, 1, 1], &[dil, 1, 1]).unwrap();
