@@ -1,6 +1,6 @@
 //! Backward convolutions as GEMM, per group.
-//! - backward-data: col = Wᵀ · dY per image (a (C/G·filter) × (output spatial) f32 buffer),
-//!   then col2im in parallel over input channels, each task owning its channel's dx plane, so
+//! - backward-data: col = Wᵀ · dY per batch of images (a (C/G·filter) × (images · output
+//!   spatial) f32 buffer; several images when their outputs are small), then col2im in parallel over input channels, each task owning its channel's dx plane, so
 //!   α/β and the epilogue (fused transpose convolutions) apply once per element.
 //! - backward-weights: dW = dY · im2col(X)ᵀ with the batch folded into K; im2col(X)ᵀ is packed
 //!   straight from x (no buffer).
@@ -25,26 +25,35 @@ pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpil
     let x_off = spatial_offsets(g.input, g.x_strides);
     let kk_off = weight_kk_offsets(g);
     let out = OutTensor { ptr: p.x, dt: p.dt, strides: g.x_strides, dims: g.input, sp_off: &x_off, alpha, beta, epi };
-    with_scratch(Slot::Conv, cg * fs * np, |col| {
-        for n in 0..g.n {
+    // Images per GEMM: small outputs (downsampling layers, 7×7 maps) share one GEMM so the
+    // filter is packed once per batch of images and the GEMM has columns enough to fill its
+    // tiles; the column buffer stays within COL_BATCH_ELEMS.
+    let per_image = cg * fs * np;
+    let batch = (COL_BATCH_ELEMS / per_image.max(1)).clamp(1, g.n);
+    with_scratch(Slot::Conv, per_image * batch, |col| {
+        for n0 in (0..g.n).step_by(batch) {
+            let nb = batch.min(g.n - n0);
+            let cols = nb * np;
             for group in 0..g.groups {
                 let a = Elem(|kk: usize, m: usize| {
                     // SAFETY: (group·kg + m, kk) is a weight element.
                     unsafe { load(p.dt, p.w, (group * kg + m) * g.w_strides[0] + kk_off[kk]) }
                 });
-                let b = Elem(|sp: usize, m: usize| {
+                let b = Elem(|j: usize, m: usize| {
+                    let (n, sp) = (n0 + j / np, j % np);
                     // SAFETY: (n, group·kg + m, sp) is an element of dy.
                     unsafe { load(p.dt, p.y, n * g.y_strides[0] + (group * kg + m) * g.y_strides[1] + y_off[sp]) }
                 });
-                // SAFETY: col is (cg·fs) × np, row-major, and outlives the GEMM.
-                let sink = unsafe { DenseSink::new(col.as_mut_ptr(), np, false) };
-                gemm(cg * fs, np, kg, &a, &b, &sink);
+                // SAFETY: col is (cg·fs) × (nb·np), row-major, and outlives the GEMM.
+                let sink = unsafe { DenseSink::new(col.as_mut_ptr(), cols, false) };
+                gemm(cg * fs, cols, kg, &a, &b, &sink);
                 let col = &*col;
-                (0..cg).into_par_iter().for_each(|c| {
+                (0..nb * cg).into_par_iter().for_each(|ic| {
+                    let (i, c) = (ic / cg, ic % cg);
                     with_scratch(Slot::Task, g.input_size(), |acc| {
-                        col2im_channel(g, &col[c * fs * np..(c + 1) * fs * np], acc);
-                        // SAFETY: this task owns dx channel group·cg + c of image n.
-                        unsafe { out.write_span(acc, n, group * cg + c, 0) };
+                        col2im_channel(g, &col[c * fs * cols + i * np..], cols, acc);
+                        // SAFETY: this task owns dx channel group·cg + c of image n0 + i.
+                        unsafe { out.write_span(acc, n0 + i, group * cg + c, 0) };
                     })
                 });
             }
@@ -52,8 +61,12 @@ pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpil
     });
 }
 
-/// acc (one input plane) = Σ over filter taps of the col rows scattered back to the input.
-fn col2im_channel(g: &Geom, col: &[f32], acc: &mut [f32]) {
+/// Most f32 elements of backward-data's column buffer when it batches images.
+const COL_BATCH_ELEMS: usize = 1 << 22;
+
+/// acc (one input plane) = Σ over filter taps of the col rows scattered back to the input;
+/// tap row r of this image starts at col[r·row_stride].
+fn col2im_channel(g: &Geom, col: &[f32], row_stride: usize, acc: &mut [f32]) {
     acc.fill(0.0);
     let [fd, fr, fw] = g.filter;
     let [od_n, oh_n, ow_n] = g.output;
@@ -67,7 +80,7 @@ fn col2im_channel(g: &Geom, col: &[f32], acc: &mut [f32]) {
     for rd in 0..fd {
         for rh in 0..fr {
             for rw in 0..fw {
-                let row = &col[r * np..(r + 1) * np];
+                let row = &col[r * row_stride..r * row_stride + np];
                 r += 1;
                 for od in 0..od_n {
                     let Some(id) = at(od, rd, 0) else { continue };
