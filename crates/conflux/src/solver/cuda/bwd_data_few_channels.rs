@@ -13,17 +13,11 @@ use crate::backend::{DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
 use crate::solver::{BuildContext, Invoker, Solver};
-use crate::types::{ConvAlgorithm, Direction};
+use crate::types::ConvAlgorithm;
 use std::sync::Arc;
 
 fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan, String> {
-    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
-    if conv.direction != Direction::BackwardData {
-        return Err(format!("backward-data only (this is {:?})", conv.direction));
-    }
-    if !problem.epilogue().is_empty() {
-        return Err("backward-data with an epilogue".into());
-    }
+    let conv = phased::backward_data_conv(problem)?;
     if conv.groups() == 1 {
         return Err("ungrouped: the tensor-core and implicit-GEMM solvers take it".into());
     }

@@ -21,19 +21,13 @@ use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
 use crate::solver::{BuildContext, Invoker, Solver};
 use crate::tensor::TensorDesc;
-use crate::types::{ConvAlgorithm, Direction, Layout};
+use crate::types::{ConvAlgorithm, Layout};
 use std::sync::Arc;
 
 fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan, String> {
-    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
-    if conv.direction != Direction::BackwardData {
-        return Err(format!("backward-data only (this is {:?})", conv.direction));
-    }
+    let conv = phased::backward_data_conv(problem)?;
     if conv.conv.strides().iter().all(|&s| s == 1) {
         return Err("stride 1: one forward convolution of dy (CudaConvBwdDataTensorCore)".into());
-    }
-    if !problem.epilogue().is_empty() {
-        return Err("backward-data with an epilogue".into());
     }
     tensor_core_precision(conv)?;
     let layout = if conv.spatial_dims() == 2 { Layout::NHWC } else { Layout::NDHWC };

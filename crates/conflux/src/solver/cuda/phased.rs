@@ -18,7 +18,7 @@ use crate::memory::DevPtr;
 use crate::problem::{backward_data_phases, ConvProblem, FusedProblem, TapMap};
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
 use crate::tensor::TensorDesc;
-use crate::types::Layout;
+use crate::types::{Direction, Layout};
 use std::sync::{Arc, OnceLock};
 
 /// How a phase's sub-filter is copied out of w.
@@ -68,6 +68,19 @@ pub(crate) struct Plan {
     /// dy's channels-last copy, when the phases read one.
     dy_copy: Option<ChannelsFirst>,
     phases: Vec<PhasePlan>,
+}
+
+/// The convolution of a backward-data problem without an epilogue (what every phased solver
+/// takes), else why not.
+pub(crate) fn backward_data_conv(problem: &FusedProblem) -> std::result::Result<&ConvProblem, String> {
+    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+    if conv.direction != Direction::BackwardData {
+        return Err(format!("backward-data only (this is {:?})", conv.direction));
+    }
+    if !problem.epilogue().is_empty() {
+        return Err("backward-data with an epilogue".into());
+    }
+    Ok(conv)
 }
 
 /// The phases of a backward-data problem over `dy` (as the kernels read it), each phase a

@@ -179,38 +179,6 @@ pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpil
     });
 }
 
-/// Lanes of the dot products: independent partial sums, so the loop vectorizes (a single
-/// running sum is one dependent add per element).
-const DOT_LANES: usize = 16;
-
-// acc[t] += Σ over (t, o, i) in `rows` of dy[o..o + ow]·x[i + s·(0..ow)], in a fixed order
-// (reruns are bit-identical). Strided x rows are gathered into `row` first.
-simd!(tap_dots(rows: &[(usize, usize, usize)], dy: &[f32], xp: &[f32], ow: usize, s: usize, row: &mut [f32], acc: &mut [f32]) {
-    for &(t, o, i) in rows {
-        let d = &dy[o..o + ow];
-        let x: &[f32] = if s == 1 {
-            &xp[i..i + ow]
-        } else {
-            for (j, v) in row[..ow].iter_mut().enumerate() {
-                *v = xp[i + j * s];
-            }
-            &row[..ow]
-        };
-        let mut lanes = [0f32; DOT_LANES];
-        let (dc, xc) = (d.chunks_exact(DOT_LANES), x.chunks_exact(DOT_LANES));
-        let (dr, xr) = (dc.remainder(), xc.remainder());
-        for (a, b) in dc.zip(xc) {
-            for l in 0..DOT_LANES {
-                lanes[l] += a[l] * b[l];
-            }
-        }
-        for (l, (a, b)) in dr.iter().zip(xr).enumerate() {
-            lanes[l] += a * b;
-        }
-        acc[t] += lanes.iter().sum::<f32>();
-    }
-});
-
 /// w = α·conv_bwd_weights(x, y) + β·w: per filter slice, dot products of dy with shifted x.
 pub fn backward_weights(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
     let (kg, cg, fs) = (g.kg(), g.cg(), g.filter_size());
@@ -218,19 +186,23 @@ pub fn backward_weights(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
     let (ow_n, s) = (g.output[2], g.stride[2]);
     let y_off = spatial_offsets(g.output, g.y_strides);
     let ws = g.w_strides;
-    let mut rows = Vec::new();
-    for_rows(g, pd, |t, o, i| rows.push((t, o, i)));
     (0..g.k * cg).into_par_iter().for_each(|kc| {
         let (k, cl) = (kc / cg, kc % cg);
         let c = (k / kg) * cg + cl;
         let mut acc = vec![0f32; fs];
-        let mut row = vec![0f32; ow_n];
         with_scratch(Slot::Task, pd.iter().product(), |xp| {
             with_scratch(Slot::Task2, g.output_size(), |dy| {
                 for n in 0..g.n {
                     load_padded(g, p.x, p.dt, n, c, pd, xp);
                     load_plane(g, p.y, p.dt, n, k, &y_off, dy);
-                    tap_dots(&rows, dy, xp, ow_n, s, &mut row, &mut acc);
+                    for_rows(g, pd, |t, o, i| {
+                        let d = &dy[o..o + ow_n];
+                        acc[t] += if s == 1 {
+                            d.iter().zip(&xp[i..i + ow_n]).map(|(a, b)| a * b).sum::<f32>()
+                        } else {
+                            d.iter().enumerate().map(|(ow, a)| a * xp[i + ow * s]).sum::<f32>()
+                        };
+                    });
                 }
             });
         });
