@@ -37,3 +37,7 @@ for f in .gpu/bin/* .gpu/ex/* .gpu/conflux-driver; do strip --strip-all "$f" 2>/
 for f in .gpu/lib/*; do objcopy --strip-debug "$f" 2>/dev/null || true; done
 ls -la .gpu/bin .gpu/lib
 du -sh .gpu
+# A device call carries at most 64 MiB: the whole folder compressed (about 9 MB) goes as
+# .gpu.tar.xz, unpacked there with `tar -xJf .gpu.tar.xz` (carry: [".gpu.tar.xz"]).
+tar -cf - .gpu | xz -T2 -3 > .gpu.tar.xz
+ls -la .gpu.tar.xz

@@ -1,6 +1,6 @@
 //! Backward-weights through channel-padded copies of x on the tensor-core kernel: 1×1 layers
 //! of 24, 40 and 144 channels, a 2×2 stride-2 downsampling of 96 channels, a 3×3 of 48; f16,
-//! bf16 and TF32-allowed f32 as the kernel multiplies them; through `check_solver` (f64
+//! bf16 and TF32-allowed f32 as the kernel multiplies them; groups of 32 and 24 channels; through `check_solver` (f64
 //! reference, poisoned output, bit-identical rerun, gaps untouched) with exact small-integer
 //! data and with α/β; refusals name the cause; immediate choice takes it.
 
@@ -38,6 +38,23 @@ cuda_tests!(every_case, |h: &Handle| {
     }
 });
 
+/// Groups whose channels do not fill a box: ResNeXt's 32 per group (each padded to 64, the
+/// output rows of the next group computed and dropped), 24 per group with 16 outputs, stride 2.
+const GROUPED: [GroupedSpec; 3] = [
+    (DataType::Half, &[2, 64, 10, 10], &[64, 32, 3, 3], 2, 1, 1, 1, Lay::ChannelsLast),
+    (DataType::BFloat16, &[1, 128, 9, 9], &[128, 32, 3, 3], 4, 1, 2, 1, Lay::ChannelsLast),
+    (DataType::Half, &[2, 96, 8, 8], &[64, 24, 1, 1], 4, 0, 1, 1, Lay::ChannelsLast),
+];
+
+cuda_tests!(grouped_cases, |h: &Handle| {
+    let id = solution_id(SOLVER);
+    for (i, spec) in GROUPED.iter().enumerate() {
+        check_exact_and_scaled(h, &grouped_case(spec), Dir::BackwardWeights, id, 1200 + i as u64);
+    }
+    let chosen = conflux::search::choose(h, &grouped_case(&GROUPED[0]).fused(Dir::BackwardWeights), conflux::conv::Choice::Auto, 0).unwrap();
+    assert_eq!(chosen.name(), SOLVER);
+});
+
 cuda_tests!(refusals_name_the_cause, |h: &Handle| {
     let s = solver(SOLVER);
     let check = |spec: &Spec, d: Dir| s.check(&case(spec).fused(d), h.device().info()).unwrap_err();
@@ -49,6 +66,10 @@ cuda_tests!(refusals_name_the_cause, |h: &Handle| {
     let stem = (DataType::Half, &[2, 3, 16, 16][..], &[64, 3, 7, 7][..], 3, 2, Lay::ChannelsLast);
     let why = check(&stem, Dir::BackwardWeights);
     assert!(why.contains("3 channels"), "{why}");
+    // 12 outputs per group: the copy engine cannot start a group's dy box at channel 12.
+    let odd = grouped_case(&(DataType::Half, &[2, 96, 8, 8], &[48, 24, 1, 1], 4, 0, 1, 1, Lay::ChannelsLast));
+    let why = s.check(&odd.fused(Dir::BackwardWeights), h.device().info()).unwrap_err();
+    assert!(why.contains("16-byte alignment"), "{why}");
 });
 
 cuda_tests!(chosen_for_a_narrow_1x1, |h: &Handle| {

@@ -107,6 +107,9 @@ fn plan_axis(phi: usize, h: usize, oh: usize, r: usize, s: usize, p: usize, d: u
     AxisPlan { len, sub: Some(AxisSub { taps, dilation: dilation as usize, pad: pad as usize, pad_end: pad_end as usize, dy_start: dy_start as usize, dy_len: dy_len as usize }) }
 }
 
+/// Most phases a backward-data is cut into (4×4 stride 4 takes 16, 3-D stride 4 takes 64).
+pub const MAX_PHASES: usize = 256;
+
 /// The phases of a backward-data problem (any stride; stride 1 gives one phase), each with the
 /// forward convolution over `dy` (dy as the kernels will read it: the caller's, or a
 /// channels-last copy of it) whose sub-filter has lengths [C, K/G, taps…] in `w_layout`.
@@ -124,8 +127,12 @@ pub fn backward_data_phases(conv: &ConvProblem, dy: &TensorDesc, w_layout: Layou
     let (dx, filter) = (&conv.x, conv.filter());
     let (dxl, dxs, dyl, dys) = (dx.lens(), dx.strides(), dy.lens(), dy.strides());
     let mut phases = Vec::new();
-    let counts: Vec<usize> = d.strides().to_vec();
+    // Residues at or past dx's length have no positions: at most one phase per dx position.
+    let counts: Vec<usize> = (0..nd).map(|i| d.strides()[i].min(dxl[2 + i]).max(1)).collect();
     let total: usize = counts.iter().product();
+    if total > MAX_PHASES {
+        return Err(format!("{total} phases (at most {MAX_PHASES}): a stride this large leaves each phase a sliver"));
+    }
     for index in 0..total {
         // Residues per axis, the last axis fastest.
         let mut residue = vec![0; nd];

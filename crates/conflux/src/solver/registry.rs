@@ -13,7 +13,7 @@ use super::cpu::{
     CpuAmx1x1, CpuDepthwiseNhwc, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuNaive, CpuPointwise, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvTcNchw,
+    CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvTcNchw,
     CudaConvWgradFewChannels, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
 };
 use super::Solver;
@@ -67,15 +67,16 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D channels-last groups of 64 channels"),
     entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions of < 8 channels (7×7 and 4×4 stems) on tensor cores through channel-padded copies"),
     entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),
+    entry(&CudaConvBwdDataFewChannels, Role::Standalone, "backward-data of depthwise, few-channels-per-group and few-channel stem layers by phases on the few-channels and few-outputs kernels, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),
     entry(&CudaConvBwdDataStrided, Role::Standalone, "strided backward-data as one stride-1 forward convolution per phase on tensor cores"),
-    entry(&CudaConvBwdDataFewChannels, Role::Standalone, "depthwise and few-channels-per-group backward-data by phases on the few-channels kernel, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvWgradFewChannels, Role::Standalone, "backward-weights of depthwise, small-group and few-channel stem layers: a long reduction into a small output that GEMM tiles would run nearly empty"),
     entry(&CudaConvWgradTma, Role::WeightsTensorCore, "backward-weights on TMA + wgmma"),
-    entry(&CudaConvWgradPadChannels, Role::Standalone, "ungrouped backward-weights whose channels do not fill the TMA kernel's boxes, padded to fill them: tensor cores beat the CUDA-core kernel despite the zero channels"),
+    entry(&CudaConvWgradPadChannels, Role::Standalone, "backward-weights whose channels per group do not fill the TMA kernel's boxes, padded to fill them: tensor cores beat the CUDA-core kernel despite the zero channels"),
     entry(&CudaConvWgradSimt, Role::Standalone, "backward-weights on a tiled CUDA-core GEMM: every type and geometry, ahead of the direct kernel"),
     entry(&CudaConvIgemmWgmma, Role::ChannelsLastTensorCore, "wgmma with cp.async (sm_90) where TMA's box limits refuse"),
     entry(&CudaConvIgemmTc, Role::ChannelsLastTensorCore, "mma.sync tensor cores on any recent GPU"),
+    entry(&CudaConvFewOutputs, Role::Standalone, "ungrouped, ≤ 8 output channels (stem backward-data phases, image outputs) on CUDA cores: after the tensor-core kernels, as it is not yet measured against them on forward layers; Find times both"),
     entry(&CudaConvIgemm, Role::Standalone, "implicit GEMM on CUDA cores: any geometry, group count, layout and type"),
     entry(&CudaConvDirect, Role::Standalone, "direct loops: always applies, ends the list"),
 ];

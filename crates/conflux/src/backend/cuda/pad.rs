@@ -19,7 +19,7 @@ struct PadArgs {
     d: i32,
     h: i32,
     w: i32,
-    unused: i32,
+    groups: i32,
     total: i64,
 }
 
@@ -31,24 +31,31 @@ pub fn padded_bytes(t: &TensorDesc, cp: usize) -> usize {
 /// dst (packed channels-last, `cp` channels) = src (`t`, any strides) with zeros in channels
 /// `t.c()..cp`, on the device's stream.
 pub fn pad_channels(be: &CudaBackend, t: &TensorDesc, cp: usize, src: u64, dst: u64) -> Result<()> {
+    pad_group_channels(be, t, 1, cp, src, dst)
+}
+
+/// dst (packed channels-last, `groups · cpg` channels) = src (`t`, any strides, `groups` groups
+/// of `t.c() / groups` channels) with each group's channels followed by zeros up to `cpg`, on
+/// the device's stream.
+pub fn pad_group_channels(be: &CudaBackend, t: &TensorDesc, groups: usize, cpg: usize, src: u64, dst: u64) -> Result<()> {
     let src_code = preamble::source(t.dtype(), &[], &Extra::default(), SOURCE)?;
     let k = be.module("pad_channels", &src_code)?.function("pad_channels")?;
     let ([outer, c], [d, h, w], s) = shape5(t);
-    let total = (outer * d * h * w * cp) as u64;
+    let total = (outer * d * h * w * groups * cpg) as u64;
     let args = PadArgs {
         src,
         dst,
         s: s.map(|v| v as i64),
-        c: c as i32,
-        cp: cp as i32,
+        c: (c / groups) as i32,
+        cp: cpg as i32,
         d: d as i32,
         h: h as i32,
         w: w as i32,
-        unused: 0,
+        groups: groups as i32,
         total: total as i64,
     };
     let grid = grid_for(be, total, 256);
     // SAFETY: PadArgs mirrors the kernel's struct; src spans `t` (the caller's validated
-    // tensor), dst holds `padded_bytes(t, cp)`; the grid-stride loop stays below `total`.
+    // tensor), dst holds `padded_bytes(t, groups · cpg)`; the grid-stride loop stays below `total`.
     unsafe { k.launch(&be.dev, (grid, 1, 1), (256, 1, 1), 0, &args) }
 }

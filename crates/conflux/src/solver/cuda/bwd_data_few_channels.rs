@@ -1,12 +1,15 @@
-//! Backward-data of depthwise and few-channels-per-group convolutions (any stride) on the
-//! few-channels forward kernel (`few_channels`), by phases (`problem::backward_data_phases`,
+//! Backward-data of depthwise, few-channels-per-group and few-channel stem convolutions (any
+//! stride) on the few-channels and few-outputs forward kernels (`few_channels`,
+//! `few_outputs`), by phases (`problem::backward_data_phases`,
 //! run by `phased`): stride 1 is one phase, dx = conv(dy, w with taps reversed and each
 //! group's channels swapped); a stride s is s² (s³) such phases over strided views of dx. The
 //! groups keep their sizes swapped (KG outputs per group become the phase's inputs), so the
 //! layers the forward kernel takes — depthwise, ResNeXt-like groups — are the ones whose
-//! backward-data it takes. Each phase's sub-filter is gathered into packed scratch.
+//! backward-data it takes. An ungrouped stem's phases (3 dx channels from 64 of dy) go to the
+//! few-outputs kernel. Each phase's sub-filter is gathered into packed scratch.
 
 use super::few_channels::CudaConvFewChannels;
+use super::few_outputs::CudaConvFewOutputs;
 use super::phased::{self, FilterCopy, PhaseWork, Plan};
 use crate::backend::cuda::sub_filter::SubFilter;
 use crate::backend::{DeviceInfo, DeviceKind};
@@ -18,13 +21,13 @@ use std::sync::Arc;
 
 fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan, String> {
     let conv = phased::backward_data_conv(problem)?;
-    if conv.groups() == 1 {
-        return Err("ungrouped: the tensor-core and implicit-GEMM solvers take it".into());
-    }
+    // Grouped layers keep their group sizes swapped, so the forward kernel's small groups
+    // come back; an ungrouped stem's phases have dx's few channels as their outputs.
+    let solver: &'static dyn Solver = if conv.groups() == 1 { &CudaConvFewOutputs } else { &CudaConvFewChannels };
     phased::plan_phases(conv, &conv.y, None, |forward, taps| {
-        CudaConvFewChannels.check(&forward, device)?;
+        solver.check(&forward, device)?;
         let copy = FilterCopy::Gather(SubFilter::new(&conv.w, conv.groups(), taps));
-        Ok(PhaseWork::Conv { forward, solver: &CudaConvFewChannels, copy, in_place: None })
+        Ok(PhaseWork::Conv { forward, solver, copy, in_place: None })
     })
 }
 

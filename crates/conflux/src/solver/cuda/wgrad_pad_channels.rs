@@ -1,7 +1,8 @@
-//! Backward-weights on tensor cores for ungrouped channels-last problems whose input channel
-//! count is not a whole number of the TMA kernel's 128-byte channel boxes (MobileNet's and
-//! EfficientNet's 1×1 layers of 24–672 channels, ConvNeXt's 96-channel downsampling): x is
-//! copied with its channels padded by zeros to the next multiple (`backend/cuda/pad.rs`), the
+//! Backward-weights on tensor cores for channels-last problems whose input channels per group
+//! are not a whole number of the TMA kernel's 128-byte channel boxes (MobileNet's and
+//! EfficientNet's 1×1 layers of 24–672 channels, ConvNeXt's 96-channel downsampling,
+//! ResNeXt's groups of 32): x is copied with each group's channels padded by zeros to the next
+//! multiple (`backend/cuda/pad.rs`), the
 //! first backward-weights tensor-core kernel reduces into a padded dw in scratch, and the real
 //! channels go to the caller's dw as α·dw' + β·dw (`blend_view`). The zero channels add
 //! products, but the long pixel reduction runs on tensor cores instead of CUDA cores.
@@ -10,7 +11,7 @@ use super::adapter;
 use super::common::cuda_of;
 use super::tensor_core::{tensor_core_precision, TcPrecision};
 use crate::backend::cuda::driver::Scratch;
-use crate::backend::cuda::pad::{pad_channels, padded_bytes};
+use crate::backend::cuda::pad::{pad_group_channels, padded_bytes};
 use crate::backend::cuda::scale::blend_view;
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
@@ -26,7 +27,8 @@ use std::sync::Arc;
 struct Rewrite {
     inner: FusedProblem,
     solver: &'static dyn Solver,
-    padded_c: usize,
+    /// Channels per group after padding.
+    padded_cg: usize,
 }
 
 fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Rewrite, String> {
@@ -34,27 +36,28 @@ fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<R
     if conv.direction != Direction::BackwardWeights {
         return Err(format!("backward-weights only (this is {:?})", conv.direction));
     }
-    if conv.groups() != 1 || conv.spatial_dims() != 2 {
-        return Err("ungrouped 2-D convolutions only".into());
+    if conv.spatial_dims() != 2 {
+        return Err("2-D convolutions only".into());
     }
     let boxed = if tensor_core_precision(conv)? == TcPrecision::Bits16 { 64 } else { 32 };
-    let c = conv.x.c();
-    if c % boxed == 0 {
-        return Err(format!("{c} channels fill whole boxes: the tensor-core kernel takes them unpadded"));
+    let groups = conv.groups();
+    let cg = conv.x.c() / groups;
+    if cg % boxed == 0 {
+        return Err(format!("{cg} channels per group fill whole boxes: the tensor-core kernel takes them unpadded"));
     }
-    if c < 8 {
-        return Err(format!("{c} channels: padded to {boxed}, zeros would be most of the work"));
+    if cg < 8 {
+        return Err(format!("{cg} channels per group: padded to {boxed}, zeros would be most of the work"));
     }
-    let padded_c = c.next_multiple_of(boxed);
-    let with_c = |t: &TensorDesc| -> std::result::Result<TensorDesc, String> {
+    let padded_cg = cg.next_multiple_of(boxed);
+    let with_c = |t: &TensorDesc, c: usize| -> std::result::Result<TensorDesc, String> {
         let mut lens = t.lens().to_vec();
-        lens[1] = padded_c;
+        lens[1] = c;
         TensorDesc::with_layout(t.dtype(), Layout::NHWC, &lens).map_err(|e| e.reason)
     };
-    let inner_conv = ConvProblem { x: with_c(&conv.x)?, w: with_c(&conv.w)?, ..conv.clone() };
+    let inner_conv = ConvProblem { x: with_c(&conv.x, groups * padded_cg)?, w: with_c(&conv.w, padded_cg)?, ..conv.clone() };
     let inner = FusedProblem { kind: FusedKind::Conv { conv: inner_conv, epilogue: epilogue.clone() } };
     let solver = adapter::first_taker(adapter::WEIGHTS_TC, &inner, device).map_err(|why| format!("no tensor-core kernel takes the padded problem ({why})"))?;
-    Ok(Rewrite { inner, solver, padded_c })
+    Ok(Rewrite { inner, solver, padded_cg })
 }
 
 pub struct CudaConvWgradPadChannels;
@@ -79,7 +82,7 @@ impl Solver for CudaConvWgradPadChannels {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("wgrad-pad-channels: not a convolution"))?;
         let inner = r.solver.build(&r.inner, ctx)?;
         let padded_w = r.inner.conv_problem().map(|c| c.w.clone()).ok_or_else(|| Error::internal("wgrad-pad-channels: inner problem"))?;
-        Ok(Arc::new(WgradPadInvoker { be: cuda_of(ctx.device())?.clone(), inner, x: conv.x.clone(), w: conv.w.clone(), padded_w, padded_c: r.padded_c }))
+        Ok(Arc::new(WgradPadInvoker { be: cuda_of(ctx.device())?.clone(), inner, x: conv.x.clone(), w: conv.w.clone(), padded_w, groups: conv.groups(), padded_cg: r.padded_cg }))
     }
 }
 
@@ -90,18 +93,19 @@ struct WgradPadInvoker {
     w: TensorDesc,
     /// The padded dw in scratch (KRSC, padded channels).
     padded_w: TensorDesc,
-    padded_c: usize,
+    groups: usize,
+    padded_cg: usize,
 }
 
 impl Invoker for WgradPadInvoker {
     fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         // Backward-weights arguments: x read, y = dy read, w = dw written.
-        let xb = padded_bytes(&self.x, self.padded_c).next_multiple_of(256);
+        let xb = padded_bytes(&self.x, self.groups * self.padded_cg).next_multiple_of(256);
         let wb = self.padded_w.num_bytes();
         timed(ctx, &self.be, || {
             let scratch = Scratch::new(ctx, &self.be.dev, xb + wb)?;
             let (xs, ws) = (scratch.ptr(), scratch.ptr() + xb as u64);
-            pad_channels(&self.be, &self.x, self.padded_c, a.x.0, xs)?;
+            pad_group_channels(&self.be, &self.x, self.groups, self.padded_cg, a.x.0, xs)?;
             self.inner.run(ctx, &RunArgs { x: DevPtr(xs), w: DevPtr(ws), alpha: 1.0, beta: 0.0, ..*a })?;
             // The real channels of the padded dw, seen with the caller's dw lengths.
             blend_view(&self.be, &self.w, a.w.0, ws, self.padded_w.strides(), a.alpha as f32, a.beta as f32)

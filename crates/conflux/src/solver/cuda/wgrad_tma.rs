@@ -120,6 +120,11 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), 
     if g.cg() % box_channels != 0 {
         return Err(format!("channels per group ({}) not a multiple of {box_channels}", g.cg()));
     }
+    // The copy engine faults on a box whose first element is not 16-byte aligned: each
+    // group's dy boxes start at channel g·KG.
+    if g.groups > 1 && g.kg() % chunk != 0 {
+        return Err(format!("{} output channels per group: group boxes of dy would start off 16-byte alignment", g.kg()));
+    }
     let xs = g.x_strides;
     if xs[1] != 1 || [xs[0], xs[3], xs[4]].iter().any(|v| v % chunk != 0) {
         return Err("x must be channels-last with 16-byte aligned pixel rows".into());
