@@ -16,6 +16,9 @@
 //!       itself runs on a rayon pool thread (a Rust caller inside the pool: no hand-over per call)
 //!   bench_cpu bwd LIST N                 fp32 backward-data, NCHW, each backward-data solver
 //!       (Winograd F(4×4), GEMM + col2im, direct) on the list's problems (bwd_data.rs)
+//!   bench_cpu zoo LIST N DNNL_CBA [MODELS]  fused conv+bias+ReLU forward, f32 NCHW, per model
+//!       of a zoo list (../shared/bench/zoo_public.txt: strides, groups, dilation, counts) against
+//!       oneDNN in the same run, interleaved per layer (zoo.rs)
 //!   bench_cpu pointwise LIST N [REPS]    GB/s of the pointwise paths (ReLU, bias+ReLU, BN+ReLU,
 //!       conv forward bias, ReLU backward) on the list's output shapes vs memcpy (pointwise.rs)
 
@@ -25,6 +28,9 @@ mod pointwise;
 #[path = "bench_cpu/bwd_data.rs"]
 mod bwd_data;
 
+#[path = "bench_cpu/zoo.rs"]
+mod zoo;
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     match a.get(1).map(String::as_str) {
@@ -33,6 +39,7 @@ fn main() {
         Some("gemm") => gemm(&a[2..]),
         Some("pointwise") => pointwise::run(&a[2..]),
         Some("bwd") => bwd_data::run(&a[2..]),
+        Some("zoo") => zoo::run(&a[2..]),
         Some("kernel") => kernel(),
         _ => eprintln!("usage: see the header of bench_cpu.rs"),
     }
@@ -129,7 +136,12 @@ mod conv {
     /// Median time in µs of `f`: warm-up ≥ 5 runs and ≥ 50 ms, then ≥ 10 runs and ≥ 0.3 s.
     /// (Three warm-up runs and at most 500 timed ones measured the first 60 ms of a 120 µs
     /// layer, right after its buffers were allocated: up to 1.4× the steady median.)
-    pub fn time_us(mut f: impl FnMut()) -> f64 {
+    pub fn time_us(f: impl FnMut()) -> f64 {
+        time_us_for(f, 300)
+    }
+
+    /// As `time_us`, timing for at least `ms` milliseconds.
+    pub fn time_us_for(mut f: impl FnMut(), ms: u64) -> f64 {
         let warm = Instant::now();
         let mut runs = 0;
         while runs < 5 || warm.elapsed() < Duration::from_millis(50) {
@@ -138,7 +150,7 @@ mod conv {
         }
         let mut t = Vec::new();
         let start = Instant::now();
-        while t.len() < 10 || (start.elapsed() < Duration::from_millis(300) && t.len() < 20000) {
+        while t.len() < 10 || (start.elapsed() < Duration::from_millis(ms) && t.len() < 20000) {
             let t0 = Instant::now();
             f();
             t.push(t0.elapsed().as_secs_f64() * 1e6);
@@ -185,16 +197,20 @@ mod conv {
         }
     }
 
-    /// The plan for one problem, layout and algorithm (None when no solver of it applies);
-    /// `constant`: the descriptor promises constant weights.
+    /// The plan for one problem (C-H-W-K-fy-fx-py-px, optionally followed by sy-sx-g-dy-dx),
+    /// layout and algorithm (None when no solver of it applies); `constant`: the descriptor
+    /// promises constant weights.
     fn prepare(cfg: &[usize], n: usize, layout: Layout, algo: ConvAlgorithm, constant: bool) -> conflux::Result<Option<Prepared>> {
         let h = Handle::cpu();
         let (c, hh, ww, k, fy, fx, py, px) = (cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6], cfg[7]);
+        let extra = |i: usize| cfg.get(i).copied().unwrap_or(1) as i64;
+        let (strides, groups, dilations) = ([extra(8), extra(9)], extra(10), [extra(11), extra(12)]);
         let dt = DataType::Float;
         let x_desc = TensorDesc::with_layout(dt, layout, &[n, c, hh, ww])?;
-        let w_desc = TensorDesc::with_layout(dt, layout, &[k, c, fy, fx])?;
+        let w_desc = TensorDesc::with_layout(dt, layout, &[k, c / groups as usize, fy, fx])?;
         let b_desc = TensorDesc::new(dt, &[1, k, 1, 1])?;
-        let mut conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &[1, 1], &[1, 1])?;
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &strides, &dilations)?;
+        conv.set_groups(groups)?;
         conv.set_attribute(ConvAttrib::ConstantWeights, constant as i64)?;
         let up = |d: &TensorDesc, seed: u64, scale: f64| -> conflux::Result<conflux::Buffer> {
             let vals: Vec<f64> = fill_normal(seed, d.element_space()).iter().map(|v| v * scale).collect();
@@ -203,7 +219,7 @@ mod conv {
             Ok(b)
         };
         let xb = up(&x_desc, 1, 1.0)?;
-        let wb = up(&w_desc, 2, 1.0 / ((c * fy * fx) as f64).sqrt())?;
+        let wb = up(&w_desc, 2, 1.0 / ((c / groups as usize * fy * fx) as f64).sqrt())?;
         let bb = up(&b_desc, 3, 0.1)?;
         let mut plan = FusionPlan::new(FusionDirection::Vertical, x_desc.clone());
         plan.set_algo(algo);
@@ -222,7 +238,12 @@ mod conv {
     /// (where the Direct algorithm falls back to it) is timed only when no other applies: its
     /// calls take 0.1–2 s on these layers (a third of an N=8 pass went to timing it) and it is
     /// never the fastest.
-    fn conflux_best(cfg: &[usize], n: usize, layout: Layout, constant: bool) -> conflux::Result<(f64, String)> {
+    pub fn conflux_best(cfg: &[usize], n: usize, layout: Layout, constant: bool) -> conflux::Result<(f64, String)> {
+        conflux_best_for(cfg, n, layout, constant, 300)
+    }
+
+    /// As `conflux_best`, timing each algorithm for at least `ms` milliseconds.
+    pub fn conflux_best_for(cfg: &[usize], n: usize, layout: Layout, constant: bool, ms: u64) -> conflux::Result<(f64, String)> {
         let mut best = (f64::MAX, String::new());
         let mut naive = None;
         for algo in [ConvAlgorithm::Winograd, ConvAlgorithm::Fft, ConvAlgorithm::Direct, ConvAlgorithm::ImplicitGemm, ConvAlgorithm::Gemm] {
@@ -231,7 +252,7 @@ mod conv {
                 naive = Some(p);
                 continue;
             }
-            let us = time_us(|| p.run());
+            let us = time_us_for(|| p.run(), ms);
             let name = p.plan.solver_name().unwrap_or("?").to_string();
             eprintln!("{cfg:?} {layout:?}{} {name}: {us:.0} us", if constant { " const-w" } else { "" });
             if us < best.0 {
@@ -239,7 +260,7 @@ mod conv {
             }
         }
         if let (f64::MAX, Some(mut p)) = (best.0, naive) {
-            best = (time_us(|| p.run()), "CpuConvNaive".to_string());
+            best = (time_us_for(|| p.run(), ms), "CpuConvNaive".to_string());
         }
         Ok(best)
     }
@@ -272,8 +293,13 @@ mod conv {
     }
 
     /// oneDNN medians (any, nchw, wino) in µs from the peer harness.
-    fn onednn(bin: &str, cfg: &str, n: usize) -> [f64; 3] {
-        let out = std::process::Command::new(bin).args(["bench", &n.to_string(), "20", "0.3", cfg]).output().expect("run dnnl_cba");
+    pub fn onednn(bin: &str, cfg: &str, n: usize) -> [f64; 3] {
+        onednn_for(bin, cfg, n, "20", "0.3")
+    }
+
+    /// As `onednn`, at least `reps` runs for about `secs` seconds.
+    pub fn onednn_for(bin: &str, cfg: &str, n: usize, reps: &str, secs: &str) -> [f64; 3] {
+        let out = std::process::Command::new(bin).args(["bench", &n.to_string(), reps, secs, cfg]).output().expect("run dnnl_cba");
         let mut r = [f64::NAN; 3];
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let f: Vec<&str> = line.split(',').collect();

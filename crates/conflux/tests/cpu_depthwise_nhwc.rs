@@ -1,5 +1,5 @@
 //! The channels-last f32 depthwise CPU solver: 3×3 / 5×5 / 7×7 and a 2×3 filter, strides 1–3,
-//! padding, dilation, packed and gapped channels-last tensors, every direction through
+//! padding, dilation, packed and gapped channels-last tensors and (small planes) NCHW ones, every direction through
 //! `check_solver` (f64 reference, poisoned output, bit-identical rerun, gaps untouched) with
 //! exact and α/β data; immediate choice takes it; fused bias + leaky-ReLU plans (the per-element
 //! epilogue) and bias + ReLU plans (the fused store) against the f64 reference.
@@ -39,7 +39,7 @@ fn every_direction() {
     let h = Handle::cpu();
     let id = solution_id(SOLVER);
     for (i, spec) in CASES.iter().enumerate() {
-        for lay in [Lay::ChannelsLast, Lay::GappedChannelsLast] {
+        for lay in [Lay::ChannelsLast, Lay::GappedChannelsLast, Lay::Packed] {
             let c = case(spec, lay);
             for d in [Dir::Forward, Dir::BackwardData, Dir::BackwardWeights] {
                 let chosen = conflux::search::choose(&h, &c.fused(d), conflux::conv::Choice::Auto, 0).unwrap();
@@ -54,8 +54,9 @@ fn every_direction() {
 fn refusals_name_the_cause() {
     let h = Handle::cpu();
     let s = solver(SOLVER);
-    let why = s.check(&case(&CASES[0], Lay::Packed).fused(Dir::Forward), h.device().info()).unwrap_err();
-    assert!(why.contains("channels-last"), "{why}");
+    let big_plane = ([1, 8, 40, 40], [3, 3], [1, 1], [1, 1], [1, 1]);
+    let why = s.check(&case(&big_plane, Lay::Packed).fused(Dir::Forward), h.device().info()).unwrap_err();
+    assert!(why.contains("planar direct"), "{why}");
     let mut conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 1], &[1, 1]).unwrap();
     conv.set_groups(4).unwrap();
     let x = desc(DataType::Float, &[1, 8, 6, 6], Lay::ChannelsLast);

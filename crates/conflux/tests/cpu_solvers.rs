@@ -149,7 +149,7 @@ fn direct_random_all_directions() { random_cases(DIRECT, &ALL, 10, 3); }
 
 /// Depthwise layers with long filters (7×7 and 5×5 with a channel multiplier of 2, stride 1 and
 /// 2) run on the direct solver in every direction, NCHW and NHWC, exact and with α/β, and are
-/// chosen for it unless the channels-last depthwise solver takes them.
+/// chosen for it unless the depthwise solver takes them.
 #[test]
 fn direct_takes_long_depthwise_filters() {
     let h = Handle::cpu();
@@ -164,8 +164,9 @@ fn direct_takes_long_depthwise_filters() {
             let c = geo.case((&ds.0, &ds.1, &ds.2));
             for d in ALL {
                 let chosen = conflux::search::choose(&h, &c.fused(d), conflux::conv::Choice::Auto, 0).unwrap();
-                // Channels-last depthwise with one output per group goes to its own solver first.
-                let want = if lay == Lay::ChannelsLast && geo.w[0] == geo.x[1] { "CpuConvDepthwiseNhwc" } else { DIRECT };
+                // Depthwise with one output per group goes to its own solver first (channels-first
+                // tensors too, on planes this small).
+                let want = if geo.w[0] == geo.x[1] { "CpuConvDepthwiseNhwc" } else { DIRECT };
                 assert_eq!(chosen.name(), want, "{d:?} {c:?}");
                 check_exact_and_scaled(&h, &c, d, id, 4000 + 10 * i as u64);
             }

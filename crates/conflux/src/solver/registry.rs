@@ -47,7 +47,7 @@ const fn entry(solver: &'static dyn Solver, role: Role, why: &'static str) -> En
 
 static CPU: &[Entry] = &[
     entry(&CpuPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution, so order among convolutions is moot"),
-    entry(&CpuDepthwiseNhwc, Role::Standalone, "channels-last f32 depthwise: channels in the vector lanes, where the planar direct solver gathers"),
+    entry(&CpuDepthwiseNhwc, Role::Standalone, "f32 depthwise computed channels-last (channels-first operands copied): channels fill the vector lanes where planar rows of 7–56 pixels leave them half empty"),
     entry(&CpuDirect, Role::Standalone, "short reductions only (depthwise, few channels), where GEMM packing costs more than it saves"),
     entry(&CpuWinograd4, Role::Standalone, "F(4×4,3×3) beats the GEMM solvers on the 3×3 layers it accepts (refuses few tiles with many filters)"),
     entry(&CpuAmx1x1, Role::Standalone, "1×1 on AMX tiles at f32 accuracy beats the AVX-512 1×1 solver where the CPU has AMX"),

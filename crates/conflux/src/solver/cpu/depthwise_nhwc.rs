@@ -1,9 +1,12 @@
-//! Depthwise f32 convolutions over channels-last tensors, every direction
-//! (`backend/cpu/direct/depthwise_nhwc.rs`): channels in the vector lanes, no plane copies.
-//! Ahead of the planar direct solver, which reads channels-last tensors by gathers.
+//! Depthwise f32 convolutions, every direction and layout, computed channels-last
+//! (`backend/cpu/direct/depthwise_nhwc.rs`): channels in the vector lanes; channels-first
+//! operands are read through a channels-last copy, taken where planes are small (≤ 16×16
+//! outputs, or ≤ 32×32 with ≥ 25 taps: bench/results/2026-11-27-cpu-zoo-depthwise.md) and the
+//! planar direct solver's short rows fill few vector lanes.
 
 use super::common::{conv_of, run_parts};
 use crate::backend::cpu::direct::depthwise_nhwc as kernels;
+use crate::backend::cpu::weight_cache::WeightCache;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::Result;
 use crate::problem::{FusedProblem, Geom};
@@ -15,6 +18,8 @@ pub struct CpuDepthwiseNhwc;
 
 struct DepthwiseInvoker {
     problem: FusedProblem,
+    /// The filter laid out by tap, kept per address when the caller promised constant weights.
+    taps: Option<WeightCache>,
 }
 
 impl Solver for CpuDepthwiseNhwc {
@@ -35,8 +40,14 @@ impl Solver for CpuDepthwiseNhwc {
         if g.filter[0] != 1 || g.input[0] != 1 {
             return Err("2-D convolutions only".into());
         }
-        if g.x_strides[1] != 1 || g.y_strides[1] != 1 {
-            return Err("x and y must be channels-last (channels contiguous)".into());
+        let plane = g.output[1] * g.output[2];
+        let channels_first = g.x_strides[1] != 1 || g.y_strides[1] != 1;
+        if channels_first && plane > 256 && (plane > 1024 || g.filter_size() < 25) {
+            // The copy grows with the plane; the planar kernel's rows fill their lanes.
+            return Err(format!("channels-first tensors with a {}×{} output plane: the planar direct solver runs it without copies", g.output[1], g.output[2]));
+        }
+        if conv.direction == Direction::Forward && g.filter[1] > kernels::MAX_FILTER_ROWS {
+            return Err(format!("forward with {} filter rows (at most {})", g.filter[1], kernels::MAX_FILTER_ROWS));
         }
         Ok(())
     }
@@ -47,17 +58,38 @@ impl Solver for CpuDepthwiseNhwc {
     }
 
     fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
-        Ok(Arc::new(DepthwiseInvoker { problem: problem.clone() }))
+        Ok(Arc::new(DepthwiseInvoker { problem: problem.clone(), taps: WeightCache::if_promised(problem) }))
     }
 }
 
 impl Invoker for DepthwiseInvoker {
     fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         let (g, dir, r) = run_parts(&self.problem, a, "CpuConvDepthwiseNhwc")?;
-        match dir {
-            Direction::Forward => kernels::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi),
-            Direction::BackwardData => kernels::backward_data(&g, r.ptrs, r.alpha, r.beta, &r.epi),
-            Direction::BackwardWeights => kernels::backward_weights(&g, r.ptrs, r.alpha, r.beta),
+        if dir == Direction::BackwardWeights {
+            kernels::backward_weights(&g, r.ptrs, r.alpha, r.beta);
+            return Ok(());
+        }
+        let fill = |t: &mut [f32]| kernels::taps_by_channel(&g, r.ptrs.w, t);
+        let (cached, fresh);
+        let wt: &[f32] = match &self.taps {
+            // SAFETY: w is the filter the problem describes (run_parts validated the arguments).
+            Some(cache) => {
+                cached = unsafe { cache.filter(&self.problem, r.ptrs.w, kernels::taps_len(&g), fill) };
+                cached.as_slice()
+            }
+            None => {
+                fresh = {
+                    let mut t = vec![0f32; kernels::taps_len(&g)];
+                    fill(&mut t);
+                    t
+                };
+                &fresh
+            }
+        };
+        if dir == Direction::Forward {
+            kernels::forward(&g, r.ptrs, wt, r.alpha, r.beta, &r.epi);
+        } else {
+            kernels::backward_data(&g, r.ptrs, wt, r.alpha, r.beta, &r.epi);
         }
         Ok(())
     }

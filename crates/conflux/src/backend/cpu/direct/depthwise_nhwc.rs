@@ -1,8 +1,10 @@
-//! Depthwise f32 convolution over channels-last tensors (one input and one output channel per
-//! group), every direction, any filter, stride, padding and dilation: a pixel's channels are
+//! Depthwise f32 convolution (one input and one output channel per group), every direction, any
+//! filter, stride, padding and dilation, computed channels-last: a pixel's channels are
 //! contiguous, so every tap is a vector multiply-add across channels — the layout oneDNN's
-//! depthwise kernels block into. The planar kernels (`depthwise`) copy one channel's plane per
-//! task instead, which channels-last tensors can only feed by gathers.
+//! depthwise kernels block into. A channels-first operand that is read is copied channels-last
+//! first (a pass over memory the planar kernels' per-channel plane copies also pay); results
+//! are stored through any strides. Per output row, a block of channels runs over all the row's
+//! outputs (its filter taps stay in L1), four outputs at a time where they share taps.
 //!
 //! Tasks: forward and backward-data one output row (n, h) each; backward-weights a fixed number
 //! of row chunks (independent of the thread count) with per-chunk partial sums added in chunk
@@ -17,11 +19,13 @@ use rayon::prelude::*;
 const WEIGHT_CHUNKS: usize = 64;
 const ROWS_PER_CHUNK: usize = 8;
 
-/// The filter as [tap][C] (taps in (r, s) order).
-fn taps_by_channel(g: &Geom, w: u64) -> Vec<f32> {
+/// Length of the filter as `taps_by_channel` lays it out.
+pub fn taps_len(g: &Geom) -> usize { g.filter_size() * g.c }
+
+/// t ← the filter at `w` as [tap][C] (taps in (r, s) order).
+pub fn taps_by_channel(g: &Geom, w: u64, t: &mut [f32]) {
     let [_, fr, fw] = g.filter;
     let ws = g.w_strides;
-    let mut t = vec![0f32; fr * fw * g.c];
     for c in 0..g.c {
         for r in 0..fr {
             for s in 0..fw {
@@ -30,7 +34,6 @@ fn taps_by_channel(g: &Geom, w: u64) -> Vec<f32> {
             }
         }
     }
-    t
 }
 
 /// Input position o·stride − pad + tap·dilation along axis `a` (1 = H, 2 = W), if inside.
@@ -65,56 +68,203 @@ fn taps_block<const W: usize>(src: *const f32, taps: &[(usize, usize)], wt: &[f3
         let xr = unsafe { &*(src.add(at + c0) as *const [f32; W]) };
         let wr: &[f32; W] = wt[t * cn + c0..][..W].try_into().expect("W taps");
         for l in 0..W {
-            a[l] += xr[l] * wr[l];
+            a[l] = xr[l].mul_add(wr[l], a[l]);
         }
     }
     a
 }
 
-/// out[..cn] = Σ over `taps` of src[pixel + c]·wt[tap][c]: LANES channels at a time, then the
-/// remainder one at a time.
+/// Four outputs sharing one tap list shifted by `delta` elements per output: each filter vector
+/// loaded once feeds four sums.
 #[inline(always)]
-fn taps_into(out: &mut [f32], src: *const f32, taps: &[(usize, usize)], wt: &[f32], cn: usize) {
-    let mut c0 = 0;
-    while c0 + LANES <= cn {
-        out[c0..c0 + LANES].copy_from_slice(&taps_block::<LANES>(src, taps, wt, cn, c0));
-        c0 += LANES;
+fn taps_block4<const W: usize>(src: *const f32, taps: &[(usize, usize)], wt: &[f32], cn: usize, c0: usize, delta: usize) -> [[f32; W]; 4] {
+    let mut a = [[0f32; W]; 4];
+    for &(at, t) in taps {
+        let wr: &[f32; W] = wt[t * cn + c0..][..W].try_into().expect("W taps");
+        for (j, aj) in a.iter_mut().enumerate() {
+            // SAFETY: as in `taps_block`: `at + j·delta` is the pixel of output j's tap.
+            let xr = unsafe { &*(src.add(at + j * delta + c0) as *const [f32; W]) };
+            for l in 0..W {
+                aj[l] = xr[l].mul_add(wr[l], aj[l]);
+            }
+        }
     }
-    for c in c0..cn {
-        out[c] = taps_block::<1>(src, taps, wt, cn, c)[0];
+    a
+}
+
+/// The taps of every output pixel of one row: output o reads `taps[starts[o]..starts[o + 1]]`
+/// (source pixel offset, tap index); `run4[o]` is the shift δ when outputs o..o+4 read the same
+/// taps at offsets o's + j·δ (inside the image, away from the padding).
+#[derive(Default)]
+pub struct RowTaps {
+    taps: Vec<(usize, usize)>,
+    starts: Vec<usize>,
+    run4: Vec<Option<usize>>,
+}
+
+impl RowTaps {
+    fn clear(&mut self) {
+        self.taps.clear();
+        self.starts.clear();
+        self.starts.push(0);
+    }
+    /// Ends output pixel's tap list.
+    fn close(&mut self) { self.starts.push(self.taps.len()); }
+    fn of(&self, o: usize) -> &[(usize, usize)] { &self.taps[self.starts[o]..self.starts[o + 1]] }
+    fn outputs(&self) -> usize { self.starts.len() - 1 }
+
+    fn find_runs(&mut self) {
+        let outs = self.outputs();
+        self.run4.clear();
+        for o in 0..outs {
+            let run = (o + 4 <= outs).then(|| self.shift(o)).flatten();
+            self.run4.push(run);
+        }
+    }
+
+    /// δ if outputs o+1..o+4 read o's taps shifted by j·δ.
+    fn shift(&self, o: usize) -> Option<usize> {
+        let base = self.of(o);
+        let next = self.of(o + 1);
+        if base.is_empty() || next.len() != base.len() || next[0].0 < base[0].0 {
+            return None;
+        }
+        let delta = next[0].0 - base[0].0;
+        (1..4).all(|j| {
+            let tj = self.of(o + j);
+            tj.len() == base.len() && tj.iter().zip(base).all(|(a, b)| a.1 == b.1 && a.0 == b.0 + j * delta)
+        })
+        .then_some(delta)
     }
 }
 
-// acc (OW pixels × C) = Σ over taps of x·w for output row (n, oh).
-simd!(forward_row(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, taps: &mut Vec<(usize, usize)>, acc: &mut [f32]) {
-    let (cn, [_, fr, fw], xs) = (g.c, g.filter, g.x_strides);
-    for ow in 0..g.output[2] {
-        taps.clear();
-        for r in 0..fr {
-            let Some(ih) = input_pos(g, 1, oh, r) else { continue };
-            for s in 0..fw {
-                let Some(iw) = input_pos(g, 2, ow, s) else { continue };
-                taps.push((n * xs[0] + ih * xs[3] + iw * xs[4], r * fw + s));
+/// acc (outputs × C) = every output's Σ over its taps of src·wt: per LANES-channel block, all
+/// outputs of the row (the block's filter taps stay in L1), four at a time where they share taps.
+#[inline(always)]
+fn row_sums(acc: &mut [f32], src: *const f32, rt: &RowTaps, wt: &[f32], cn: usize) {
+    let outs = rt.outputs();
+    let mut c0 = 0;
+    while c0 + LANES <= cn {
+        let mut o = 0;
+        while o < outs {
+            if let Some(delta) = rt.run4[o] {
+                let a = taps_block4::<LANES>(src, rt.of(o), wt, cn, c0, delta);
+                for (j, aj) in a.iter().enumerate() {
+                    acc[(o + j) * cn + c0..][..LANES].copy_from_slice(aj);
+                }
+                o += 4;
+            } else {
+                acc[o * cn + c0..][..LANES].copy_from_slice(&taps_block::<LANES>(src, rt.of(o), wt, cn, c0));
+                o += 1;
             }
         }
-        taps_into(&mut acc[ow * cn..(ow + 1) * cn], x, taps, wt, cn);
+        c0 += LANES;
+    }
+    for c in c0..cn {
+        for o in 0..outs {
+            acc[o * cn + c] = taps_block::<1>(src, rt.of(o), wt, cn, c)[0];
+        }
+    }
+}
+
+/// Output row (n, oh) for the W channels at c0: the input rows its taps reach are staged with
+/// their padding as zeros (`span` columns of W channels each, in `buf`), so every output reads
+/// the same taps and four outputs share each filter vector; acc (OW pixels × C) receives them.
+#[inline(always)]
+fn forward_block<const W: usize>(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, c0: usize, buf: &mut [f32], acc: &mut [f32]) {
+    let ([_, fr, fw], xs, cn) = (g.filter, g.x_strides, g.c);
+    let (outs, sw, dw) = (g.output[2], g.stride[2], g.dilation[2]);
+    let span = buf.len() / (fr * W);
+    // Stage the rows inside the image; rows[k] is the filter row of staged row k.
+    let mut rows = [0usize; MAX_FILTER_ROWS];
+    let mut staged = 0;
+    for r in 0..fr {
+        let Some(ih) = input_pos(g, 1, oh, r) else { continue };
+        let dst = &mut buf[staged * span * W..][..span * W];
+        for (j, d) in dst.chunks_exact_mut(W).enumerate() {
+            let iw = j as isize - g.pad[2] as isize;
+            if iw < 0 || iw as usize >= g.input[2] {
+                d.fill(0.0);
+            } else {
+                // SAFETY: pixel (n, ih, iw) is inside x, whose channels c0..c0 + W are contiguous.
+                d.copy_from_slice(unsafe { std::slice::from_raw_parts(x.add(n * xs[0] + ih * xs[3] + iw as usize * xs[4] + c0), W) });
+            }
+        }
+        rows[staged] = r;
+        staged += 1;
+    }
+    let tap = |k: usize, s: usize, o: usize| -> &[f32; W] { buf[k * span * W + (o * sw + s * dw) * W..][..W].try_into().expect("W lanes") };
+    let mut o = 0;
+    while o + 4 <= outs {
+        let mut a = [[0f32; W]; 4];
+        for (k, &r) in rows[..staged].iter().enumerate() {
+            for s in 0..fw {
+                let wr: &[f32; W] = wt[(r * fw + s) * cn + c0..][..W].try_into().expect("W taps");
+                for (j, aj) in a.iter_mut().enumerate() {
+                    let xr = tap(k, s, o + j);
+                    for l in 0..W {
+                        aj[l] = xr[l].mul_add(wr[l], aj[l]);
+                    }
+                }
+            }
+        }
+        for (j, aj) in a.iter().enumerate() {
+            acc[(o + j) * cn + c0..][..W].copy_from_slice(aj);
+        }
+        o += 4;
+    }
+    for o in o..outs {
+        let mut a = [0f32; W];
+        for (k, &r) in rows[..staged].iter().enumerate() {
+            for s in 0..fw {
+                let wr: &[f32; W] = wt[(r * fw + s) * cn + c0..][..W].try_into().expect("W taps");
+                let xr = tap(k, s, o);
+                for l in 0..W {
+                    a[l] = xr[l].mul_add(wr[l], a[l]);
+                }
+            }
+        }
+        acc[o * cn + c0..][..W].copy_from_slice(&a);
+    }
+}
+
+/// Most filter rows the forward stages (the solver leaves taller forward filters to others).
+pub const MAX_FILTER_ROWS: usize = 16;
+
+/// Input columns output row reads, padding included.
+fn staged_span(g: &Geom) -> usize { (g.output[2] - 1) * g.stride[2] + (g.filter[2] - 1) * g.dilation[2] + 1 }
+
+// acc (OW pixels × C) = Σ over taps of x·w for output row (n, oh).
+simd!(forward_row(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, buf: &mut Vec<f32>, acc: &mut [f32]) {
+    let (cn, fr) = (g.c, g.filter[1]);
+    let span = staged_span(g);
+    buf.resize(fr * span * LANES, 0.0);
+    let mut c0 = 0;
+    while c0 + LANES <= cn {
+        forward_block::<LANES>(x, wt, g, n, oh, c0, buf, acc);
+        c0 += LANES;
+    }
+    for c in c0..cn {
+        forward_block::<1>(x, wt, g, n, oh, c, &mut buf[..fr * span], acc);
     }
 });
 
 // acc (IW pixels × C) = Σ over the taps and dy pixels reaching dx row (n, ih).
-simd!(backward_data_row(dy: *const f32, wt: &[f32], g: &Geom, n: usize, ih: usize, taps: &mut Vec<(usize, usize)>, acc: &mut [f32]) {
-    let (cn, [_, fr, fw], ys) = (g.c, g.filter, g.y_strides);
+simd!(backward_data_row(dy: *const f32, wt: &[f32], g: &Geom, n: usize, ih: usize, rt: &mut RowTaps, acc: &mut [f32]) {
+    let ([_, fr, fw], ys) = (g.filter, g.y_strides);
+    rt.clear();
     for iw in 0..g.input[2] {
-        taps.clear();
         for r in 0..fr {
             let Some(oh) = output_pos(g, 1, ih, r) else { continue };
             for s in 0..fw {
                 let Some(ow) = output_pos(g, 2, iw, s) else { continue };
-                taps.push((n * ys[0] + oh * ys[3] + ow * ys[4], r * fw + s));
+                rt.taps.push((n * ys[0] + oh * ys[3] + ow * ys[4], r * fw + s));
             }
         }
-        taps_into(&mut acc[iw * cn..(iw + 1) * cn], dy, taps, wt, cn);
+        rt.close();
     }
+    rt.find_runs();
+    row_sums(acc, dy, rt, wt, g.c);
 });
 
 // acc (taps × C) += Σ over rows [r0, r1) of (n, oh) of dy·x at every tap: per tap and channel
@@ -165,7 +315,7 @@ fn dot_block<const W: usize>(dy: *const f32, x: *const f32, pixels: impl Iterato
         // hold c0 + W.
         let (dr, xr) = unsafe { (&*(dy.add(yo + c0) as *const [f32; W]), &*(x.add(xo + c0) as *const [f32; W])) };
         for l in 0..W {
-            a[l] += dr[l] * xr[l];
+            a[l] = dr[l].mul_add(xr[l], a[l]);
         }
     }
     a
@@ -188,26 +338,28 @@ impl RowOut<'_> {
     /// # Safety
     /// Row (n, h) must be inside the tensor and written by no other thread.
     unsafe fn write(&self, v: &[f32], n: usize, h: usize) {
-        let (cn, width) = (v.len() / self.dims[2], self.dims[2]);
+        let (cn, width, cs) = (v.len() / self.dims[2], self.dims[2], self.strides[1]);
         let fast = (self.alpha == 1.0 && self.beta == 0.0).then(|| self.epi.bias_relu_all()).flatten();
         for w in 0..width {
             let src = &v[w * cn..(w + 1) * cn];
-            let dst = std::slice::from_raw_parts_mut((self.ptr as *mut f32).add(n * self.strides[0] + h * self.strides[3] + w * self.strides[4]), cn);
+            // Channel c of the pixel; channels-first tensors (cs > 1) take strided stores.
+            let dst = (self.ptr as *mut f32).add(n * self.strides[0] + h * self.strides[3] + w * self.strides[4]);
             match fast {
                 Some((bias, relu)) => {
                     for c in 0..cn {
                         let x = src[c] + bias.map_or(0.0, |b| b[c]);
-                        dst[c] = if relu && !(x > 0.0) { 0.0 } else { x };
+                        *dst.add(c * cs) = if relu && !(x > 0.0) { 0.0 } else { x };
                     }
                 }
                 None => {
                     let sp = h * width + w;
                     for c in 0..cn {
+                        let at = dst.add(c * cs);
                         let mut x = self.alpha * src[c];
                         if self.beta != 0.0 {
-                            x += self.beta * dst[c];
+                            x += self.beta * *at;
                         }
-                        dst[c] = self.epi.apply(x, n, c, [0, h, w], sp, self.dims[1] * width);
+                        *at = self.epi.apply(x, n, c, [0, h, w], sp, self.dims[1] * width);
                     }
                 }
             }
@@ -215,15 +367,52 @@ impl RowOut<'_> {
     }
 }
 
+/// A packed channels-last copy of a 2-D tensor (n × c × dims, `strides` N, C, D, H, W) whose
+/// channels are not contiguous, and its strides: the kernels read a pixel's channels as vectors.
+fn channels_last_copy(ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> (Vec<f32>, [usize; 5]) {
+    let [_, h, w] = dims;
+    let mut out = vec![0f32; n * h * w * c];
+    out.par_chunks_mut((w * c).max(1)).enumerate().for_each(|(row, dst)| {
+        let (ni, hi) = (row / h, row % h);
+        let src = (ptr as *const f32).wrapping_add(ni * strides[0] + hi * strides[3]);
+        // 16 channels at a time: each pixel's 16 values are one contiguous store, read from 16
+        // planes streamed side by side.
+        for c0 in (0..c).step_by(16) {
+            let cs = 16.min(c - c0);
+            for wi in 0..w {
+                let d = &mut dst[wi * c + c0..][..cs];
+                for (j, v) in d.iter_mut().enumerate() {
+                    // SAFETY: (ni, c0 + j, hi, wi) is an element of the caller's validated tensor.
+                    *v = unsafe { *src.add((c0 + j) * strides[1] + wi * strides[4]) };
+                }
+            }
+        }
+    });
+    (out, [h * w * c, 1, 0, w * c, c])
+}
+
+/// The tensor at `ptr` as the kernels read it: itself when its channels are contiguous, else a
+/// channels-last copy (kept alive by the returned buffer) and the copy's strides.
+fn readable(ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> (Option<Vec<f32>>, u64, [usize; 5]) {
+    if strides[1] == 1 {
+        return (None, ptr, strides);
+    }
+    let (copy, s) = channels_last_copy(ptr, n, c, dims, strides);
+    let at = copy.as_ptr() as u64;
+    (Some(copy), at, s)
+}
+
 /// y = epilogue(α·conv(x, w) + β·y).
-pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    let wt = taps_by_channel(g, p.w);
+/// `wt` is the filter as `taps_by_channel` lays it out.
+pub fn forward(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &CpuEpilogue) {
+    let (_keep, x, xs) = readable(p.x, g.n, g.c, g.input, g.x_strides);
+    let (g, p) = (&Geom { x_strides: xs, ..*g }, ConvPtrs { x, ..p });
     let out = RowOut { ptr: p.y, strides: g.y_strides, dims: g.output, alpha, beta, epi };
     (0..g.n * g.output[1]).into_par_iter().for_each_init(
         || (vec![0f32; g.output[2] * g.c], Vec::new()),
-        |(acc, taps), row| {
+        |(acc, buf), row| {
             let (n, oh) = (row / g.output[1], row % g.output[1]);
-            forward_row(p.x as *const f32, &wt, g, n, oh, taps, acc);
+            forward_row(p.x as *const f32, wt, g, n, oh, buf, acc);
             // SAFETY: this task owns y row (n, oh).
             unsafe { out.write(acc, n, oh) };
         },
@@ -231,14 +420,16 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) 
 }
 
 /// dx = epilogue(α·conv_bwd_data(dy, w) + β·dx).
-pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    let wt = taps_by_channel(g, p.w);
+/// `wt` is the filter as `taps_by_channel` lays it out.
+pub fn backward_data(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &CpuEpilogue) {
+    let (_keep, dy, ys) = readable(p.y, g.n, g.k, g.output, g.y_strides);
+    let (g, p) = (&Geom { y_strides: ys, ..*g }, ConvPtrs { y: dy, ..p });
     let out = RowOut { ptr: p.x, strides: g.x_strides, dims: g.input, alpha, beta, epi };
     (0..g.n * g.input[1]).into_par_iter().for_each_init(
-        || (vec![0f32; g.input[2] * g.c], Vec::new()),
+        || (vec![0f32; g.input[2] * g.c], RowTaps::default()),
         |(acc, taps), row| {
             let (n, ih) = (row / g.input[1], row % g.input[1]);
-            backward_data_row(p.y as *const f32, &wt, g, n, ih, taps, acc);
+            backward_data_row(p.y as *const f32, wt, g, n, ih, taps, acc);
             // SAFETY: this task owns dx row (n, ih).
             unsafe { out.write(acc, n, ih) };
         },
@@ -247,6 +438,9 @@ pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpil
 
 /// dw = α·conv_bwd_weights(x, dy) + β·dw.
 pub fn backward_weights(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
+    let (_keep_x, x, xs) = readable(p.x, g.n, g.c, g.input, g.x_strides);
+    let (_keep_dy, dy, ys) = readable(p.y, g.n, g.k, g.output, g.y_strides);
+    let (g, p) = (&Geom { x_strides: xs, y_strides: ys, ..*g }, ConvPtrs { x, y: dy, ..p });
     let rows = g.n * g.output[1];
     // A few rows per chunk at least (each chunk's partial sums are dw-sized).
     let chunks = (rows / ROWS_PER_CHUNK).clamp(1, WEIGHT_CHUNKS);
