@@ -91,22 +91,7 @@ cuda_tests!(refusals_name_the_cause, |h: &Handle| {
 });
 
 cuda_tests!(misaligned_pointers_take_the_element_kernel, |h: &Handle| {
-    let c = case(&CASES[0]);
-    let fp = c.fused(Dir::Forward);
-    let s = solver(SOLVER);
-    let inv = h.invoker(&fp, s).unwrap();
-    let (x, w) = (random(h, &c.x, Fill::SmallInt(-2, 2), 7), random(h, &c.w, Fill::SmallInt(-2, 2), 8));
-    let want = c.reference(Dir::Forward, (1.0, 0.0), &x.host, &w.host, &vec![0.0; c.y.element_space()]);
-    let (xm, xp) = misaligned_copy(h, &x);
-    let ym_buf = h.alloc(c.y.num_bytes() + 16).unwrap();
-    let yp = ym_buf.ptr().add(2);
-    let args = conflux::solver::RunArgs { x: xp, w: w.ptr(), y: yp, alpha: 1.0, beta: 0.0, workspace: conflux::DevPtr::NULL, workspace_bytes: 0, ops: &[] };
-    conflux::solver::invoke(&*inv, h, &args).unwrap();
-    h.synchronize().unwrap();
-    let bytes = h.read(&ym_buf).unwrap();
-    let got = conflux::element::decode(c.y.dtype(), &bytes[2..2 + c.y.num_bytes()]);
-    assert_close("misaligned x and y", &logical(&c.y, &got), &logical(&c.y, &want), 0.0);
-    drop(xm);
+    check_misaligned_forward(h, &case(&CASES[0]), SOLVER);
 });
 
 cuda_tests!(chosen_for_depthwise_and_small_groups, |h: &Handle| {

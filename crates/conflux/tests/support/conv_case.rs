@@ -2,7 +2,7 @@
 //! directions (`Dir`) with the tensors in each direction's roles, and `check_solver`, the one
 //! check of a single solver on a case.
 
-use super::{assert_close, assert_gaps_untouched, assert_unchanged, download, expect_err, logical, poisoned, random, sentinel, upload};
+use super::{assert_close, assert_gaps_untouched, assert_unchanged, download, expect_err, logical, misaligned_copy, poisoned, random, sentinel, upload};
 use conflux::conv::api::{self, Choice, Workspace};
 use conflux::conv::{self, ConvPerf};
 use conflux::fusion::FusedProblem;
@@ -182,6 +182,22 @@ pub fn check_exact_and_scaled(h: &Handle, c: &ConvCase, d: Dir, id: u64, seed: u
     assert!(check_solver(h, c, d, id, (1.0, 0.0), exact, 0.0, seed), "solution {id} refused {c:?}");
     let tol = r::compare::tolerance(dt);
     assert!(check_solver(h, c, d, id, (0.75, 0.5), Fill::Normal, tol, seed + 1000), "solution {id} refused {c:?}");
+}
+
+/// Forward through solver `name` with x and y one element past a 16-byte boundary (the
+/// kernels' element-wise fallback): exact small-integer data matches the f64 reference.
+pub fn check_misaligned_forward(h: &Handle, c: &ConvCase, name: &str) {
+    let inv = h.invoker(&c.fused(Dir::Forward), super::solver(name)).unwrap();
+    let (x, w) = (random(h, &c.x, Fill::SmallInt(-2, 2), 7), random(h, &c.w, Fill::SmallInt(-2, 2), 8));
+    let want = c.reference(Dir::Forward, (1.0, 0.0), &x.host, &w.host, &vec![0.0; c.y.element_space()]);
+    let (_keep, xp) = misaligned_copy(h, &x);
+    let y_buf = h.alloc(c.y.num_bytes() + 16).unwrap();
+    let args = conflux::solver::RunArgs { x: xp, w: w.ptr(), y: y_buf.ptr().add(2), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
+    conflux::solver::invoke(&*inv, h, &args).unwrap();
+    h.synchronize().unwrap();
+    let bytes = h.read(&y_buf).unwrap();
+    let got = conflux::element::decode(c.y.dtype(), &bytes[2..2 + c.y.num_bytes()]);
+    assert_close(&format!("{name}: misaligned x and y"), &logical(&c.y, &got), &logical(&c.y, &want), 0.0);
 }
 
 /// A 2-D case as the few-channels suites list them: (dtype, x lengths, w lengths, groups, pad,
