@@ -12,6 +12,7 @@ pub mod gemm1x1;
 pub mod implicit_gemm;
 pub mod naive;
 pub mod pointwise;
+pub mod single_pixel;
 pub mod winograd_f2;
 pub mod winograd_f4;
 
@@ -25,5 +26,6 @@ pub use gemm1x1::CpuGemm1x1;
 pub use implicit_gemm::CpuImplicitGemm;
 pub use naive::CpuNaive;
 pub use pointwise::CpuPointwise;
+pub use single_pixel::CpuSinglePixel;
 pub use winograd_f2::CpuWinograd;
 pub use winograd_f4::CpuWinograd4;

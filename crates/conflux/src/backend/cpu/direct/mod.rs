@@ -5,5 +5,6 @@
 
 pub mod depthwise;
 pub mod depthwise_nhwc;
+pub mod single_pixel;
 pub mod naive;
 pub mod taps;
