@@ -1,7 +1,7 @@
 //! Depthwise f32 convolutions, every direction and layout, computed channels-last
 //! (`backend/cpu/direct/depthwise_nhwc.rs`): channels in the vector lanes; channels-first
-//! operands are read through a channels-last copy, taken where planes are small (≤ 16×16
-//! outputs, or ≤ 32×32 with ≥ 25 taps: bench/results/2026-11-27-cpu-zoo-depthwise.md) and the
+//! operands are read through a channels-last copy, taken where planes are small (≤ 32×32
+//! outputs, or ≤ 56×56 with ≥ 25 taps: bench/results/2026-11-27-cpu-zoo-depthwise.md) and the
 //! planar direct solver's short rows fill few vector lanes.
 
 use super::common::{conv_of, run_parts};
@@ -42,7 +42,7 @@ impl Solver for CpuDepthwiseNhwc {
         }
         let plane = g.output[1] * g.output[2];
         let channels_first = g.x_strides[1] != 1 || g.y_strides[1] != 1;
-        if channels_first && plane > 256 && (plane > 1024 || g.filter_size() < 25) {
+        if channels_first && (plane > 3136 || (plane > 1024 && g.filter_size() < 25)) {
             // The copy grows with the plane; the planar kernel's rows fill their lanes.
             return Err(format!("channels-first tensors with a {}×{} output plane: the planar direct solver runs it without copies", g.output[1], g.output[2]));
         }

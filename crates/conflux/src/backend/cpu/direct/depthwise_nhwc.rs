@@ -234,9 +234,85 @@ pub const MAX_FILTER_ROWS: usize = 16;
 /// Input columns output row reads, padding included.
 fn staged_span(g: &Geom) -> usize { (g.output[2] - 1) * g.stride[2] + (g.filter[2] - 1) * g.dilation[2] + 1 }
 
+/// Output row (n, oh) read from x in place. Interior outputs (every horizontal tap inside the
+/// image) read one tap list shifted by stride·pixel per output, four at a time; the few border
+/// outputs get lists of their own.
+#[inline(always)]
+fn forward_row_in_place(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, rt: &mut RowTaps, acc: &mut [f32]) {
+    let ([_, fr, fw], xs, cn, outs) = (g.filter, g.x_strides, g.c, g.output[2]);
+    let (sw, dw, pw) = (g.stride[2], g.dilation[2], g.pad[2]);
+    // Interior: ow·sw ≥ pw and ow·sw − pw + (fw − 1)·dw ≤ iw − 1.
+    let lo = pw.div_ceil(sw).min(outs);
+    let reach = (g.input[2] + pw) as isize - 1 - ((fw - 1) * dw) as isize;
+    let hi = if reach < 0 { 0 } else { (reach as usize / sw + 1).min(outs) }.max(lo);
+    let push = |rt: &mut RowTaps, ow: usize| {
+        for r in 0..fr {
+            let Some(ih) = input_pos(g, 1, oh, r) else { continue };
+            for s in 0..fw {
+                let Some(iw) = input_pos(g, 2, ow, s) else { continue };
+                rt.taps.push((n * xs[0] + ih * xs[3] + iw * xs[4], r * fw + s));
+            }
+        }
+        rt.close();
+    };
+    rt.clear();
+    // List 0: the interior template (output lo); then one per border output.
+    push(rt, lo.min(outs.saturating_sub(1)));
+    for ow in (0..lo).chain(hi..outs) {
+        push(rt, ow);
+    }
+    let span = InPlace { lo, hi, outs, delta: sw * xs[4] };
+    let mut c0 = 0;
+    while c0 + LANES <= cn {
+        in_place_block::<LANES>(x, wt, cn, c0, &span, rt, acc);
+        c0 += LANES;
+    }
+    for c in c0..cn {
+        in_place_block::<1>(x, wt, cn, c, &span, rt, acc);
+    }
+}
+
+/// The interior outputs [lo, hi) of a row of `outs`, each `delta` elements of x past the last.
+struct InPlace {
+    lo: usize,
+    hi: usize,
+    outs: usize,
+    delta: usize,
+}
+
+/// The W channels at c0 of every output of the row: rt's list 0 is the interior template,
+/// lists 1.. the border outputs in order. (A function, not a closure: closures do not inherit
+/// the caller's vector target features.)
+#[inline(always)]
+fn in_place_block<const W: usize>(x: *const f32, wt: &[f32], cn: usize, c0: usize, sp: &InPlace, rt: &RowTaps, acc: &mut [f32]) {
+    let (lo, hi, delta) = (sp.lo, sp.hi, sp.delta);
+    let mut o = lo;
+    while o + 4 <= hi {
+        let a = taps_block4::<W>(x.wrapping_add((o - lo) * delta), rt.of(0), wt, cn, c0, delta);
+        for (j, aj) in a.iter().enumerate() {
+            acc[(o + j) * cn + c0..][..W].copy_from_slice(aj);
+        }
+        o += 4;
+    }
+    for o in o..hi {
+        acc[o * cn + c0..][..W].copy_from_slice(&taps_block::<W>(x.wrapping_add((o - lo) * delta), rt.of(0), wt, cn, c0));
+    }
+    for (i, ow) in (0..lo).chain(hi..sp.outs).enumerate() {
+        acc[ow * cn + c0..][..W].copy_from_slice(&taps_block::<W>(x, rt.of(i + 1), wt, cn, c0));
+    }
+}
+
+/// Output rows at least this wide read x in place (`forward_row_in_place`); narrower rows, most of whose outputs touch the padding,
+/// are staged with the padding as zeros.
+const STAGE_BELOW: usize = 16;
+
 // acc (OW pixels × C) = Σ over taps of x·w for output row (n, oh).
-simd!(forward_row(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, buf: &mut Vec<f32>, acc: &mut [f32]) {
+simd!(forward_row(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, buf: &mut Vec<f32>, rt: &mut RowTaps, acc: &mut [f32]) {
     let (cn, fr) = (g.c, g.filter[1]);
+    if g.output[2] >= STAGE_BELOW {
+        forward_row_in_place(x, wt, g, n, oh, rt, acc);
+        return;
+    }
     let span = staged_span(g);
     buf.resize(fr * span * LANES, 0.0);
     let mut c0 = 0;
@@ -409,10 +485,10 @@ pub fn forward(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &C
     let (g, p) = (&Geom { x_strides: xs, ..*g }, ConvPtrs { x, ..p });
     let out = RowOut { ptr: p.y, strides: g.y_strides, dims: g.output, alpha, beta, epi };
     (0..g.n * g.output[1]).into_par_iter().for_each_init(
-        || (vec![0f32; g.output[2] * g.c], Vec::new()),
-        |(acc, buf), row| {
+        || (vec![0f32; g.output[2] * g.c], Vec::new(), RowTaps::default()),
+        |(acc, buf, rt), row| {
             let (n, oh) = (row / g.output[1], row % g.output[1]);
-            forward_row(p.x as *const f32, wt, g, n, oh, buf, acc);
+            forward_row(p.x as *const f32, wt, g, n, oh, buf, rt, acc);
             // SAFETY: this task owns y row (n, oh).
             unsafe { out.write(acc, n, oh) };
         },
