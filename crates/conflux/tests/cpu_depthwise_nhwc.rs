@@ -17,12 +17,16 @@ const SOLVER: &str = "CpuConvDepthwiseNhwc";
 /// (x lengths, filter [r, s], pad, stride, dilation)
 type Spec = ([usize; 4], [usize; 2], [i64; 2], [i64; 2], [i64; 2]);
 
-const CASES: [Spec; 5] = [
+const CASES: [Spec; 7] = [
     ([2, 16, 9, 10], [3, 3], [1, 1], [1, 1], [1, 1]),
     ([2, 24, 12, 11], [3, 3], [1, 1], [2, 2], [1, 1]),
     ([1, 8, 11, 12], [7, 7], [3, 3], [1, 1], [1, 1]),
     ([2, 12, 13, 13], [5, 5], [2, 2], [2, 2], [2, 2]),
     ([1, 5, 10, 9], [2, 3], [0, 1], [3, 1], [1, 1]),
+    // Rows of 16 outputs or more: channels-last forward reads x in place (interior outputs four
+    // at a time, borders on their own lists); a block of 16 channels plus a remainder.
+    ([1, 20, 9, 40], [3, 3], [1, 1], [1, 1], [1, 1]),
+    ([1, 18, 7, 37], [5, 5], [2, 2], [2, 2], [1, 1]),
 ];
 
 fn case(&(lx, [r, s], pad, stride, dil): &Spec, lay: Lay) -> ConvCase {

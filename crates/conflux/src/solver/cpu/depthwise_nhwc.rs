@@ -1,8 +1,9 @@
 //! Depthwise f32 convolutions, every direction and layout, computed channels-last
-//! (`backend/cpu/direct/depthwise_nhwc.rs`): channels in the vector lanes; channels-first
-//! operands are read through a channels-last copy, taken where planes are small (≤ 32×32
-//! outputs, or ≤ 56×56 with ≥ 25 taps: bench/results/2026-11-27-cpu-zoo-depthwise.md) and the
-//! planar direct solver's short rows fill few vector lanes.
+//! (`backend/cpu/direct/depthwise_nhwc.rs`): channels in the vector lanes. Channels-first
+//! operands are transposed row by row as the forward stages them (filters of ≤ 1.5 × stride
+//! rows, any plane), else copied channels-last where planes are small (≤ 32×32 outputs, or
+//! ≤ 56×56 with ≥ 25 taps): there the planar direct solver's short rows fill few vector lanes
+//! (bench/results/2026-11-27-cpu-zoo-depthwise.md).
 
 use super::common::{conv_of, run_parts};
 use crate::backend::cpu::direct::depthwise_nhwc as kernels;
@@ -42,7 +43,8 @@ impl Solver for CpuDepthwiseNhwc {
         }
         let plane = g.output[1] * g.output[2];
         let channels_first = g.x_strides[1] != 1 || g.y_strides[1] != 1;
-        if channels_first && (plane > 3136 || (plane > 1024 && g.filter_size() < 25)) {
+        let no_copy = conv.direction == Direction::Forward && kernels::transposes_while_staging(&g);
+        if channels_first && !no_copy && (plane > 3136 || (plane > 1024 && g.filter_size() < 25)) {
             // The copy grows with the plane; the planar kernel's rows fill their lanes.
             return Err(format!("channels-first tensors with a {}×{} output plane: the planar direct solver runs it without copies", g.output[1], g.output[2]));
         }

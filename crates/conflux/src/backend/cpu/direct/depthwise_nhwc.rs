@@ -186,8 +186,17 @@ fn forward_block<const W: usize>(x: *const f32, wt: &[f32], g: &Geom, n: usize, 
             if iw < 0 || iw as usize >= g.input[2] {
                 d.fill(0.0);
             } else {
-                // SAFETY: pixel (n, ih, iw) is inside x, whose channels c0..c0 + W are contiguous.
-                d.copy_from_slice(unsafe { std::slice::from_raw_parts(x.add(n * xs[0] + ih * xs[3] + iw as usize * xs[4] + c0), W) });
+                let at = n * xs[0] + ih * xs[3] + iw as usize * xs[4];
+                if xs[1] == 1 {
+                    // SAFETY: pixel (n, ih, iw) is inside x, whose channels c0..c0 + W are contiguous.
+                    d.copy_from_slice(unsafe { std::slice::from_raw_parts(x.add(at + c0), W) });
+                } else {
+                    // Channels-first x: the W channels' rows are transposed as they are staged.
+                    for (l, v) in d.iter_mut().enumerate() {
+                        // SAFETY: (n, c0 + l, ih, iw) is an element of x.
+                        *v = unsafe { *x.add(at + (c0 + l) * xs[1]) };
+                    }
+                }
             }
         }
         rows[staged] = r;
@@ -302,14 +311,15 @@ fn in_place_block<const W: usize>(x: *const f32, wt: &[f32], cn: usize, c0: usiz
     }
 }
 
-/// Output rows at least this wide read x in place (`forward_row_in_place`); narrower rows, most of whose outputs touch the padding,
+/// Channels-last output rows at least this wide read x in place (`forward_row_in_place`);
+/// narrower rows and channels-first x, most of whose outputs touch the padding,
 /// are staged with the padding as zeros.
 const STAGE_BELOW: usize = 16;
 
 // acc (OW pixels × C) = Σ over taps of x·w for output row (n, oh).
 simd!(forward_row(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, buf: &mut Vec<f32>, rt: &mut RowTaps, acc: &mut [f32]) {
     let (cn, fr) = (g.c, g.filter[1]);
-    if g.output[2] >= STAGE_BELOW {
+    if g.output[2] >= STAGE_BELOW && g.x_strides[1] == 1 {
         forward_row_in_place(x, wt, g, n, oh, rt, acc);
         return;
     }
@@ -478,10 +488,17 @@ fn readable(ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5])
     (Some(copy), at, s)
 }
 
+/// Whether the forward reads channels-first x without a copy, transposing the rows it stages:
+/// where each input row is staged at most 1.5 times (filter rows ≤ 1.5 × stride; 3×3 stride 2).
+/// Taller filters restage each row more often than one copy of x costs.
+pub fn transposes_while_staging(g: &Geom) -> bool { g.x_strides[1] != 1 && 2 * g.filter[1] <= 3 * g.stride[1] }
+
 /// y = epilogue(α·conv(x, w) + β·y).
 /// `wt` is the filter as `taps_by_channel` lays it out.
 pub fn forward(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    let (_keep, x, xs) = readable(p.x, g.n, g.c, g.input, g.x_strides);
+    // Channels-first x: transposed row by row as the staged path reads it where each input row
+    // is staged at most 1.5 times, else copied channels-last once.
+    let (_keep, x, xs) = if transposes_while_staging(g) { (None, p.x, g.x_strides) } else { readable(p.x, g.n, g.c, g.input, g.x_strides) };
     let (g, p) = (&Geom { x_strides: xs, ..*g }, ConvPtrs { x, ..p });
     let out = RowOut { ptr: p.y, strides: g.y_strides, dims: g.output, alpha, beta, epi };
     (0..g.n * g.output[1]).into_par_iter().for_each_init(
