@@ -11,6 +11,7 @@
 //! order, so reruns are bit-identical.
 
 use crate::backend::cpu::direct::naive::ConvPtrs;
+use super::depthwise_io::{readable, RowOut};
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::problem::Geom;
 use rayon::prelude::*;
@@ -405,87 +406,6 @@ fn dot_block<const W: usize>(dy: *const f32, x: *const f32, pixels: impl Iterato
         }
     }
     a
-}
-
-/// Where a row of results goes: pixels `width` of row (n, h) of a channels-last tensor.
-struct RowOut<'a> {
-    ptr: u64,
-    strides: [usize; 5],
-    dims: [usize; 3],
-    alpha: f32,
-    beta: f32,
-    epi: &'a CpuEpilogue,
-}
-
-impl RowOut<'_> {
-    /// out[n, :, h, w] = epi(α·v + β·out_old) for every pixel w of the row; β = 0 never reads
-    /// the old value.
-    ///
-    /// # Safety
-    /// Row (n, h) must be inside the tensor and written by no other thread.
-    unsafe fn write(&self, v: &[f32], n: usize, h: usize) {
-        let (cn, width, cs) = (v.len() / self.dims[2], self.dims[2], self.strides[1]);
-        let fast = (self.alpha == 1.0 && self.beta == 0.0).then(|| self.epi.bias_relu_all()).flatten();
-        for w in 0..width {
-            let src = &v[w * cn..(w + 1) * cn];
-            // Channel c of the pixel; channels-first tensors (cs > 1) take strided stores.
-            let dst = (self.ptr as *mut f32).add(n * self.strides[0] + h * self.strides[3] + w * self.strides[4]);
-            match fast {
-                Some((bias, relu)) => {
-                    for c in 0..cn {
-                        let x = src[c] + bias.map_or(0.0, |b| b[c]);
-                        *dst.add(c * cs) = if relu && !(x > 0.0) { 0.0 } else { x };
-                    }
-                }
-                None => {
-                    let sp = h * width + w;
-                    for c in 0..cn {
-                        let at = dst.add(c * cs);
-                        let mut x = self.alpha * src[c];
-                        if self.beta != 0.0 {
-                            x += self.beta * *at;
-                        }
-                        *at = self.epi.apply(x, n, c, [0, h, w], sp, self.dims[1] * width);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// A packed channels-last copy of a 2-D tensor (n × c × dims, `strides` N, C, D, H, W) whose
-/// channels are not contiguous, and its strides: the kernels read a pixel's channels as vectors.
-fn channels_last_copy(ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> (Vec<f32>, [usize; 5]) {
-    let [_, h, w] = dims;
-    let mut out = vec![0f32; n * h * w * c];
-    out.par_chunks_mut((w * c).max(1)).enumerate().for_each(|(row, dst)| {
-        let (ni, hi) = (row / h, row % h);
-        let src = (ptr as *const f32).wrapping_add(ni * strides[0] + hi * strides[3]);
-        // 16 channels at a time: each pixel's 16 values are one contiguous store, read from 16
-        // planes streamed side by side.
-        for c0 in (0..c).step_by(16) {
-            let cs = 16.min(c - c0);
-            for wi in 0..w {
-                let d = &mut dst[wi * c + c0..][..cs];
-                for (j, v) in d.iter_mut().enumerate() {
-                    // SAFETY: (ni, c0 + j, hi, wi) is an element of the caller's validated tensor.
-                    *v = unsafe { *src.add((c0 + j) * strides[1] + wi * strides[4]) };
-                }
-            }
-        }
-    });
-    (out, [h * w * c, 1, 0, w * c, c])
-}
-
-/// The tensor at `ptr` as the kernels read it: itself when its channels are contiguous, else a
-/// channels-last copy (kept alive by the returned buffer) and the copy's strides.
-fn readable(ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> (Option<Vec<f32>>, u64, [usize; 5]) {
-    if strides[1] == 1 {
-        return (None, ptr, strides);
-    }
-    let (copy, s) = channels_last_copy(ptr, n, c, dims, strides);
-    let at = copy.as_ptr() as u64;
-    (Some(copy), at, s)
 }
 
 /// Whether the forward reads channels-first x without a copy, transposing the rows it stages:

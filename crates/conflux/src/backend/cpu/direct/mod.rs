@@ -4,6 +4,7 @@
 //! geometry (`naive`).
 
 pub mod depthwise;
+mod depthwise_io;
 pub mod depthwise_nhwc;
 pub mod single_pixel;
 pub mod naive;
