@@ -73,13 +73,15 @@ pub fn time_solvers(
     };
     let mut timed = Vec::new();
     for Candidate { solver: sv, need, space } in candidates {
-        let measured = if space.is_empty() {
-            let r = invoker(s, problem, sv).and_then(|inv| time_one(inv.as_ref()));
-            steps.done(sv.name(), None, r.as_ref().copied());
-            r
-        } else {
-            tune(s, problem, sv, &space, &time_one, &mut steps)
-        };
+        let measured = isolated(sv.name(), || {
+            if space.is_empty() {
+                let r = invoker(s, problem, sv).and_then(|inv| time_one(inv.as_ref()));
+                steps.done(sv.name(), None, r.as_ref().copied());
+                r
+            } else {
+                tune(s, problem, sv, &space, &time_one, &mut steps)
+            }
+        });
         match measured {
             Ok(ms) => timed.push((FindEntry { solver: sv.name(), solution_id: sv.solution_id(), algorithm: sv.algorithm(), time_ms: ms, workspace_bytes: need }, sv)),
             Err(e) => {
@@ -94,6 +96,15 @@ pub fn time_solvers(
         run(invoker(s, problem, timed[0].1)?.as_ref())?;
     }
     Ok(timed.into_iter().map(|(e, _)| e).collect())
+}
+
+/// `f`, with a panic turned into an InternalError naming `solver`: one solver that panics while
+/// it is built or timed costs Find that candidate, not the whole search.
+fn isolated<T>(solver: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let msg = payload.downcast_ref::<&str>().map(|m| m.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_default();
+        Err(crate::Error::internal(format!("{solver} panicked: {msg}")))
+    })
 }
 
 /// Exhaustive search over a tunable solver's configurations: time each, keep the fastest as
@@ -141,3 +152,15 @@ pub fn best_per_algorithm(measured: &[FindEntry], count: usize) -> Vec<ConvPerf>
     out
 }
 
+#[cfg(test)]
+mod tests {
+    use super::isolated;
+
+    #[test]
+    fn a_panicking_candidate_becomes_an_error_naming_it() {
+        let r: crate::error::Result<()> = isolated("SomeSolver", || panic!("index out of bounds"));
+        let e = r.unwrap_err();
+        assert!(e.reason.contains("SomeSolver panicked: index out of bounds"), "{}", e.reason);
+        assert_eq!(isolated("SomeSolver", || Ok(3)).unwrap(), 3);
+    }
+}
