@@ -45,9 +45,39 @@ pub fn record_name(kind: &str, ext: &str, device_identity: &str, parts: &[&str])
     format!("{}.{ext}", hash_key(&all))
 }
 
-/// Write `payload` under `dir/name` atomically, tagged with `magic` (8 bytes).
+/// A temporary file older than this belongs to a writer that died (killed between write and
+/// rename): live writers rename theirs within milliseconds.
+const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Remove `dir`'s orphaned temporary files, once per folder per process.
+fn sweep_orphans(dir: &Path) {
+    static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut swept = SWEPT.lock().unwrap_or_else(|p| p.into_inner());
+        if swept.iter().any(|d| d == dir) {
+            return;
+        }
+        swept.push(dir.to_path_buf());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with('.') && name.ends_with(".tmp")) {
+            continue;
+        }
+        let old = e.metadata().ok().filter(|m| m.is_file()).and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok()).is_some_and(|age| age > ORPHAN_AGE);
+        if old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Write `payload` under `dir/name` atomically, tagged with `magic` (8 bytes). The first write
+/// into a folder in a process also removes temporary files that writers killed mid-write left.
 pub fn write_entry(dir: &Path, name: &str, magic: &[u8; 8], payload: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
+    sweep_orphans(dir);
     let mut data = Vec::with_capacity(payload.len() + 40);
     data.extend_from_slice(magic);
     data.extend_from_slice(&Sha256::digest(payload));
@@ -88,6 +118,23 @@ mod tests {
 
     /// A FIFO, a directory or a dangling link in an entry's place is ignored at once (a FIFO
     /// used to block the lookup forever); a regular entry still reads back.
+    #[test]
+    fn orphaned_temporaries_are_swept_and_live_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("conflux-orphans-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (orphan, live) = (dir.join(".abc.123.ThreadId(1).tmp"), dir.join(".def.456.ThreadId(2).tmp"));
+        std::fs::write(&orphan, b"partial").unwrap();
+        std::fs::write(&live, b"partial").unwrap();
+        let f = std::fs::File::options().write(true).open(&orphan).unwrap();
+        f.set_modified(std::time::SystemTime::now() - 2 * ORPHAN_AGE).unwrap();
+        drop(f);
+        write_entry(&dir, "entry", b"TESTMAGC", b"payload").unwrap();
+        assert!(!orphan.exists(), "a temporary older than ORPHAN_AGE was kept");
+        assert!(live.exists(), "a fresh temporary (a live writer's) was removed");
+        assert_eq!(read_entry(&dir, "entry", b"TESTMAGC").as_deref(), Some(&b"payload"[..]));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn only_regular_files_are_read() {
         let dir = std::env::temp_dir().join(format!("conflux-cache-test-{}", std::process::id()));
