@@ -1,7 +1,7 @@
 //! Per-thread scratch buffers, reused across calls: a fresh multi-megabyte allocation per
 //! convolution costs page faults comparable to the convolution itself.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 /// Named slots, so nested users on one thread never share a buffer.
 #[derive(Clone, Copy)]
@@ -22,13 +22,30 @@ pub enum Slot {
 
 thread_local! {
     static SCRATCH: [RefCell<Vec<f32>>; 8] = Default::default();
+    /// Consecutive uses of each slot that needed under a quarter of its buffer.
+    static SMALL_USES: [Cell<u32>; 8] = Default::default();
 }
+
+/// A buffer above this many f32 (64 MiB) is given back once `SHRINK_AFTER` consecutive uses
+/// needed under a quarter of it: one huge layer must not pin its scratch for the thread's life,
+/// while a large layer that comes back every few calls keeps it.
+const LARGE: usize = 16 << 20;
+const SHRINK_AFTER: u32 = 16;
 
 /// Run `f` with `len` f32 of scratch (contents unspecified). If the slot is busy on this
 /// thread (re-entrant use), a temporary buffer is used instead.
 pub fn with_scratch<R>(slot: Slot, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     SCRATCH.with(|s| match s[slot as usize].try_borrow_mut() {
         Ok(mut v) => {
+            let small = SMALL_USES.with(|c| {
+                let c = &c[slot as usize];
+                c.set(if v.len() > LARGE && len < v.len() / 4 { c.get() + 1 } else { 0 });
+                c.get() >= SHRINK_AFTER
+            });
+            if small {
+                *v = Vec::new();
+                SMALL_USES.with(|c| c[slot as usize].set(0));
+            }
             if v.len() < len {
                 v.resize(len, 0.0);
             }
@@ -37,6 +54,9 @@ pub fn with_scratch<R>(slot: Slot, len: usize, f: impl FnOnce(&mut [f32]) -> R) 
         Err(_) => f(&mut vec![0.0; len]),
     })
 }
+
+/// f32 held by `slot` on this thread (tests).
+pub fn held(slot: Slot) -> usize { SCRATCH.with(|s| s[slot as usize].borrow().len()) }
 
 /// `with_scratch` with the buffer starting on a cache line: transform panels are written and
 /// read 64 bytes at a time, and a misaligned base split every access in two (it made the
@@ -47,4 +67,27 @@ pub fn with_scratch_aligned<R>(slot: Slot, len: usize, f: impl FnOnce(&mut [f32]
         let skip = buf.as_ptr().align_offset(64).min(16);
         f(&mut buf[skip..skip + len])
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_buffer_is_given_back_after_many_small_uses() {
+        with_scratch(Slot::Task2, LARGE + 1, |b| b[0] = 1.0);
+        assert!(held(Slot::Task2) > LARGE);
+        for _ in 0..SHRINK_AFTER - 1 {
+            with_scratch(Slot::Task2, 1000, |b| b[0] = 1.0);
+        }
+        assert!(held(Slot::Task2) > LARGE, "given back too early");
+        // A large use in between resets the count.
+        with_scratch(Slot::Task2, LARGE, |b| b[0] = 1.0);
+        for _ in 0..SHRINK_AFTER - 1 {
+            with_scratch(Slot::Task2, 1000, |b| b[0] = 1.0);
+        }
+        assert!(held(Slot::Task2) > LARGE, "a returning large layer lost its buffer");
+        with_scratch(Slot::Task2, 1000, |b| b[0] = 1.0);
+        assert!(held(Slot::Task2) < LARGE / 4, "still holding {} f32", held(Slot::Task2));
+    }
 }
