@@ -13,6 +13,7 @@ pub mod implicit_gemm;
 pub mod naive;
 pub mod pointwise;
 pub mod single_pixel;
+pub mod small_groups;
 pub mod winograd_f2;
 pub mod winograd_f4;
 
@@ -27,5 +28,6 @@ pub use implicit_gemm::CpuImplicitGemm;
 pub use naive::CpuNaive;
 pub use pointwise::CpuPointwise;
 pub use single_pixel::CpuSinglePixel;
+pub use small_groups::CpuSmallGroups;
 pub use winograd_f2::CpuWinograd;
 pub use winograd_f4::CpuWinograd4;

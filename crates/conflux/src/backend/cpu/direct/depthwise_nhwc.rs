@@ -39,7 +39,7 @@ pub fn taps_by_channel(g: &Geom, w: u64, t: &mut [f32]) {
 
 /// Input position o·stride − pad + tap·dilation along axis `a` (1 = H, 2 = W), if inside.
 #[inline(always)]
-fn input_pos(g: &Geom, a: usize, o: usize, tap: usize) -> Option<usize> {
+pub(super) fn input_pos(g: &Geom, a: usize, o: usize, tap: usize) -> Option<usize> {
     let i = (o * g.stride[a] + tap * g.dilation[a]) as isize - g.pad[a] as isize;
     (i >= 0 && (i as usize) < g.input[a]).then_some(i as usize)
 }

@@ -7,5 +7,6 @@ pub mod depthwise;
 mod depthwise_io;
 pub mod depthwise_nhwc;
 pub mod single_pixel;
+pub mod small_groups;
 pub mod naive;
 pub mod taps;
