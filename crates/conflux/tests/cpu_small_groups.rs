@@ -1,4 +1,4 @@
-//! The small-groups CPU solver (4, 8 or 16 output channels and up to 16 input channels per
+//! The small-groups CPU solver (4, 8, 16 or 32 output channels and up to 32 input channels per
 //! group: ResNeXt's grouped 3×3 layers): strides 1 and 2, padding, dilation, 1×1 and 5×5
 //! filters, rows wide enough for the four-output blocks and their borders, NCHW / NHWC /
 //! gapped tensors, through `check_solver` (f64 reference, poisoned output, bit-identical rerun,
@@ -11,7 +11,7 @@ use support::*;
 
 const SOLVER: &str = "CpuConvSmallGroups";
 
-const CASES: [GroupedSpec; 7] = [
+const CASES: [GroupedSpec; 8] = [
     (DataType::Float, &[2, 32, 9, 14], &[32, 8, 3, 3], 4, 1, 1, 1, Lay::Packed),
     (DataType::Float, &[1, 64, 12, 17], &[64, 8, 3, 3], 8, 1, 2, 1, Lay::ChannelsLast),
     (DataType::Float, &[2, 16, 8, 13], &[16, 4, 3, 3], 4, 1, 1, 1, Lay::Gapped),
@@ -19,6 +19,8 @@ const CASES: [GroupedSpec; 7] = [
     (DataType::Float, &[2, 12, 7, 11], &[16, 3, 5, 5], 4, 2, 1, 1, Lay::Packed),
     (DataType::Float, &[1, 24, 6, 9], &[48, 2, 1, 1], 12, 0, 1, 1, Lay::ChannelsLast),
     (DataType::Float, &[1, 16, 5, 3], &[32, 8, 3, 3], 2, 1, 2, 1, Lay::Packed),
+    // ResNeXt's last stage: 32 in and 32 out per group, stride 2.
+    (DataType::Float, &[1, 64, 11, 13], &[64, 32, 3, 3], 2, 1, 2, 1, Lay::Packed),
 ];
 
 #[test]
@@ -38,7 +40,7 @@ fn refusals_name_the_cause() {
     let h = Handle::cpu();
     let s = solver(SOLVER);
     let check = |spec: &GroupedSpec, d: Dir| s.check(&grouped_case(spec).fused(d), h.device().info()).unwrap_err();
-    assert!(check(&(DataType::Float, &[1, 64, 8, 8], &[64, 32, 3, 3], 2, 1, 1, 1, Lay::Packed), Dir::Forward).contains("channels per group"));
+    assert!(check(&(DataType::Float, &[1, 128, 8, 8], &[128, 64, 3, 3], 2, 1, 1, 1, Lay::Packed), Dir::Forward).contains("channels per group"));
     assert!(check(&(DataType::Float, &[1, 16, 8, 8], &[24, 8, 3, 3], 2, 1, 1, 1, Lay::Packed), Dir::Forward).contains("channels per group"));
     assert!(check(&(DataType::Float, &[1, 16, 8, 8], &[8, 16, 3, 3], 1, 1, 1, 1, Lay::Packed), Dir::Forward).contains("ungrouped"));
     assert!(check(&(DataType::Half, &[1, 16, 8, 8], &[16, 8, 3, 3], 2, 1, 1, 1, Lay::Packed), Dir::Forward).contains("f32 only"));

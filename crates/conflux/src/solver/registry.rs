@@ -49,7 +49,7 @@ static CPU: &[Entry] = &[
     entry(&CpuPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution, so order among convolutions is moot"),
     entry(&CpuSinglePixel, Role::Standalone, "1×1 filters with one output pixel per image (squeeze-and-excitation, fully connected): a dot product per output, where GEMM panels and tiles cost more than the products"),
     entry(&CpuDepthwiseNhwc, Role::Standalone, "f32 depthwise computed channels-last (channels-first operands copied): channels fill the vector lanes where planar rows of 7–56 pixels leave them half empty"),
-    entry(&CpuSmallGroups, Role::Standalone, "groups of 4–16 output channels (ResNeXt): a direct channels-last kernel where a GEMM per group is a sliver of rows"),
+    entry(&CpuSmallGroups, Role::Standalone, "groups of 4–32 output channels (ResNeXt): a direct channels-last kernel where a GEMM per group is a sliver of rows"),
     entry(&CpuDirect, Role::Standalone, "short reductions only (depthwise, few channels), where GEMM packing costs more than it saves"),
     entry(&CpuWinograd4, Role::Standalone, "F(4×4,3×3) beats the GEMM solvers on the 3×3 layers it accepts (refuses few tiles with many filters)"),
     entry(&CpuAmx1x1, Role::Standalone, "1×1 on AMX tiles at f32 accuracy beats the AVX-512 1×1 solver where the CPU has AMX"),

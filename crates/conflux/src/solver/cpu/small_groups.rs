@@ -1,5 +1,5 @@
-//! Forward f32 convolutions with small groups (4, 8 or 16 output channels and at most 16 input
-//! channels per group: ResNeXt's grouped 3×3 layers) on a direct channels-last kernel
+//! Forward f32 convolutions with small groups (4, 8, 16 or 32 output channels and at most 32
+//! input channels per group: ResNeXt's grouped 3×3 layers) on a direct channels-last kernel
 //! (`backend/cpu/direct/small_groups.rs`): per group a GEMM would be a sliver of KG rows.
 
 use super::common::{conv_of, run_parts};
@@ -13,7 +13,7 @@ use crate::types::{ConvAlgorithm, DataType, Direction};
 use std::sync::Arc;
 
 /// Most input channels per group (each a broadcast against the group's output vector).
-const MAX_GROUP_INPUTS: usize = 16;
+const MAX_GROUP_INPUTS: usize = 32;
 
 pub struct CpuSmallGroups;
 
@@ -42,7 +42,7 @@ impl Solver for CpuSmallGroups {
             return Err("ungrouped".into());
         }
         if !kernels::GROUP_OUTPUTS.contains(&g.kg()) || g.cg() > MAX_GROUP_INPUTS {
-            return Err(format!("{} → {} channels per group (4, 8 or 16 outputs from at most {MAX_GROUP_INPUTS} inputs)", g.cg(), g.kg()));
+            return Err(format!("{} → {} channels per group (4, 8, 16 or 32 outputs from at most {MAX_GROUP_INPUTS} inputs)", g.cg(), g.kg()));
         }
         if g.filter[0] != 1 || g.input[0] != 1 {
             return Err("2-D convolutions only".into());

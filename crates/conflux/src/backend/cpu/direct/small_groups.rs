@@ -1,4 +1,4 @@
-//! Forward f32 convolutions with small groups (ResNeXt: 4–16 input and output channels per
+//! Forward f32 convolutions with small groups (ResNeXt: 4–32 input and output channels per
 //! group), computed channels-last: for each output pixel and group, every input channel of the
 //! group is broadcast against a vector of the group's KG output channels, over every tap. A
 //! GEMM per group runs tiles of KG rows over CG·taps products and packs them for each group;
@@ -13,7 +13,7 @@ use crate::problem::Geom;
 use rayon::prelude::*;
 
 /// Output channels per group the kernel is built for (one vector of sums per group).
-pub const GROUP_OUTPUTS: [usize; 3] = [4, 8, 16];
+pub const GROUP_OUTPUTS: [usize; 4] = [4, 8, 16, 32];
 
 /// Length of the filter as `filter_by_group` lays it out.
 pub fn filter_len(g: &Geom) -> usize { g.k * g.cg() * g.filter_size() }
@@ -98,7 +98,8 @@ simd!(row_dispatch(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, acc
     match g.kg() {
         4 => row::<4>(x, wt, g, n, oh, acc),
         8 => row::<8>(x, wt, g, n, oh, acc),
-        _ => row::<16>(x, wt, g, n, oh, acc),
+        16 => row::<16>(x, wt, g, n, oh, acc),
+        _ => row::<32>(x, wt, g, n, oh, acc),
     }
 });
 
