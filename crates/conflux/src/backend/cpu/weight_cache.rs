@@ -55,6 +55,22 @@ impl Transformed {
     fn as_mut_slice(&mut self) -> &mut [f32] { &mut self.buf[self.off..self.off + self.len] }
 }
 
+/// `problem`'s filter at `w` transformed by `fill` (given `len` zeroed values): kept in `cache`
+/// when there is one (the caller promised constant weights), else made for this call only.
+///
+/// # Safety
+/// `w` addresses the filter `problem`'s descriptors describe.
+pub unsafe fn transformed_filter(cache: Option<&WeightCache>, problem: &FusedProblem, w: u64, len: usize, fill: impl FnOnce(&mut [f32])) -> Arc<Transformed> {
+    match cache {
+        Some(c) => c.filter(problem, w, len, fill),
+        None => {
+            let mut t = Transformed::new(len);
+            fill(t.as_mut_slice());
+            Arc::new(t)
+        }
+    }
+}
+
 struct Entry {
     addr: usize,
     sample: Vec<u32>,

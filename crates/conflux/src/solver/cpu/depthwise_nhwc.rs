@@ -7,7 +7,7 @@
 
 use super::common::{conv_of, run_parts};
 use crate::backend::cpu::direct::depthwise_nhwc as kernels;
-use crate::backend::cpu::weight_cache::WeightCache;
+use crate::backend::cpu::weight_cache::{transformed_filter, WeightCache};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::Result;
 use crate::problem::{FusedProblem, Geom};
@@ -72,22 +72,9 @@ impl Invoker for DepthwiseInvoker {
             return Ok(());
         }
         let fill = |t: &mut [f32]| kernels::taps_by_channel(&g, r.ptrs.w, t);
-        let (cached, fresh);
-        let wt: &[f32] = match &self.taps {
-            // SAFETY: w is the filter the problem describes (run_parts validated the arguments).
-            Some(cache) => {
-                cached = unsafe { cache.filter(&self.problem, r.ptrs.w, kernels::taps_len(&g), fill) };
-                cached.as_slice()
-            }
-            None => {
-                fresh = {
-                    let mut t = vec![0f32; kernels::taps_len(&g)];
-                    fill(&mut t);
-                    t
-                };
-                &fresh
-            }
-        };
+        // SAFETY: w is the filter the problem describes (run_parts validated the arguments).
+        let wt = unsafe { transformed_filter(self.taps.as_ref(), &self.problem, r.ptrs.w, kernels::taps_len(&g), fill) };
+        let wt = wt.as_slice();
         if dir == Direction::Forward {
             kernels::forward(&g, r.ptrs, wt, r.alpha, r.beta, &r.epi);
         } else {

@@ -4,7 +4,7 @@
 
 use super::common::{conv_of, run_parts};
 use crate::backend::cpu::direct::small_groups as kernels;
-use crate::backend::cpu::weight_cache::WeightCache;
+use crate::backend::cpu::weight_cache::{transformed_filter, WeightCache};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
@@ -67,22 +67,9 @@ impl Invoker for SmallGroupsInvoker {
             return Err(Error::internal("CpuConvSmallGroups: not a forward problem"));
         }
         let fill = |t: &mut [f32]| kernels::filter_by_group(&g, r.ptrs.w, t);
-        let (cached, fresh);
-        let wt: &[f32] = match &self.filter {
-            // SAFETY: w is the filter the problem describes (run_parts validated the arguments).
-            Some(cache) => {
-                cached = unsafe { cache.filter(&self.problem, r.ptrs.w, kernels::filter_len(&g), fill) };
-                cached.as_slice()
-            }
-            None => {
-                fresh = {
-                    let mut t = vec![0f32; kernels::filter_len(&g)];
-                    fill(&mut t);
-                    t
-                };
-                &fresh
-            }
-        };
+        // SAFETY: w is the filter the problem describes (run_parts validated the arguments).
+        let wt = unsafe { transformed_filter(self.filter.as_ref(), &self.problem, r.ptrs.w, kernels::filter_len(&g), fill) };
+        let wt = wt.as_slice();
         kernels::forward(&g, r.ptrs, wt, r.alpha, r.beta, &r.epi);
         Ok(())
     }
