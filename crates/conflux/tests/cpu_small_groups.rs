@@ -25,14 +25,7 @@ const CASES: [GroupedSpec; 8] = [
 
 #[test]
 fn every_case() {
-    let h = Handle::cpu();
-    let id = solution_id(SOLVER);
-    for (i, spec) in CASES.iter().enumerate() {
-        let c = grouped_case(spec);
-        let chosen = conflux::search::choose(&h, &c.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
-        assert_eq!(chosen.name(), SOLVER, "{c:?}");
-        check_exact_and_scaled(&h, &c, Dir::Forward, id, 7000 + 10 * i as u64);
-    }
+    check_chosen_cases(&Handle::cpu(), &CASES, Dir::Forward, SOLVER, 7000);
 }
 
 #[test]

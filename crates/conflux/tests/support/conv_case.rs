@@ -200,6 +200,18 @@ pub fn check_misaligned_forward(h: &Handle, c: &ConvCase, name: &str) {
     assert_close(&format!("{name}: misaligned x and y"), &logical(&c.y, &got), &logical(&c.y, &want), 0.0);
 }
 
+/// Every spec of `cases` in direction `d`: immediate mode chooses solver `name`, which matches
+/// the reference on exact and α/β data (`check_exact_and_scaled`, seeds from `seed`).
+pub fn check_chosen_cases(h: &Handle, cases: &[GroupedSpec], d: Dir, name: &str, seed: u64) {
+    let id = super::solution_id(name);
+    for (i, spec) in cases.iter().enumerate() {
+        let c = grouped_case(spec);
+        let chosen = conflux::search::choose(h, &c.fused(d), Choice::Auto, 0).unwrap();
+        assert_eq!(chosen.name(), name, "{c:?}");
+        check_exact_and_scaled(h, &c, d, id, seed + 10 * i as u64);
+    }
+}
+
 /// A 2-D case as the few-channels suites list them: (dtype, x lengths, w lengths, groups, pad,
 /// stride, dilation, layout of x, w and y), the same in both spatial axes.
 pub type GroupedSpec = (conflux::DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, super::Lay);

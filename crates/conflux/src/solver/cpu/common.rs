@@ -22,6 +22,19 @@ pub fn conv_of(problem: &FusedProblem) -> std::result::Result<(&ConvProblem, &[E
 }
 
 /// Pointers, α/β and the epilogue (resolved for the tensor the direction writes) of one run.
+/// The geometry of an f32 convolution problem (forward only, when `forward_only`), else why
+/// not: the first checks of the f32-only direct solvers.
+pub fn f32_geometry(problem: &FusedProblem, forward_only: bool) -> std::result::Result<(&ConvProblem, Geom), String> {
+    let (conv, _) = conv_of(problem)?;
+    if conv.dtype() != DataType::Float {
+        return Err(format!("f32 only ({:?} given)", conv.dtype()));
+    }
+    if forward_only && conv.direction != Direction::Forward {
+        return Err(format!("forward only (this is {:?})", conv.direction));
+    }
+    Ok((conv, Geom::of(conv)))
+}
+
 pub struct RunParts {
     pub ptrs: ConvPtrs,
     pub alpha: f32,

@@ -5,14 +5,14 @@
 //! ≤ 56×56 with ≥ 25 taps): there the planar direct solver's short rows fill few vector lanes
 //! (bench/results/2026-11-27-cpu-zoo-depthwise.md).
 
-use super::common::{conv_of, run_parts};
+use super::common::{f32_geometry, run_parts};
 use crate::backend::cpu::direct::depthwise_nhwc as kernels;
 use crate::backend::cpu::weight_cache::{transformed_filter, WeightCache};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::Result;
-use crate::problem::{FusedProblem, Geom};
+use crate::problem::FusedProblem;
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
-use crate::types::{ConvAlgorithm, DataType, Direction};
+use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
 pub struct CpuDepthwiseNhwc;
@@ -30,11 +30,7 @@ impl Solver for CpuDepthwiseNhwc {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
-        let (conv, _) = conv_of(problem)?;
-        if conv.dtype() != DataType::Float {
-            return Err(format!("f32 only ({:?} given)", conv.dtype()));
-        }
-        let g = Geom::of(conv);
+        let (conv, g) = f32_geometry(problem, false)?;
         if g.groups == 1 || g.cg() != 1 || g.kg() != 1 {
             return Err(format!("depthwise with one output channel per group only ({} groups, {} → {} channels)", g.groups, g.c, g.k));
         }

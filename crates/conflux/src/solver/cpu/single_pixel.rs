@@ -3,13 +3,13 @@
 //! (`backend/cpu/direct/single_pixel.rs`). Ahead of the GEMM solvers, whose panels and tiles
 //! for a single column cost more than these layers' products.
 
-use super::common::{conv_of, run_parts};
+use super::common::{f32_geometry, run_parts};
 use crate::backend::cpu::direct::single_pixel as kernels;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
-use crate::problem::{FusedProblem, Geom};
+use crate::problem::FusedProblem;
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
-use crate::types::{ConvAlgorithm, DataType, Direction};
+use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
 /// Fewest input channels per group (the length of each dot product) it takes.
@@ -28,14 +28,7 @@ impl Solver for CpuSinglePixel {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
-        let (conv, _) = conv_of(problem)?;
-        if conv.dtype() != DataType::Float {
-            return Err(format!("f32 only ({:?} given)", conv.dtype()));
-        }
-        if conv.direction != Direction::Forward {
-            return Err(format!("forward only (this is {:?})", conv.direction));
-        }
-        let g = Geom::of(conv);
+        let (_, g) = f32_geometry(problem, true)?;
         if g.filter_size() != 1 || g.output_size() != 1 {
             return Err(format!("{} filter taps and {} output pixels per image (1 and 1 only)", g.filter_size(), g.output_size()));
         }

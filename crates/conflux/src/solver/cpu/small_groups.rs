@@ -2,14 +2,14 @@
 //! input channels per group: ResNeXt's grouped 3×3 layers) on a direct channels-last kernel
 //! (`backend/cpu/direct/small_groups.rs`): per group a GEMM would be a sliver of KG rows.
 
-use super::common::{conv_of, run_parts};
+use super::common::{f32_geometry, run_parts};
 use crate::backend::cpu::direct::small_groups as kernels;
 use crate::backend::cpu::weight_cache::{transformed_filter, WeightCache};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
-use crate::problem::{FusedProblem, Geom};
+use crate::problem::FusedProblem;
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
-use crate::types::{ConvAlgorithm, DataType, Direction};
+use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
 /// Most input channels per group (each a broadcast against the group's output vector).
@@ -30,14 +30,7 @@ impl Solver for CpuSmallGroups {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
-        let (conv, _) = conv_of(problem)?;
-        if conv.dtype() != DataType::Float {
-            return Err(format!("f32 only ({:?} given)", conv.dtype()));
-        }
-        if conv.direction != Direction::Forward {
-            return Err(format!("forward only (this is {:?})", conv.direction));
-        }
-        let g = Geom::of(conv);
+        let (_, g) = f32_geometry(problem, true)?;
         if g.groups == 1 {
             return Err("ungrouped".into());
         }
