@@ -1,0 +1,190 @@
+"""`conflux.conv2d` and the fused chain behind it: act(bn(conv(x, w) + b) + residual), one
+fusion plan per (shapes, types, layouts, chain), compiled once and cached."""
+
+import threading
+
+from . import _arrays, _device
+from ._conflux import Error, FusionPlan as _Plan
+
+# name → (miopenActivationMode_t, α, β, γ) with PyTorch's default parameters.
+ACTIVATIONS = {
+    "relu": (3, 0.0, 0.0, 0.0),
+    "relu6": (7, 6.0, 0.0, 0.0),  # CLIPPEDRELU with α = 6
+    "leaky_relu": (8, 0.01, 0.0, 0.0),
+    "sigmoid": (1, 0.0, 0.0, 0.0),
+    "tanh": (2, 1.0, 1.0, 0.0),  # α·tanh(β·x)
+    "elu": (9, 1.0, 0.0, 0.0),
+}
+# Modes a later conflux release adds (fusion-patterns issue): named, not silently mapped.
+PENDING = ("silu", "hardswish", "gelu")
+
+_plans = {}
+_plans_lock = threading.Lock()
+
+
+def activation_params(activation):
+    """None, a name, or (name, parameter) for leaky_relu's slope / elu's α → mode tuple."""
+    if activation is None:
+        return None
+    name, param = (activation, None) if isinstance(activation, str) else tuple(activation)
+    if name in PENDING:
+        raise NotImplementedError(f"conflux: activation {name!r} is not a conflux fusion mode yet (relu, relu6, leaky_relu, sigmoid, tanh, elu are)")
+    if name not in ACTIVATIONS:
+        raise ValueError(f"conflux: unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)} or None")
+    mode, a, b, g = ACTIVATIONS[name]
+    if param is not None:
+        if name not in ("leaky_relu", "elu"):
+            raise ValueError(f"conflux: activation {name!r} takes no parameter")
+        a = float(param)
+    return (mode, a, b, g)
+
+
+def split_activation(activation):
+    """conv2d's activation argument as the custom ops' (name, parameter): ("", 0.0) for none."""
+    if activation is None:
+        return "", 0.0
+    if isinstance(activation, str):
+        return activation, 0.0
+    name, param = activation
+    return name, float(param)
+
+
+def _tuple(v, n, what):
+    if isinstance(v, int):
+        return [v] * n
+    v = [int(e) for e in v]
+    if len(v) != n:
+        raise ValueError(f"conflux: {what} needs {n} values, got {len(v)}")
+    return v
+
+
+def conv_geometry(x_shape, w_shape, stride, padding, dilation):
+    """Per-dimension stride, padding and dilation lists (padding may be 'valid' or 'same')."""
+    n = len(x_shape) - 2
+    stride = _tuple(stride, n, "stride")
+    dilation = _tuple(dilation, n, "dilation")
+    if padding == "valid":
+        padding = [0] * n
+    elif padding == "same":
+        if any(s != 1 for s in stride):
+            raise ValueError("conflux: padding='same' needs stride 1")
+        total = [d * (k - 1) for d, k in zip(dilation, w_shape[2:])]
+        if any(t % 2 for t in total):
+            raise ValueError("conflux: padding='same' with an even filter extent needs asymmetric padding, which conflux's API does not take")
+        padding = [t // 2 for t in total]
+    else:
+        padding = _tuple(padding, n, "padding")
+    return stride, padding, dilation
+
+
+def _per_channel(v, k):
+    """A length-K vector as the 1×K×1×1 tensor MIOpen's bias and BN descriptors describe."""
+    return v.spec_as([1, k] + [1] * 2, [k, 1, 1, 1])
+
+
+def _matching(a, v, shape, strides, op, what):
+    """`a` (viewed as `v`) with exactly these strides: itself, or a copy in that layout."""
+    if list(v.shape) != list(shape):
+        raise Error(f"miopenStatusBadParm: {op}: {what} has lengths {v.shape}, expected {list(shape)}")
+    if list(v.strides) == list(strides):
+        return a, v
+    copy = _arrays.empty_like_kind(a, list(shape), list(strides))
+    copy[...] = a
+    return copy, _arrays.view(copy, op, what)
+
+
+def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, padding=0, dilation=1, groups=1, op="conv2d"):
+    """act(bn(conv(x, w) + b) + residual) as one plan. `bn` is (mean, var, scale, shift, eps)
+    for inference; every array is of one kind and on one device. Returns a new array."""
+    act = activation_params(activation)
+    x = _arrays.usable(x)
+    w = _arrays.usable(w)
+    xv = _arrays.view(x, op, "x")
+    wv = _arrays.view(w, op, "w")
+    if len(xv.shape) not in (4, 5) or len(wv.shape) != len(xv.shape):
+        raise Error(f"miopenStatusBadParm: {op}: x {xv.shape} and w {wv.shape} must both be 4-D (or both 5-D)")
+    stride, padding, dilation = conv_geometry(xv.shape, wv.shape, stride, padding, dilation)
+    k = wv.shape[0]
+    views = {"x": xv, "w": wv}
+    if b is not None:
+        views["b"] = _arrays.view(b, op, "b")
+    if bn is not None:
+        mean, var, scale, shift, eps = bn
+        for name, a in (("bn mean", mean), ("bn var", var), ("bn scale", scale), ("bn shift", shift)):
+            views[name] = _arrays.view(a, op, name)
+    for name, v in views.items():
+        if v.device != xv.device:
+            raise Error(f"miopenStatusBadParm: {op}: {name} is on {v.device}, x on {xv.device}")
+        if name != "x" and name != "w" and (v.shape != [k] or v.strides != [1]):
+            raise Error(f"miopenStatusBadParm: {op}: {name} must be a packed vector of {k} values, got lengths {v.shape}")
+    device = xv.device
+    rv = None
+    if residual is not None:
+        rv = _arrays.view(residual, op, "residual")
+        if rv.device != device:
+            raise Error(f"miopenStatusBadParm: {op}: residual is on {rv.device}, x on {device}")
+    key = (device, tuple(map(tuple, [xv.shape, xv.strides, wv.shape, wv.strides])), xv.dtype, wv.dtype,
+           views["b"].dtype if b is not None else None, views["bn mean"].dtype if bn is not None else None,
+           residual is not None, tuple(stride), tuple(padding), tuple(dilation), groups, act)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _Plan(xv.spec())
+        plan.add_conv(wv.spec(), padding, stride, dilation, groups)
+        if b is not None:
+            plan.add_bias(_per_channel(views["b"], k))
+        if bn is not None:
+            plan.add_bn_inference(True, _per_channel(views["bn mean"], k))
+        if residual is not None:
+            plan.add_tensor_add(plan.output_spec())
+        if act is not None:
+            plan.add_activation(act[0])
+        with _device.lock(device):
+            plan.compile(_device.handle(device))
+        with _plans_lock:
+            _plans[key] = plan
+    _, out_shape, out_strides = plan.output_spec()
+    args = [("conv", wv.ptr, 1.0, 0.0)]
+    if b is not None:
+        args.append(("bias", views["b"].ptr))
+    if bn is not None:
+        args.append(("bn_inference", views["bn scale"].ptr, views["bn shift"].ptr, views["bn mean"].ptr, views["bn var"].ptr, float(eps)))
+    if residual is not None:
+        residual, rv = _matching(residual, rv, out_shape, out_strides, op, "residual")
+        args.append(("add", rv.ptr, 1.0))
+    if act is not None:
+        args.append(("activation", act[1], act[2], act[3]))
+    y = _arrays.empty_like_kind(x, out_shape, out_strides)
+    yv = _arrays.view(y, op, "y")
+    h = _device.handle(device)
+    with _device.lock(device):
+        if device != "cpu":
+            h.set_stream(_device.current_stream(device))
+        plan.execute(h, xv.spec(), xv.ptr, yv.spec(), yv.ptr, args)
+    return y
+
+
+def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=None, residual=None):
+    """act(conv2d(x, w) + b + residual) in one fused call.
+
+    x, w, b and residual are torch tensors, numpy arrays or DLPack producers of one kind, on
+    one device; the result is a new array of that kind, with x's data type and memory format
+    (NCHW or channels-last). `activation`: None, "relu", "relu6", "leaky_relu" (slope 0.01, or
+    ("leaky_relu", slope)), "sigmoid", "tanh", "elu" (or ("elu", α)). Torch tensors that
+    require grad go through the differentiable op (conflux's backward kernels). Failures
+    raise conflux.Error with MIOpen's status and the reason."""
+    if _arrays.is_torch(x):
+        import torch
+
+        needs_grad = torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (x, w, b, residual))
+        if needs_grad:
+            from .torch import _autograd
+
+            return _autograd.conv2d(x, w, b, stride, padding, dilation, groups, activation, residual)
+    if hasattr(x, "shape") and len(x.shape) != 4:
+        raise Error(f"miopenStatusBadParm: conv2d: x must be 4-D (N, C, H, W), got {len(x.shape)} dimensions")
+    return fused(x, w, b=b, residual=residual, activation=activation, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def plan_count():
+    """How many distinct fused plans this process has compiled (tests, reports)."""
+    return len(_plans)

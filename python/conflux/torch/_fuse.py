@@ -1,0 +1,174 @@
+"""`fuse(model)`: find Conv2d → BatchNorm2d → (+ residual) → activation chains in an eval-mode
+model's fx graph and run each as one conflux kernel; everything else stays PyTorch."""
+
+import copy
+import operator
+
+import torch
+from torch import fx, nn
+import torch.nn.functional as F
+
+from .._functional import PENDING
+from ._modules import FusedConv2d
+
+_ADDS = (operator.add, operator.iadd, torch.add)
+
+
+def _activation_of_module(m):
+    """The conflux activation a module computes, or (None, reason) when it has none."""
+    if isinstance(m, nn.ReLU):
+        return "relu", None
+    if isinstance(m, nn.ReLU6) or (isinstance(m, nn.Hardtanh) and m.min_val == 0.0 and m.max_val == 6.0):
+        return "relu6", None
+    if isinstance(m, nn.LeakyReLU):
+        return ("leaky_relu", m.negative_slope), None
+    if isinstance(m, nn.Sigmoid):
+        return "sigmoid", None
+    if isinstance(m, nn.Tanh):
+        return "tanh", None
+    if isinstance(m, nn.ELU):
+        return ("elu", m.alpha), None
+    pending = {nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.GELU: "gelu"}
+    for cls, name in pending.items():
+        if isinstance(m, cls):
+            return None, f"{type(m).__name__}: activation {name!r} is not a conflux fusion mode yet"
+    return None, None
+
+
+def _activation_of_function(node):
+    f = node.target
+    if f in (F.relu, torch.relu):
+        return "relu"
+    if f in (F.relu6,):
+        return "relu6"
+    if f in (torch.sigmoid, F.sigmoid):
+        return "sigmoid"
+    if f in (torch.tanh, F.tanh):
+        return "tanh"
+    return None
+
+
+class _Census:
+    def __init__(self):
+        self.fused = []  # (conv name, chain)
+        self.unfused = []  # (conv name, reason)
+        self.notes = []
+
+    def text(self, total):
+        lines = [f"conflux.torch.fuse: {len(self.fused)} of {total} convolutions run on conflux"]
+        for name, chain in self.fused:
+            lines.append(f"  fused      {name}: {chain}")
+        for name, reason in self.unfused:
+            lines.append(f"  not fused  {name}: {reason}")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+def _only_user(node):
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _conv_refusal(conv, x_dims=4):
+    if conv.padding_mode != "zeros":
+        return f"padding_mode={conv.padding_mode!r} (conflux pads with zeros only)"
+    if isinstance(conv.padding, str) and conv.padding == "same" and any((d * (k - 1)) % 2 for d, k in zip(conv.dilation, conv.kernel_size)):
+        return "padding='same' with an even filter extent needs asymmetric padding"
+    return None
+
+
+def _fuse_graph(gm, census):
+    modules = dict(gm.named_modules())
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_module" or not isinstance(modules.get(node.target), nn.Conv2d):
+            continue
+        conv = modules[node.target]
+        refusal = _conv_refusal(conv)
+        if refusal:
+            census.unfused.append((node.target, refusal))
+            continue
+        chain = ["Conv2d" + ("+bias" if conv.bias is not None else "")]
+        last, bn, act, residual = node, None, None, None
+        nxt = _only_user(last)
+        if nxt is not None and nxt.op == "call_module" and isinstance(modules.get(nxt.target), nn.BatchNorm2d):
+            m = modules[nxt.target]
+            if m.training or not m.track_running_stats:
+                census.notes.append(f"{nxt.target}: BatchNorm2d in training mode or without running statistics stays PyTorch")
+            else:
+                bn, last = m, nxt
+                chain.append("BatchNorm2d")
+                nxt = _only_user(last)
+        if nxt is not None and nxt.op == "call_function" and nxt.target in _ADDS and len(nxt.args) == 2 and not nxt.kwargs:
+            other = nxt.args[1] if nxt.args[0] is last else nxt.args[0]
+            if isinstance(other, fx.Node) and other is not last:
+                residual, last = other, nxt
+                chain.append("add")
+                nxt = _only_user(last)
+        why_not = None
+        if nxt is not None:
+            if nxt.op == "call_module":
+                act, why_not = _activation_of_module(modules[nxt.target])
+            elif nxt.op == "call_function":
+                act = _activation_of_function(nxt)
+                if act is None and nxt.target in (F.silu, F.hardswish, F.gelu):
+                    why_not = f"{nxt.target.__name__}: not a conflux fusion mode yet"
+            if act is not None:
+                last = nxt
+                chain.append(act if isinstance(act, str) else act[0])
+        if why_not:
+            census.notes.append(f"{node.target}: {why_not}; the activation stays PyTorch")
+        name = node.target.replace(".", "_") + "_conflux"
+        text = " → ".join(chain)
+        gm.add_submodule(name, FusedConv2d(conv, bn, act, residual is not None, chain=text))
+        with gm.graph.inserting_after(last):
+            args = (node.args[0], residual) if residual is not None else (node.args[0],)
+            fused = gm.graph.call_module(name, args)
+        last.replace_all_uses_with(fused)
+        # Erase the chain from its end back to the convolution.
+        cur = last
+        while True:
+            prev = None
+            if cur is not node:
+                prev = cur.args[0] if cur.args and isinstance(cur.args[0], fx.Node) and cur.args[0] is not residual else cur.args[1]
+            gm.graph.erase_node(cur)
+            if cur is node:
+                break
+            cur = prev
+        census.fused.append((node.target, text))
+        count += 1
+    gm.graph.lint()
+    gm.recompile()
+    return count
+
+
+def _count_convs(model):
+    return sum(isinstance(m, nn.Conv2d) for m in model.modules())
+
+
+def fuse(model, report=False):
+    """A copy of the eval-mode `model` whose Conv2d → BatchNorm2d → (+ residual) → activation
+    chains run as fused conflux kernels (CPU or CUDA, fp32/fp16/bf16, NCHW or channels_last).
+    The result computes what the model computes. `report=True` prints what was fused, what
+    was not and why; the census is also kept as `result.conflux_census` (text)."""
+    if model.training:
+        raise ValueError("conflux.torch.fuse: the model is in training mode; call model.eval() first (batch-norm is fused with its running statistics)")
+    total = _count_convs(model)
+    census = _Census()
+    try:
+        gm = fx.symbolic_trace(copy.deepcopy(model))
+    except Exception as e:  # tracing limits of fx (data-dependent control flow): nothing fused, say why
+        census.notes.append(f"torch.fx could not trace the model ({type(e).__name__}: {e}); nothing was fused")
+        out = copy.deepcopy(model)
+        out.conflux_census = census.text(total)
+        if report:
+            print(out.conflux_census)
+        return out
+    _fuse_graph(gm, census)
+    left = sorted({type(m).__name__ for n, m in gm.named_modules() if n and not isinstance(m, (FusedConv2d, nn.Conv2d, nn.BatchNorm2d)) and not list(m.children())})
+    if left:
+        census.notes.append("left in PyTorch: " + ", ".join(left))
+    gm.conflux_census = census.text(total)
+    if report:
+        print(gm.conflux_census)
+    return gm
