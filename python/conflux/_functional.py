@@ -40,13 +40,12 @@ def activation_params(activation):
 
 
 def split_activation(activation):
-    """conv2d's activation argument as the custom ops' (name, parameter): ("", 0.0) for none."""
+    """conv2d's activation argument as the custom ops' (name, α): ("", 0.0) for none, and
+    the default α (leaky_relu's slope, elu's α) filled in."""
     if activation is None:
         return "", 0.0
-    if isinstance(activation, str):
-        return activation, 0.0
-    name, param = activation
-    return name, float(param)
+    name = activation if isinstance(activation, str) else activation[0]
+    return name, activation_params(activation)[1]
 
 
 def _tuple(v, n, what):
@@ -93,9 +92,11 @@ def _matching(a, v, shape, strides, op, what):
     return copy, _arrays.view(copy, op, what)
 
 
-def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, padding=0, dilation=1, groups=1, op="conv2d"):
+def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, padding=0, dilation=1, groups=1, op="conv2d", constant_weights=False):
     """act(bn(conv(x, w) + b) + residual) as one plan. `bn` is (mean, var, scale, shift, eps)
-    for inference; every array is of one kind and on one device. Returns a new array."""
+    for inference; every array is of one kind and on one device. `constant_weights`: the
+    caller promises w's values never change at its address (frozen inference weights; the
+    CPU then keeps its transformed filters). Returns a new array."""
     act = activation_params(activation)
     x = _arrays.usable(x)
     w = _arrays.usable(w)
@@ -125,11 +126,11 @@ def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, paddi
             raise Error(f"miopenStatusBadParm: {op}: residual is on {rv.device}, x on {device}")
     key = (device, tuple(map(tuple, [xv.shape, xv.strides, wv.shape, wv.strides])), xv.dtype, wv.dtype,
            views["b"].dtype if b is not None else None, views["bn mean"].dtype if bn is not None else None,
-           residual is not None, tuple(stride), tuple(padding), tuple(dilation), groups, act)
+           residual is not None, tuple(stride), tuple(padding), tuple(dilation), groups, act, constant_weights)
     plan = _plans.get(key)
     if plan is None:
         plan = _Plan(xv.spec())
-        plan.add_conv(wv.spec(), padding, stride, dilation, groups)
+        plan.add_conv(wv.spec(), padding, stride, dilation, groups, None, constant_weights)
         if b is not None:
             plan.add_bias(_per_channel(views["b"], k))
         if bn is not None:
@@ -176,7 +177,8 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
         import torch
 
         needs_grad = torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (x, w, b, residual))
-        if needs_grad:
+        # Under torch.compile the custom op (with its fake kernel) keeps the graph whole.
+        if needs_grad or torch.compiler.is_compiling():
             from .torch import _autograd
 
             return _autograd.conv2d(x, w, b, stride, padding, dilation, groups, activation, residual)

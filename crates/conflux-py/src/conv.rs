@@ -43,7 +43,7 @@ impl PyConvolution {
     #[pyo3(signature = (x, w, pad, stride, dilation, groups = 1, tf32 = None, y = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(x: Spec, w: Spec, pad: Vec<i64>, stride: Vec<i64>, dilation: Vec<i64>, groups: i64, tf32: Option<bool>, y: Option<Spec>) -> PyResult<PyConvolution> {
-        let conv = conv_desc(pad, stride, dilation, groups, tf32)?;
+        let conv = conv_desc(pad, stride, dilation, groups, tf32, false)?;
         let x = desc("convolution input", &x)?;
         let w = desc("convolution weights", &w)?;
         let y = match y {

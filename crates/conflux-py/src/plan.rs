@@ -16,12 +16,17 @@ pub struct PyFusionPlan {
 }
 
 /// A 2-D or 3-D convolution descriptor from per-dimension lists; `tf32`: None follows
-/// `CONFLUX_ALLOW_TF32`, else strict (false) or allowed (true).
-pub fn conv_desc(pad: Vec<i64>, stride: Vec<i64>, dilation: Vec<i64>, groups: i64, tf32: Option<bool>) -> PyResult<ConvDesc> {
+/// `CONFLUX_ALLOW_TF32`, else strict (false) or allowed (true); `constant_weights`: the
+/// caller promises the filter values behind an address never change (CPU solvers then keep
+/// their transformed filters).
+pub fn conv_desc(pad: Vec<i64>, stride: Vec<i64>, dilation: Vec<i64>, groups: i64, tf32: Option<bool>, constant_weights: bool) -> PyResult<ConvDesc> {
     let mut c = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dilation).or_raise()?;
     c.set_groups(groups).or_raise()?;
     if let Some(on) = tf32 {
         c.set_attribute(conflux::ConvAttrib::AllowTf32, on as i64).or_raise()?;
+    }
+    if constant_weights {
+        c.set_attribute(conflux::ConvAttrib::ConstantWeights, 1).or_raise()?;
     }
     Ok(c)
 }
@@ -86,9 +91,10 @@ impl PyFusionPlan {
         Ok(PyFusionPlan { plan: FusionPlan::new(FusionDirection::Vertical, x.clone()), x })
     }
 
-    #[pyo3(signature = (w, pad, stride, dilation, groups = 1, tf32 = None))]
-    fn add_conv(&mut self, w: Spec, pad: Vec<i64>, stride: Vec<i64>, dilation: Vec<i64>, groups: i64, tf32: Option<bool>) -> PyResult<usize> {
-        let conv = conv_desc(pad, stride, dilation, groups, tf32)?;
+    #[pyo3(signature = (w, pad, stride, dilation, groups = 1, tf32 = None, constant_weights = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_conv(&mut self, w: Spec, pad: Vec<i64>, stride: Vec<i64>, dilation: Vec<i64>, groups: i64, tf32: Option<bool>, constant_weights: bool) -> PyResult<usize> {
+        let conv = conv_desc(pad, stride, dilation, groups, tf32, constant_weights)?;
         self.plan.add_conv_forward(&conv, &desc("convolution weights", &w)?).or_raise()
     }
 

@@ -69,7 +69,17 @@ def _only_user(node):
     return users[0] if len(users) == 1 else None
 
 
-def _conv_refusal(conv, x_dims=4):
+def _comes_before(a, b):
+    """True when node a precedes node b in the graph's order."""
+    cur = a.next
+    while cur.op != "root":
+        if cur is b:
+            return True
+        cur = cur.next
+    return False
+
+
+def _conv_refusal(conv):
     if conv.padding_mode != "zeros":
         return f"padding_mode={conv.padding_mode!r} (conflux pads with zeros only)"
     if isinstance(conv.padding, str) and conv.padding == "same" and any((d * (k - 1)) % 2 for d, k in zip(conv.dilation, conv.kernel_size)):
@@ -77,7 +87,7 @@ def _conv_refusal(conv, x_dims=4):
     return None
 
 
-def _fuse_graph(gm, census):
+def _fuse_graph(gm, census, constant_weights):
     modules = dict(gm.named_modules())
     count = 0
     for node in list(gm.graph.nodes):
@@ -101,13 +111,15 @@ def _fuse_graph(gm, census):
                 nxt = _only_user(last)
         if nxt is not None and nxt.op == "call_function" and nxt.target in _ADDS and len(nxt.args) == 2 and not nxt.kwargs:
             other = nxt.args[1] if nxt.args[0] is last else nxt.args[0]
-            if isinstance(other, fx.Node) and other is not last:
+            # The residual must exist before the convolution runs: the add joins the branch
+            # computed last, and the other branch becomes the residual.
+            if isinstance(other, fx.Node) and other is not last and _comes_before(other, node):
                 residual, last = other, nxt
                 chain.append("add")
                 nxt = _only_user(last)
         why_not = None
         if nxt is not None:
-            if nxt.op == "call_module":
+            if nxt.op == "call_module" and nxt.target in modules:
                 act, why_not = _activation_of_module(modules[nxt.target])
             elif nxt.op == "call_function":
                 act = _activation_of_function(nxt)
@@ -120,7 +132,7 @@ def _fuse_graph(gm, census):
             census.notes.append(f"{node.target}: {why_not}; the activation stays PyTorch")
         name = node.target.replace(".", "_") + "_conflux"
         text = " → ".join(chain)
-        gm.add_submodule(name, FusedConv2d(conv, bn, act, residual is not None, chain=text))
+        gm.add_submodule(name, FusedConv2d(conv, bn, act, residual is not None, chain=text, constant_weights=constant_weights))
         with gm.graph.inserting_after(last):
             args = (node.args[0], residual) if residual is not None else (node.args[0],)
             fused = gm.graph.call_module(name, args)
@@ -146,11 +158,16 @@ def _count_convs(model):
     return sum(isinstance(m, nn.Conv2d) for m in model.modules())
 
 
-def fuse(model, report=False):
+def fuse(model, report=False, constant_weights=False):
     """A copy of the eval-mode `model` whose Conv2d → BatchNorm2d → (+ residual) → activation
     chains run as fused conflux kernels (CPU or CUDA, fp32/fp16/bf16, NCHW or channels_last).
     The result computes what the model computes. `report=True` prints what was fused, what
-    was not and why; the census is also kept as `result.conflux_census` (text)."""
+    was not and why; the census is also kept as `result.conflux_census` (text).
+
+    `constant_weights=True` promises that convolution weights are not changed in place after
+    fusing (frozen inference, as torch.compile's freezing assumes): the CPU keeps each
+    layer's transformed filter instead of re-deriving it per call. A rewrite that misses the
+    64 sampled words it checks per call is not seen. The result holds copies of the parameters."""
     if model.training:
         raise ValueError("conflux.torch.fuse: the model is in training mode; call model.eval() first (batch-norm is fused with its running statistics)")
     total = _count_convs(model)
@@ -164,8 +181,13 @@ def fuse(model, report=False):
         if report:
             print(out.conflux_census)
         return out
-    _fuse_graph(gm, census)
-    left = sorted({type(m).__name__ for n, m in gm.named_modules() if n and not isinstance(m, (FusedConv2d, nn.Conv2d, nn.BatchNorm2d)) and not list(m.children())})
+    _fuse_graph(gm, census, constant_weights)
+    gm.delete_all_unused_submodules()
+    modules = dict(gm.named_modules())
+    left = sorted(
+        {type(modules[n.target]).__name__ for n in gm.graph.nodes if n.op == "call_module" and not isinstance(modules[n.target], FusedConv2d)}
+        | {getattr(n.target, "__name__", str(n.target)) for n in gm.graph.nodes if n.op in ("call_function", "call_method")}
+    )
     if left:
         census.notes.append("left in PyTorch: " + ", ".join(left))
     gm.conflux_census = census.text(total)

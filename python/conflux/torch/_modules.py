@@ -14,8 +14,9 @@ class FusedConv2d(nn.Module):
     activation argument (a name, or (name, parameter)); `residual` says whether forward takes
     the tensor to add before the activation."""
 
-    def __init__(self, conv, bn=None, activation=None, residual=False, chain=""):
+    def __init__(self, conv, bn=None, activation=None, residual=False, chain="", constant_weights=False):
         super().__init__()
+        self.constant_weights = constant_weights
         self.conv = conv
         self.bn = bn
         self.activation = activation
@@ -44,6 +45,7 @@ class FusedConv2d(nn.Module):
                 x, conv.weight, conv.bias, residual, m, v, s, t, eps, stride, padding, dilation, conv.groups, self._act_name, self._act_param
             )
         return _functional.fused(
-            x, conv.weight, conv.bias, bn, residual, self.activation, conv.stride, conv.padding, conv.dilation, conv.groups, op=f"fused {self.chain}"
+            x, conv.weight, conv.bias, bn, residual, self.activation, conv.stride, conv.padding, conv.dilation, conv.groups,
+            op=f"fused {self.chain}", constant_weights=self.constant_weights,
         )
 

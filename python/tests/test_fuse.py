@@ -1,0 +1,92 @@
+"""conflux.torch.fuse on torchvision-style models: same outputs as eager, a census that says
+what was fused and why the rest was not, CPU and CUDA, fp32/fp16/bf16, NCHW and channels_last."""
+
+import pytest
+import torch
+
+import conflux
+import conflux.torch
+from conflux.torch import FusedConv2d
+from conftest import rel_l2
+from models import TinyEfficientNet, TinyMobileNet, TinyResNet, randomize_bn
+
+MODELS = {"resnet": TinyResNet, "mobilenet": TinyMobileNet, "efficientnet": TinyEfficientNet}
+
+
+def build(name, device, dtype=torch.float32, channels_last=False):
+    torch.manual_seed(0)
+    m = randomize_bn(MODELS[name]()).eval().to(device=device, dtype=dtype)
+    if channels_last:
+        m = m.to(memory_format=torch.channels_last)
+    return m
+
+
+def inputs(device, dtype=torch.float32, channels_last=False, n=2, size=32):
+    x = torch.randn(n, 3, size, size, generator=torch.Generator().manual_seed(1)).to(device=device, dtype=dtype)
+    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_same_outputs_fp32(device, name, channels_last):
+    model = build(name, device, channels_last=channels_last)
+    fused = conflux.torch.fuse(model)
+    x = inputs(device, channels_last=channels_last)
+    with torch.no_grad():
+        ref, out = model(x), fused(x)
+    assert rel_l2(out.double().cpu(), ref.double().cpu()) < 1e-4
+    assert any(isinstance(m, FusedConv2d) for m in fused.modules())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_types_agree_in_class(device, dtype):
+    if device == "cpu" and dtype == torch.float16:
+        pytest.skip("PyTorch's CPU fp16 convolution is the slow reference path; covered by bf16")
+    model = build("resnet", device)
+    fused = conflux.torch.fuse(model).to(dtype)
+    x = inputs(device, n=16)
+    with torch.no_grad():
+        ref = model(x).argmax(1)
+        out = fused(x.to(dtype)).float().argmax(1)
+    assert (ref == out).float().mean() >= 0.9
+
+
+def test_census_resnet(capsys):
+    fused = conflux.torch.fuse(build("resnet", "cpu"), report=True)
+    text = capsys.readouterr().out
+    assert text == fused.conflux_census + "\n"
+    assert "10 of 10 convolutions run on conflux" in text
+    assert "conv1: Conv2d → BatchNorm2d → relu" in text
+    assert "layer1.conv2: Conv2d → BatchNorm2d → add → relu" in text
+    assert "layer3.downsample.0: Conv2d → BatchNorm2d → add → relu" in text
+    assert "left in PyTorch: AdaptiveAvgPool2d, Linear, MaxPool2d, flatten" in text
+
+
+def test_census_says_why_silu_is_left():
+    fused = conflux.torch.fuse(build("efficientnet", "cpu"))
+    assert "activation 'silu' is not a conflux fusion mode yet" in fused.conflux_census
+    assert "se_reduce: Conv2d+bias → relu" in fused.conflux_census
+
+
+def test_mobilenet_relu6_and_residual_chain():
+    fused = conflux.torch.fuse(build("mobilenet", "cpu"))
+    text = fused.conflux_census
+    assert "features.0.0: Conv2d → BatchNorm2d → relu6" in text
+    assert "features.1.conv.6: Conv2d → BatchNorm2d → add" in text
+
+
+def test_training_mode_is_refused():
+    with pytest.raises(ValueError, match="eval"):
+        conflux.torch.fuse(TinyResNet())
+
+
+def test_fused_model_follows_new_weights():
+    model = build("resnet", "cpu")
+    fused = conflux.torch.fuse(model)
+    x = inputs("cpu")
+    with torch.no_grad():
+        for p in fused.parameters():
+            p.mul_(0.5)
+        for p in model.parameters():
+            p.mul_(0.5)
+        assert rel_l2(fused(x), model(x)) < 1e-4
