@@ -92,11 +92,40 @@ def _matching(a, v, shape, strides, op, what):
     return copy, _arrays.view(copy, op, what)
 
 
-def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, padding=0, dilation=1, groups=1, op="conv2d", constant_weights=False):
-    """act(bn(conv(x, w) + b) + residual) as one plan. `bn` is (mean, var, scale, shift, eps)
-    for inference; every array is of one kind and on one device. `constant_weights`: the
-    caller promises w's values never change at its address (frozen inference weights; the
-    CPU then keeps its transformed filters). Returns a new array."""
+class BoundPlan:
+    """A compiled fused plan for one set of input specs, and what its calls need besides
+    addresses: the caller checks its arrays against the specs once (`prepare`), then `run`s
+    with addresses only."""
+
+    __slots__ = ("plan", "device", "out_shape", "out_strides", "act", "eps", "has_b", "has_bn", "has_res", "handle", "lock")
+
+    def __init__(self, plan, device, act, eps, has_b, has_bn, has_res):
+        self.plan, self.device, self.act, self.eps = plan, device, act, eps
+        self.has_b, self.has_bn, self.has_res = has_b, has_bn, has_res
+        _, shape, strides = plan.output_spec()
+        self.out_shape, self.out_strides = tuple(shape), tuple(strides)
+        self.handle = _device.handle(device)
+        self.lock = _device.lock(device)
+
+    def run(self, x_ptr, y_ptr, w_ptr, b_ptr=0, bn_ptrs=None, res_ptr=0, eps=None):
+        """Queue the plan on x into y; bn_ptrs = (scale, shift, mean, var)."""
+        args = [("conv", w_ptr, 1.0, 0.0)]
+        if self.has_b:
+            args.append(("bias", b_ptr))
+        if self.has_bn:
+            args.append(("bn_inference", *bn_ptrs, self.eps if eps is None else eps))
+        if self.has_res:
+            args.append(("add", res_ptr, 1.0))
+        if self.act is not None:
+            args.append(("activation", self.act[1], self.act[2], self.act[3]))
+        stream = _device.current_stream(self.device) if self.device != "cpu" else 0
+        with self.lock:
+            self.plan.run(self.handle, stream, x_ptr, y_ptr, args)
+
+
+def prepare(x, w, b=None, bn=None, residual=None, activation=None, stride=1, padding=0, dilation=1, groups=1, op="conv2d", constant_weights=False):
+    """Check the arrays of act(bn(conv(x, w) + b) + residual) and find or compile its plan.
+    Returns (bound plan, x, views by name, residual in the output's layout or None)."""
     act = activation_params(activation)
     x = _arrays.usable(x)
     w = _arrays.usable(w)
@@ -107,6 +136,7 @@ def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, paddi
     stride, padding, dilation = conv_geometry(xv.shape, wv.shape, stride, padding, dilation)
     k = wv.shape[0]
     views = {"x": xv, "w": wv}
+    eps = None
     if b is not None:
         views["b"] = _arrays.view(b, op, "b")
     if bn is not None:
@@ -119,7 +149,6 @@ def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, paddi
         if name != "x" and name != "w" and (v.shape != [k] or v.strides != [1]):
             raise Error(f"miopenStatusBadParm: {op}: {name} must be a packed vector of {k} values, got lengths {v.shape}")
     device = xv.device
-    rv = None
     if residual is not None:
         rv = _arrays.view(residual, op, "residual")
         if rv.device != device:
@@ -127,8 +156,8 @@ def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, paddi
     key = (device, tuple(map(tuple, [xv.shape, xv.strides, wv.shape, wv.strides])), xv.dtype, wv.dtype,
            views["b"].dtype if b is not None else None, views["bn mean"].dtype if bn is not None else None,
            residual is not None, tuple(stride), tuple(padding), tuple(dilation), groups, act, constant_weights)
-    plan = _plans.get(key)
-    if plan is None:
+    bound = _plans.get(key)
+    if bound is None:
         plan = _Plan(xv.spec())
         plan.add_conv(wv.spec(), padding, stride, dilation, groups, None, constant_weights)
         if b is not None:
@@ -141,26 +170,25 @@ def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, paddi
             plan.add_activation(act[0])
         with _device.lock(device):
             plan.compile(_device.handle(device))
+        bound = BoundPlan(plan, device, act, None, b is not None, bn is not None, residual is not None)
         with _plans_lock:
-            _plans[key] = plan
-    _, out_shape, out_strides = plan.output_spec()
-    args = [("conv", wv.ptr, 1.0, 0.0)]
-    if b is not None:
-        args.append(("bias", views["b"].ptr))
-    if bn is not None:
-        args.append(("bn_inference", views["bn scale"].ptr, views["bn shift"].ptr, views["bn mean"].ptr, views["bn var"].ptr, float(eps)))
+            _plans[key] = bound
     if residual is not None:
-        residual, rv = _matching(residual, rv, out_shape, out_strides, op, "residual")
-        args.append(("add", rv.ptr, 1.0))
-    if act is not None:
-        args.append(("activation", act[1], act[2], act[3]))
-    y = _arrays.empty_like_kind(x, out_shape, out_strides)
+        residual, views["residual"] = _matching(residual, rv, bound.out_shape, bound.out_strides, op, "residual")
+    return bound, x, views, residual, eps
+
+
+def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, padding=0, dilation=1, groups=1, op="conv2d", constant_weights=False):
+    """act(bn(conv(x, w) + b) + residual) as one plan. `bn` is (mean, var, scale, shift, eps)
+    for inference; every array is of one kind and on one device. `constant_weights`: the
+    caller promises w's values never change at its address (frozen inference weights; the
+    CPU then keeps its transformed filters). Returns a new array."""
+    bound, x, views, residual, eps = prepare(x, w, b, bn, residual, activation, stride, padding, dilation, groups, op, constant_weights)
+    y = _arrays.empty_like_kind(x, bound.out_shape, bound.out_strides)
     yv = _arrays.view(y, op, "y")
-    h = _device.handle(device)
-    with _device.lock(device):
-        if device != "cpu":
-            h.set_stream(_device.current_stream(device))
-        plan.execute(h, xv.spec(), xv.ptr, yv.spec(), yv.ptr, args)
+    bn_ptrs = tuple(views[n].ptr for n in ("bn scale", "bn shift", "bn mean", "bn var")) if bn is not None else None
+    bound.run(views["x"].ptr, yv.ptr, views["w"].ptr, views["b"].ptr if b is not None else 0, bn_ptrs,
+              views["residual"].ptr if residual is not None else 0, float(eps) if eps is not None else None)
     return y
 
 

@@ -90,3 +90,36 @@ def test_fused_model_follows_new_weights():
         for p in model.parameters():
             p.mul_(0.5)
         assert rel_l2(fused(x), model(x)) < 1e-4
+
+
+def test_example_input_times_every_chain(device):
+    model = build("resnet", device)
+    x = inputs(device)
+    fused = conflux.torch.fuse(model, example_input=x)
+    mods = [m for m in fused.modules() if isinstance(m, FusedConv2d)]
+    assert "timed on the example input" in fused.conflux_census
+    kept = sum(not m.use_conflux for m in mods)
+    assert fused.conflux_census.count("(PyTorch was faster on the example input)") == kept
+    assert f"{len(mods) - kept} of 10 convolutions run on conflux" in fused.conflux_census
+    with torch.no_grad():
+        assert rel_l2(fused(x).double().cpu(), model(x).double().cpu()) < 1e-4
+    # The PyTorch path of a chain computes the same thing.
+    for m in mods:
+        m.use_conflux = False
+    with torch.no_grad():
+        assert rel_l2(fused(x).double().cpu(), model(x).double().cpu()) < 1e-5
+
+
+def test_replaced_parameters_and_new_shapes_are_seen(device):
+    model = build("resnet", device)
+    fused = conflux.torch.fuse(model)
+    x = inputs(device)
+    with torch.no_grad():
+        fused(x)
+        fused(x)  # the second call takes the bound fast path
+        new = torch.nn.Parameter(torch.randn_like(model.layer1.conv1.weight))
+        model.layer1.conv1.weight = new
+        fused.layer1_conv1_conflux.conv.weight = torch.nn.Parameter(new.detach().clone())
+        assert rel_l2(fused(x).cpu(), model(x).cpu()) < 1e-4
+        x2 = inputs(device, n=3, size=40)
+        assert rel_l2(fused(x2).cpu(), model(x2).cpu()) < 1e-4

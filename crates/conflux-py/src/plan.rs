@@ -149,6 +149,20 @@ impl PyFusionPlan {
         self.plan.ops().len()
     }
 
+    /// `execute` for callers that have checked x and y against the plan's own specs (the
+    /// Python layer's bound plans, once per shape): no descriptors are built per call, and
+    /// the handle's stream is set in the same call.
+    #[allow(clippy::too_many_arguments)]
+    fn run(&self, py: Python<'_>, handle: &PyHandle, stream: u64, x: u64, y: u64, args: Vec<Bound<'_, PyTuple>>) -> PyResult<()> {
+        let mut op_args = OpArgs::new();
+        for (i, t) in args.iter().enumerate() {
+            op_args.set(i, op_arg(t)?);
+        }
+        handle.inner.set_stream(stream).or_raise()?;
+        let (plan, xd) = (&self.plan, &self.x);
+        py.detach(|| plan.execute(&handle.inner, xd, DevPtr(x), plan.output_desc(), DevPtr(y), &op_args)).or_raise()
+    }
+
     /// Run on `x` into `y` (specs and addresses; the specs must equal the plan's), with one
     /// argument tuple per op in op order. Queues work on the handle's stream and returns.
     #[allow(clippy::too_many_arguments)]

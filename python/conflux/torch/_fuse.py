@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from .._functional import PENDING
 from ._modules import FusedConv2d
+from ._tune import choose_by_timing, summary
 
 _ADDS = (operator.add, operator.iadd, torch.add)
 
@@ -50,14 +51,15 @@ def _activation_of_function(node):
 
 class _Census:
     def __init__(self):
-        self.fused = []  # (conv name, chain)
+        self.fused = []  # (conv name, chain, kept in PyTorch after timing)
         self.unfused = []  # (conv name, reason)
         self.notes = []
 
     def text(self, total):
-        lines = [f"conflux.torch.fuse: {len(self.fused)} of {total} convolutions run on conflux"]
-        for name, chain in self.fused:
-            lines.append(f"  fused      {name}: {chain}")
+        on = [(n, c) for n, c, kept in self.fused if not kept]
+        lines = [f"conflux.torch.fuse: {len(on)} of {total} convolutions run on conflux"]
+        for name, chain, kept in self.fused:
+            lines.append(f"  {'kept' if kept else 'fused':<10} {name}: {chain}" + (" (PyTorch was faster on the example input)" if kept else ""))
         for name, reason in self.unfused:
             lines.append(f"  not fused  {name}: {reason}")
         lines.extend(f"  note: {n}" for n in self.notes)
@@ -130,7 +132,7 @@ def _fuse_graph(gm, census, constant_weights):
                 chain.append(act if isinstance(act, str) else act[0])
         if why_not:
             census.notes.append(f"{node.target}: {why_not}; the activation stays PyTorch")
-        name = node.target.replace(".", "_") + "_conflux"
+        name = _fused_name(node.target)
         text = " → ".join(chain)
         gm.add_submodule(name, FusedConv2d(conv, bn, act, residual is not None, chain=text, constant_weights=constant_weights))
         with gm.graph.inserting_after(last):
@@ -147,18 +149,22 @@ def _fuse_graph(gm, census, constant_weights):
             if cur is node:
                 break
             cur = prev
-        census.fused.append((node.target, text))
+        census.fused.append((node.target, text, False))
         count += 1
     gm.graph.lint()
     gm.recompile()
     return count
 
 
+def _fused_name(conv_name):
+    return conv_name.replace(".", "_") + "_conflux"
+
+
 def _count_convs(model):
     return sum(isinstance(m, nn.Conv2d) for m in model.modules())
 
 
-def fuse(model, report=False, constant_weights=False):
+def fuse(model, report=False, constant_weights=False, example_input=None):
     """A copy of the eval-mode `model` whose Conv2d → BatchNorm2d → (+ residual) → activation
     chains run as fused conflux kernels (CPU or CUDA, fp32/fp16/bf16, NCHW or channels_last).
     The result computes what the model computes. `report=True` prints what was fused, what
@@ -167,7 +173,12 @@ def fuse(model, report=False, constant_weights=False):
     `constant_weights=True` promises that convolution weights are not changed in place after
     fusing (frozen inference, as torch.compile's freezing assumes): the CPU keeps each
     layer's transformed filter instead of re-deriving it per call. A rewrite that misses the
-    64 sampled words it checks per call is not seen. The result holds copies of the parameters."""
+    64 sampled words it checks per call is not seen. The result holds copies of the parameters.
+
+    `example_input` (a tensor, or a tuple of forward's arguments): run the model once on it
+    and time every fused chain against the same chain in PyTorch, on the tensors it really
+    receives; each chain then runs where it was faster (the census says which stayed
+    PyTorch). Shapes other than the example's keep the choice made for the example."""
     if model.training:
         raise ValueError("conflux.torch.fuse: the model is in training mode; call model.eval() first (batch-norm is fused with its running statistics)")
     total = _count_convs(model)
@@ -182,6 +193,10 @@ def fuse(model, report=False, constant_weights=False):
             print(out.conflux_census)
         return out
     _fuse_graph(gm, census, constant_weights)
+    if example_input is not None:
+        line, kept = summary(choose_by_timing(gm, example_input))
+        census.notes.append(line)
+        census.fused = [(n, c, _fused_name(n) in kept) for n, c, _ in census.fused]
     gm.delete_all_unused_submodules()
     modules = dict(gm.named_modules())
     left = sorted(
