@@ -85,6 +85,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--compile", action="store_true", help="also time torch.compile(model) (default mode)")
     ap.add_argument("--constant-weights", action="store_true", help="fuse(model, constant_weights=True)")
+    ap.add_argument("--tune", action="store_true", help="fuse(model, example_input=x): each chain where it was faster")
     ap.add_argument("--agree", type=int, default=0, help="random inputs for the agreement check (0: one batch)")
     args = ap.parse_args()
     dev = torch.device(args.device)
@@ -106,10 +107,21 @@ def main():
         model = make().eval()
         model.load_state_dict(ref32.state_dict())
         model = model.to(device=dev, dtype=dtype, memory_format=fmt)
-        fused = conflux.torch.fuse(model, constant_weights=args.constant_weights)
+        batches = [int(b) for b in args.batch.split(",")]
+        example = torch.randn(batches[0], 3, size, size, device=dev).to(dtype=dtype, memory_format=fmt) if args.tune else None
+        sync()
+        t0 = time.perf_counter()
+        fused = conflux.torch.fuse(model, constant_weights=args.constant_weights, example_input=example)
+        sync()
+        fuse_ms = (time.perf_counter() - t0) * 1e3
+        if args.tune:
+            print(f"# {name}: fuse(example_input=N {batches[0]}) took {fuse_ms:.0f} ms (plans compiled in parallel, then each chain timed); "
+                  + next(l for l in fused.conflux_census.splitlines() if "timed on the example" in l).strip(), flush=True)
         census = fused.conflux_census.splitlines()[0].split(": ", 1)[1].split(" convolutions")[0]
+        if args.tune:
+            census += " (tuned)"
         agreement = None
-        for n in [int(b) for b in args.batch.split(",")]:
+        for n in batches:
             x = torch.randn(n, 3, size, size, device=dev).to(dtype=dtype, memory_format=fmt)
             with torch.no_grad():
                 sync()
@@ -128,7 +140,14 @@ def main():
                     compiled(x)
                 comp_ms = timed(lambda t: compiled(t), x, args.iters, sync)
             if dtype == torch.float32:
-                agreement = f"rel L2 {rel_l2(y_fused.float(), y_eager.float()):.1e}"
+                # Both against the model in float64: is conflux as accurate as PyTorch?
+                ref64 = make().eval()
+                ref64.load_state_dict(ref32.state_dict())
+                ref64 = ref64.to(device=dev, dtype=torch.float64)
+                with torch.no_grad():
+                    y64 = output(ref64(x.double()))
+                agreement = f"rel L2 vs f64: conflux {rel_l2(y_fused, y64):.1e}, eager {rel_l2(y_eager, y64):.1e}"
+                del ref64
             elif agreement is None:
                 # Once per model, over batches of 32 random inputs.
                 batches = max(1, -(-args.agree // 32))

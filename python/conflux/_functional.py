@@ -168,8 +168,8 @@ def prepare(x, w, b=None, bn=None, residual=None, activation=None, stride=1, pad
             plan.add_tensor_add(plan.output_spec())
         if act is not None:
             plan.add_activation(act[0])
-        with _device.lock(device):
-            plan.compile(_device.handle(device))
+        # No lock: compiling does not touch the stream, and plans may compile in parallel.
+        plan.compile(_device.handle(device))
         bound = BoundPlan(plan, device, act, None, b is not None, bn is not None, residual is not None)
         with _plans_lock:
             _plans[key] = bound

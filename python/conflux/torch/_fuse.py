@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from .._functional import PENDING
 from ._modules import FusedConv2d
-from ._tune import choose_by_timing, summary
+from ._tune import choose_by_timing, compile_all, summary
 
 _ADDS = (operator.add, operator.iadd, torch.add)
 
@@ -175,8 +175,9 @@ def fuse(model, report=False, constant_weights=False, example_input=None):
     layer's transformed filter instead of re-deriving it per call. A rewrite that misses the
     64 sampled words it checks per call is not seen. The result holds copies of the parameters.
 
-    `example_input` (a tensor, or a tuple of forward's arguments): run the model once on it
-    and time every fused chain against the same chain in PyTorch, on the tensors it really
+    `example_input` (a tensor, or a tuple of forward's arguments): compile every chain's plan
+    for the shapes it gives, several at once, then run the model once on it and time every
+    fused chain against the same chain in PyTorch, on the tensors it really
     receives; each chain then runs where it was faster (the census says which stayed
     PyTorch). Shapes other than the example's keep the choice made for the example."""
     if model.training:
@@ -194,6 +195,7 @@ def fuse(model, report=False, constant_weights=False, example_input=None):
         return out
     _fuse_graph(gm, census, constant_weights)
     if example_input is not None:
+        compile_all(gm, example_input)
         line, kept = summary(choose_by_timing(gm, example_input))
         census.notes.append(line)
         census.fused = [(n, c, _fused_name(n) in kept) for n, c, _ in census.fused]

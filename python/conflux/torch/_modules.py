@@ -76,6 +76,20 @@ class FusedConv2d(nn.Module):
             return (cp["weight"], cp["bias"])
         return (cp["weight"], cp["bias"], bn._buffers["running_mean"], bn._buffers["running_var"], bn._parameters["weight"], bn._parameters["bias"])
 
+    def prepare(self, x, residual=None, params=None):
+        """Check the chain's arrays and find or compile its plan (without running it); when
+        nothing had to be copied, later calls with this input spec take the fast path."""
+        params = params or self._parameters_now()
+        conv = self.conv
+        bn = self._bn_tensors()
+        bound, xx, views, res, eps = _functional.prepare(
+            x, conv.weight, conv.bias, bn, residual, self.activation, conv.stride, conv.padding, conv.dilation,
+            conv.groups, op=f"fused {self.chain}", constant_weights=self.constant_weights,
+        )
+        if xx is x and views["w"].owner is conv.weight and res is residual:
+            self._fast = ((x.shape, x.stride(), x.dtype, x.device), bound, params)
+        return bound, xx, views, res, eps, bn
+
     def forward(self, x, residual=None):
         if not self.use_conflux:
             return self.eager(x, residual)
@@ -107,15 +121,7 @@ class FusedConv2d(nn.Module):
                 bound.run(x.data_ptr(), y.data_ptr(), w.data_ptr(), b.data_ptr() if b is not None else 0, bn_ptrs,
                           residual.data_ptr() if residual is not None else 0, eps)
                 return y
-        conv = self.conv
-        bn = self._bn_tensors()
-        bound, xx, views, res, eps = _functional.prepare(
-            x, conv.weight, conv.bias, bn, residual, self.activation, conv.stride, conv.padding, conv.dilation,
-            conv.groups, op=f"fused {self.chain}", constant_weights=self.constant_weights,
-        )
-        if xx is x and views["w"].owner is conv.weight and res is residual:
-            # Nothing had to be copied: later calls with this input spec take the fast path.
-            self._fast = ((x.shape, x.stride(), x.dtype, x.device), bound, params)
+        bound, xx, views, res, eps, bn = self.prepare(x, residual, params)
         y = torch.empty_strided(bound.out_shape, bound.out_strides, dtype=xx.dtype, device=xx.device)
         bn_ptrs = tuple(views[n].ptr for n in ("bn scale", "bn shift", "bn mean", "bn var")) if bn is not None else None
         bound.run(views["x"].ptr, y.data_ptr(), views["w"].ptr, views["b"].ptr if "b" in views else 0, bn_ptrs,

@@ -2,8 +2,9 @@
 every fused chain, time conflux against the same chain in PyTorch on the tensors it really
 receives; a chain runs where it was faster (as cuDNN's benchmark mode picks per shape)."""
 
-import statistics
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import fx
@@ -43,6 +44,34 @@ class _Chooser(fx.Interpreter):
             m.use_conflux = ours <= theirs
             self.choices[target] = (ours, theirs)
         return super().call_module(target, args, kwargs)
+
+
+class _Recorder(fx.Interpreter):
+    """Runs the model with every chain in PyTorch, recording what each fused module receives."""
+
+    def __init__(self, gm, calls):
+        super().__init__(gm)
+        self.calls = calls
+
+    def call_module(self, target, args, kwargs):
+        m = self.fetch_attr(target)
+        if isinstance(m, FusedConv2d):
+            self.calls.append((m, args))
+            return m.eager(*args, **kwargs)
+        return super().call_module(target, args, kwargs)
+
+
+def compile_all(gm, example_input, threads=None):
+    """Compile every fused chain's plan for the shapes the example input gives it, several
+    at once (kernel compilation runs without the GIL): a cold start costs the longest
+    compiles, not their sum. Returns how many plans were prepared."""
+    calls = []
+    inputs = example_input if isinstance(example_input, tuple) else (example_input,)
+    with torch.no_grad():
+        _Recorder(gm, calls).run(*inputs)
+    with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
+        list(pool.map(lambda c: c[0].prepare(*c[1]), calls))
+    return len(calls)
 
 
 def choose_by_timing(gm, example_input):

@@ -19,12 +19,15 @@ pub trait Session: RunContext {
 }
 
 type InvokerKey = (String, &'static str);
+/// One invoker's place in the cache: filled once; its own lock is held while it is built, so
+/// threads building different problems compile in parallel and racing threads build it once.
+type InvokerSlot = Arc<Mutex<Option<Arc<dyn Invoker>>>>;
 /// Find results read or written by this session, by find-db key (None: no entry on disk).
 pub(crate) type FindMemo = HashMap<String, Option<Arc<FindRecord>>>;
 
 #[derive(Default)]
 pub struct SearchState {
-    invokers: Mutex<HashMap<InvokerKey, Arc<dyn Invoker>>>,
+    invokers: Mutex<HashMap<InvokerKey, InvokerSlot>>,
     builds: AtomicU64,
     pub(crate) find_memo: Mutex<FindMemo>,
     find_progress: Mutex<Option<FindProgressFn>>,
@@ -60,28 +63,34 @@ impl BuildContext for Tuned<'_> {
 }
 
 /// The invoker of `solver` for `problem`, built once per session (with its tuned
-/// configuration when the perf-db has one). The lock is held while building so racing
-/// threads build it once.
+/// configuration when the perf-db has one). Only the problem's own slot is locked while it
+/// is built; a failed build leaves the slot empty, so a later call tries again.
 pub fn invoker(s: &dyn Session, problem: &FusedProblem, solver: &'static dyn Solver) -> Result<Arc<dyn Invoker>> {
     let state = s.search_state();
-    let key = (problem.key(), solver.name());
-    let mut cache = state.invokers.lock().unwrap();
-    if let Some(inv) = cache.get(&key) {
+    let slot = slot(state, (problem.key(), solver.name()));
+    let mut built = slot.lock().unwrap();
+    if let Some(inv) = &*built {
         return Ok(inv.clone());
     }
     let inv = solver.build(problem, &Tuned(s.device()))?;
     state.builds.fetch_add(1, Ordering::Relaxed);
-    cache.insert(key, inv.clone());
+    *built = Some(inv.clone());
     Ok(inv)
+}
+
+fn slot(state: &SearchState, key: InvokerKey) -> InvokerSlot {
+    state.invokers.lock().unwrap().entry(key).or_default().clone()
 }
 
 /// Cache `inv` as the invoker of `solver` for `problem`, replacing any earlier one (after
 /// tuning picked a configuration other than the one built first).
 pub fn replace_invoker(s: &dyn Session, problem: &FusedProblem, solver: &'static dyn Solver, inv: Arc<dyn Invoker>) {
-    s.search_state().invokers.lock().unwrap().insert((problem.key(), solver.name()), inv);
+    *slot(s.search_state(), (problem.key(), solver.name())).lock().unwrap() = Some(inv);
 }
 
 /// The cached invoker of `solver` for `problem`, if one was built.
 pub fn cached_invoker(s: &dyn Session, problem: &FusedProblem, solver: &'static dyn Solver) -> Option<Arc<dyn Invoker>> {
-    s.search_state().invokers.lock().unwrap().get(&(problem.key(), solver.name())).cloned()
+    let slot = s.search_state().invokers.lock().unwrap().get(&(problem.key(), solver.name())).cloned()?;
+    let inv = slot.lock().unwrap().clone();
+    inv
 }
