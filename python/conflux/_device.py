@@ -77,3 +77,12 @@ def current_stream(device):
         with cupy.cuda.Device(index):
             return cupy.cuda.get_current_stream().ptr
     return 0
+
+
+def queue(device, call):
+    """Run `call(handle)` with the device's handle on the caller's current stream, holding the
+    lock that keeps another thread from switching the handle's stream in between."""
+    h = handle(device)
+    with lock(device):
+        h.set_stream(current_stream(device) if device != "cpu" else 0)
+        call(h)

@@ -66,8 +66,7 @@ class FusionPlan:
         return self._add("activation", self._plan.add_activation(act[0]), act)
 
     def compile(self):
-        with _device.lock(self.device):
-            self._plan.compile(_device.handle(self.device))
+        self._plan.compile(_device.handle(self.device))
         return self
 
     @property
@@ -112,9 +111,5 @@ class FusionPlan:
         yv = _arrays.view(out, "fusion plan execute", "out")
         if yv.shape != shape or yv.strides != strides:
             raise Error(f"miopenStatusBadParm: fusion plan execute: out has lengths {yv.shape} strides {yv.strides}, the plan writes {shape} strides {strides}")
-        h = _device.handle(self.device)
-        with _device.lock(self.device):
-            if self.device != "cpu":
-                h.set_stream(_device.current_stream(self.device))
-            self._plan.execute(h, xv.spec(), xv.ptr, yv.spec(), yv.ptr, op_args)
+        _device.queue(self.device, lambda h: self._plan.execute(h, xv.spec(), xv.ptr, yv.spec(), yv.ptr, op_args))
         return out

@@ -127,3 +127,34 @@ def test_padding_same_and_valid(device):
     w = data((4, 4, 5, 5), torch.float32, device, 16)
     assert rel_l2(conflux.conv2d(x, w, padding="same").cpu(), reference(x, w, None, 1, 2, 1, 1, None).cpu()) < 1e-5
     assert conflux.conv2d(x, w, padding="valid").shape == (1, 4, 5, 5)
+
+
+def test_gpu_scratch_comes_from_the_callers_allocator():
+    """On CUDA, scratch a kernel needs is taken from the installed allocator (torch's caching
+    allocator by default) and every block is given back."""
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA only")
+    import conflux._device as dev
+
+    live, count = {}, [0]
+
+    def alloc(n):
+        t = torch.empty(n, dtype=torch.uint8, device="cuda:0")
+        live[t.data_ptr()] = t
+        count[0] += 1
+        return t.data_ptr()
+
+    def free(p):
+        live.pop(p)
+
+    conflux.set_allocator("cuda:0", alloc, free)
+    try:
+        # NCHW f16 on the tensor cores goes through channels-last copies held in scratch.
+        x = data((4, 64, 28, 28), torch.float16, "cuda", 20)
+        w = (data((64, 64, 3, 3), torch.float32, "cuda", 21) * 0.05).half()
+        y = conflux.conv2d(x, w, padding=1, activation="relu")
+        torch.cuda.synchronize()
+        assert count[0] > 0 and not live
+        assert rel_l2(y.float().cpu(), reference(x, w, None, 1, 1, 1, 1, "relu").cpu()) < 2e-3
+    finally:
+        conflux.set_allocator("cuda:0", *dev._torch_allocator("cuda:0"))

@@ -28,6 +28,11 @@ fi
 cargo build --release -p conflux-capi -q
 mkdir -p .gpu/lib && cp target/release/libMIOpen.so .gpu/lib/
 cargo build --release -p conflux-driver -q && cp target/release/conflux-driver .gpu/
+# The Python package as a wheel, with pytest's wheels (the GPU machine has torch but no
+# network): scripts/gpu/python_tests.sh installs them there.
+if python3 -m pip --version >/dev/null 2>&1; then
+  python3 -m pip wheel -q --no-deps . -w .gpu/wheels && python3 -m pip download -q pytest -d .gpu/wheels || echo "python wheel not staged"
+fi
 cp scripts/gpu/*.sh scripts/gpu/*.py .gpu/ 2>/dev/null || true
 cp ../shared/bench/*.txt .gpu/ 2>/dev/null || true
 # The model-zoo yardstick (zoo.py, zoo_bwd.py and their ctypes binding) from the shared bench.

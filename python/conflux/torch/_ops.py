@@ -71,12 +71,7 @@ def _conv_fused_fake(x, w, b, residual, bn_mean, bn_var, bn_scale, bn_shift, bn_
 def activation(x: Tensor, mode: int, alpha: float, beta: float, gamma: float) -> Tensor:
     y = torch.empty_like(x)
     xv = _arrays.view(x, "conflux::activation", "x")
-    device = xv.device
-    h = _device.handle(device)
-    with _device.lock(device):
-        if device != "cpu":
-            h.set_stream(_device.current_stream(device))
-        _act_fwd(h, mode, alpha, beta, gamma, xv.spec(), xv.ptr, y.data_ptr())
+    _device.queue(xv.device, lambda h: _act_fwd(h, mode, alpha, beta, gamma, xv.spec(), xv.ptr, y.data_ptr()))
     return y
 
 
@@ -92,12 +87,7 @@ def activation_backward(y: Tensor, dy: Tensor, x: Tensor, mode: int, alpha: floa
     x = _same_layout(x, y)
     dx = torch.empty_like(y)
     yv = _arrays.view(y, "conflux::activation_backward", "y")
-    device = yv.device
-    h = _device.handle(device)
-    with _device.lock(device):
-        if device != "cpu":
-            h.set_stream(_device.current_stream(device))
-        _act_bwd(h, mode, alpha, beta, gamma, yv.spec(), yv.ptr, dy.data_ptr(), x.data_ptr(), dx.data_ptr())
+    _device.queue(yv.device, lambda h: _act_bwd(h, mode, alpha, beta, gamma, yv.spec(), yv.ptr, dy.data_ptr(), x.data_ptr(), dx.data_ptr()))
     return dx
 
 
@@ -126,13 +116,9 @@ def _convolution(x, w, dy, stride, padding, dilation, groups):
 
 def _run(c, device, direction, call):
     """Run one direction with a workspace from the caller's allocator (torch's on CUDA)."""
-    h = _device.handle(device)
-    ws_bytes = c.workspace_size(h, direction)
+    ws_bytes = c.workspace_size(_device.handle(device), direction)
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=device) if ws_bytes else None
-    with _device.lock(device):
-        if device != "cpu":
-            h.set_stream(_device.current_stream(device))
-        call(h, ws.data_ptr() if ws is not None else 0, ws_bytes)
+    _device.queue(device, lambda h: call(h, ws.data_ptr() if ws is not None else 0, ws_bytes))
 
 
 @torch.library.custom_op("conflux::conv_backward_data", mutates_args=())
@@ -169,13 +155,9 @@ def bias_backward(dy: Tensor) -> Tensor:
     k = dy.shape[1]
     db = torch.empty(k, dtype=dy.dtype, device=dy.device)
     dv = _arrays.view(dy, "conflux::bias_backward", "dy")
-    device = dv.device
-    h = _device.handle(device)
-    with _device.lock(device):
-        if device != "cpu":
-            h.set_stream(_device.current_stream(device))
-        ones = [1] * (dy.dim() - 2)
-        _bias_bwd(h, dv.spec(), dv.ptr, (dv.dtype, [1, k] + ones, [k, 1] + ones), db.data_ptr(), 1.0, 0.0)
+    ones = [1] * (dy.dim() - 2)
+    db_spec = (dv.dtype, [1, k] + ones, [k, 1] + ones)
+    _device.queue(dv.device, lambda h: _bias_bwd(h, dv.spec(), dv.ptr, db_spec, db.data_ptr(), 1.0, 0.0))
     return db
 
 
