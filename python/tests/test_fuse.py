@@ -123,3 +123,16 @@ def test_replaced_parameters_and_new_shapes_are_seen(device):
         assert rel_l2(fused(x).cpu(), model(x).cpu()) < 1e-4
         x2 = inputs(device, n=3, size=40)
         assert rel_l2(fused(x2).cpu(), model(x2).cpu()) < 1e-4
+
+
+def test_example_input_without_tuning_compiles_every_plan():
+    before = conflux.plan_count()
+    model = build("mobilenet", "cpu")
+    x = inputs("cpu", n=3, size=36)
+    fused = conflux.torch.fuse(model, example_input=x, tune=False)
+    assert conflux.plan_count() > before
+    assert all(m._fast is not None and m.use_conflux for m in fused.modules() if isinstance(m, FusedConv2d))
+    compiled = conflux.plan_count()
+    with torch.no_grad():
+        assert rel_l2(fused(x), model(x)) < 1e-4
+    assert conflux.plan_count() == compiled

@@ -164,7 +164,7 @@ def _count_convs(model):
     return sum(isinstance(m, nn.Conv2d) for m in model.modules())
 
 
-def fuse(model, report=False, constant_weights=False, example_input=None):
+def fuse(model, report=False, constant_weights=False, example_input=None, tune=True):
     """A copy of the eval-mode `model` whose Conv2d → BatchNorm2d → (+ residual) → activation
     chains run as fused conflux kernels (CPU or CUDA, fp32/fp16/bf16, NCHW or channels_last).
     The result computes what the model computes. `report=True` prints what was fused, what
@@ -179,7 +179,8 @@ def fuse(model, report=False, constant_weights=False, example_input=None):
     for the shapes it gives, several at once, then run the model once on it and time every
     fused chain against the same chain in PyTorch, on the tensors it really
     receives; each chain then runs where it was faster (the census says which stayed
-    PyTorch). Shapes other than the example's keep the choice made for the example."""
+    PyTorch). Shapes other than the example's keep the choice made for the example.
+    `tune=False`: only compile the plans for the example's shapes (no timing)."""
     if model.training:
         raise ValueError("conflux.torch.fuse: the model is in training mode; call model.eval() first (batch-norm is fused with its running statistics)")
     total = _count_convs(model)
@@ -196,9 +197,10 @@ def fuse(model, report=False, constant_weights=False, example_input=None):
     _fuse_graph(gm, census, constant_weights)
     if example_input is not None:
         compile_all(gm, example_input)
-        line, kept = summary(choose_by_timing(gm, example_input))
-        census.notes.append(line)
-        census.fused = [(n, c, _fused_name(n) in kept) for n, c, _ in census.fused]
+        if tune:
+            line, kept = summary(choose_by_timing(gm, example_input))
+            census.notes.append(line)
+            census.fused = [(n, c, _fused_name(n) in kept) for n, c, _ in census.fused]
     gm.delete_all_unused_submodules()
     modules = dict(gm.named_modules())
     left = sorted(
