@@ -136,3 +136,28 @@ def test_example_input_without_tuning_compiles_every_plan():
     with torch.no_grad():
         assert rel_l2(fused(x), model(x)) < 1e-4
     assert conflux.plan_count() == compiled
+
+
+def test_cuda_graph_capture_replays_fused_model():
+    """A fused model is captured into a CUDA graph and replayed: no conflux call synchronizes
+    with the host (capture would fail) and every launch follows torch's current stream."""
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA only")
+    model = build("resnet", "cuda")
+    fused = conflux.torch.fuse(model)
+    static_x = inputs("cuda")
+    with torch.no_grad():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                fused(static_x)  # plans compiled, fast paths bound, before capture
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = fused(static_x)
+        for seed in (5, 6):
+            static_x.copy_(inputs("cuda", n=2).mul_(seed / 5))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert rel_l2(static_y.cpu(), model(static_x).cpu()) < 1e-4
