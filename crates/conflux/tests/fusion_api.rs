@@ -654,6 +654,39 @@ device_tests!(concurrent_compiles_build_once, |h: &Handle| {
     assert_eq!(h.build_count(), before + 1, "racing compiles of one plan must build one invoker");
 });
 
+device_tests!(concurrent_compiles_of_distinct_plans, |h: &Handle| {
+    // Eight threads compile eight different plans on one handle at once (as the Python
+    // package's fuse(example_input=) does): each problem's invoker is built once, builds of
+    // different problems do not wait on one another's lock, and every plan computes its own
+    // reference result.
+    let h = &fresh(h);
+    let cases: Vec<(TensorDesc, TensorDesc)> = (0..8).map(|i| (t(&[1 + i % 2, 2 + i, 5 + i, 6]), t(&[3 + i, 2 + i, 3, 3]))).collect();
+    let before = h.build_count();
+    std::thread::scope(|s| {
+        for (i, (xd, wd)) in cases.iter().enumerate() {
+            s.spawn(move || {
+                let x = random(h, xd, Fill::Normal, 10 + i as u64);
+                let w = random(h, wd, Fill::Normal, 20 + i as u64);
+                let b = random(h, &t(&[1, wd.n(), 1, 1]), Fill::Normal, 30 + i as u64);
+                let mut p = plan(xd);
+                p.add_conv_forward(&conv3x3(), wd).unwrap();
+                p.add_bias(&b.desc).unwrap();
+                p.add_activation(ActivationMode::Relu).unwrap();
+                p.compile(h).unwrap();
+                let yd = p.output_desc().clone();
+                let y = poisoned(h, &yd);
+                p.execute(h, xd, x.ptr(), &yd, y.ptr(), &cba_args(w.ptr(), b.ptr(), 0.0)).unwrap();
+                let mut want = vec![0.0; yd.element_space()];
+                r::conv_forward(&conv3x3(), xd, &x.host, wd, &w.host, &yd, &mut want).unwrap();
+                r::bias_forward(&yd, &mut want, &b.desc, &b.host).unwrap();
+                let want: Vec<f64> = want.iter().map(|v| v.max(0.0)).collect();
+                assert_close(&format!("plan {i}"), &download(h, &y), &logical(&yd, &want), tolerance(F32));
+            });
+        }
+    });
+    assert_eq!(h.build_count(), before + 8, "eight distinct plans build eight invokers");
+});
+
 // ---------------------------------------------------------------------------------------
 // conv::api argument checks
 
