@@ -44,17 +44,43 @@ struct Shape {
     y_vec: bool,
 }
 
-/// Output columns per thread that tuning may pick (labels `tw2`, `tw4`, `tw8`).
+/// Output columns per thread that tuning may pick.
 const COLUMN_TILES: [usize; 3] = [2, 4, 8];
+/// Blocks per SM the kernel's registers are capped for (`__launch_bounds__`): wide tiles of
+/// large filters otherwise hold one 256-thread block per SM.
+const MIN_BLOCKS: [usize; 3] = [1, 2, 3];
 
-fn parse_tile(label: &str) -> Option<usize> {
-    label.strip_prefix("tw").and_then(|v| v.parse().ok()).filter(|v| COLUMN_TILES.contains(v))
+/// A configuration: `tw` output columns per thread, registers capped for `min_blocks` blocks
+/// per SM. Labels `tw4` (one block) or `tw4b2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tile {
+    tw: usize,
+    min_blocks: usize,
+}
+
+fn parse_tile(label: &str) -> Option<Tile> {
+    let rest = label.strip_prefix("tw")?;
+    let (tw, min_blocks) = match rest.split_once('b') {
+        Some((tw, b)) => (tw.parse().ok()?, b.parse().ok()?),
+        None => (rest.parse().ok()?, 1),
+    };
+    (COLUMN_TILES.contains(&tw) && MIN_BLOCKS.contains(&min_blocks)).then_some(Tile { tw, min_blocks })
+}
+
+fn label(t: Tile) -> String {
+    if t.min_blocks == 1 { format!("tw{}", t.tw) } else { format!("tw{}b{}", t.tw, t.min_blocks) }
 }
 
 /// Eight columns per thread: wider tiles reread less of each input row (5×5 and 7×7 filters
-/// gain most); never wider than the output. Sweep: bench/results/2026-11-27-h200-zoo-few-channels.md.
-fn heuristic_tile(g: &Geom) -> usize {
-    8.min(g.output[2]).max(1)
+/// gain most); never wider than the output. Stride-1 filters of three columns on outputs at
+/// least 56 wide reuse little across a wide tile and gain from occupancy instead: four
+/// columns, registers capped for two blocks per SM. Sweeps:
+/// bench/results/2026-11-27-h200-zoo-few-channels.md, 2026-11-27-h200-few-channels-occupancy.md.
+fn heuristic_tile(g: &Geom) -> Tile {
+    if g.filter[2] <= 3 && g.stride[2] == 1 && g.output[2] >= 56 {
+        return Tile { tw: 4, min_blocks: 2 };
+    }
+    Tile { tw: 8.min(g.output[2]).max(1), min_blocks: 1 }
 }
 
 impl Shape {
@@ -132,28 +158,29 @@ impl Solver for CudaConvFewChannels {
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
         let g = Geom::of(conv);
-        let tw = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_FEW_CHANNELS_TILE", parse_tile, || heuristic_tile(&g))?;
-        self.build_with(problem, ctx, tw)
+        let tile = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_FEW_CHANNELS_TILE", parse_tile, || heuristic_tile(&g))?;
+        self.build_with(problem, ctx, tile)
     }
 
     fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {
         let ow = problem.conv_problem().map_or(1, |c| Geom::of(c).output[2]);
-        COLUMN_TILES.iter().filter(|&&tw| tw <= ow.max(2)).map(|tw| format!("tw{tw}")).collect()
+        let tiles = COLUMN_TILES.iter().filter(|&&tw| tw <= ow.max(2));
+        tiles.flat_map(|&tw| MIN_BLOCKS.iter().map(move |&min_blocks| label(Tile { tw, min_blocks }))).collect()
     }
 
     fn build_config(&self, problem: &FusedProblem, ctx: &dyn BuildContext, config: &str) -> Result<Arc<dyn Invoker>> {
-        let tw = parse_tile(config).ok_or_else(|| Error::bad_parm(format!("{}: no configuration {config}", self.name())))?;
-        self.build_with(problem, ctx, tw)
+        let tile = parse_tile(config).ok_or_else(|| Error::bad_parm(format!("{}: no configuration {config}", self.name())))?;
+        self.build_with(problem, ctx, tile)
     }
 }
 
 impl CudaConvFewChannels {
-    /// Build with `tw` output columns per thread; `check` must have passed.
-    fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, tw: usize) -> Result<Arc<dyn Invoker>> {
+    /// Build with `tile`; `check` must have passed.
+    fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, tile: Tile) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
         let g = Geom::of(conv);
-        let shape = Shape::of(&g, conv.dtype().size(), tw);
+        let shape = Shape::of(&g, conv.dtype().size(), tile.tw);
         let mut defs = preamble::conv_geometry_defines(&g);
         for (name, v) in [
             ("KTOT", g.k),
@@ -163,6 +190,7 @@ impl CudaConvFewChannels {
             ("GSHARE", shape.group_share as usize),
             ("XVEC", shape.x_vec as usize),
             ("YVEC", shape.y_vec as usize),
+            ("MINB", tile.min_blocks),
         ] {
             defs.push((name.to_string(), v.to_string()));
         }

@@ -12,7 +12,7 @@
 // 0: columns fastest, for planar y), GSHARE (1: groups of KG = CG channels lie inside a
 // thread's VEC channels, whose inputs are then loaded once for every c), XVEC / YVEC (1: x / y
 // read and written as 16-byte vectors of VEC elements at channel k0; only in the `_vec`
-// kernel, whose launch checks the alignment).
+// kernel, whose launch checks the alignment), MINB (blocks per SM the registers are capped for).
 typedef CONFLUX_T T;
 
 constexpr int KCH = KTOT / VEC;                 // channel chunks
@@ -171,6 +171,6 @@ template <bool VMEM> __device__ __forceinline__ void few_channels(const Params& 
 }
 
 // x and y 16-byte aligned (checked at launch): vector loads and stores where XVEC / YVEC.
-extern "C" __global__ void __launch_bounds__(256) conv_few_channels_vec(const Params p) { few_channels<true>(p); }
+extern "C" __global__ void __launch_bounds__(256, MINB) conv_few_channels_vec(const Params p) { few_channels<true>(p); }
 // Any alignment: element loads and stores.
-extern "C" __global__ void __launch_bounds__(256) conv_few_channels(const Params p) { few_channels<false>(p); }
+extern "C" __global__ void __launch_bounds__(256, MINB) conv_few_channels(const Params p) { few_channels<false>(p); }
