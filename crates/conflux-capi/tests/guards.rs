@@ -177,3 +177,35 @@ fn fusion_op_handles_and_wrong_kind_args() {
         assert_eq!(miopenDestroyTensorDescriptor(t), SUCCESS);
     }
 }
+
+#[test]
+fn a_cpu_handle_keeps_the_stream_it_is_given() {
+    // HIP programs create every handle with a stream; on the CPU it is kept, not used.
+    let fake = 0x1234usize as *mut c_void;
+    unsafe {
+        std::env::set_var("CONFLUX_DEVICE", "cpu");
+        let mut h = null_mut();
+        assert_eq!(miopenCreateWithStream(&mut h, fake), SUCCESS, "{}", last_error());
+        let mut s = null_mut();
+        assert_eq!(miopenGetStream(h, &mut s), SUCCESS);
+        assert_eq!(s, fake);
+        let mut t = null_mut();
+        assert_eq!(miopenCreateTensorDescriptor(&mut t), SUCCESS);
+        assert_eq!(miopenSet4dTensorDescriptor(t, 1, 1, 2, 2, 2), SUCCESS);
+        let mut a = null_mut();
+        assert_eq!(miopenCreateActivationDescriptor(&mut a), SUCCESS);
+        assert_eq!(miopenSetActivationDescriptor(a, 3, 0.0, 0.0, 0.0), SUCCESS);
+        let x = [-1.0f32, 2.0, -3.0, 4.0, 5.0, -6.0, 7.0, -8.0];
+        let mut y = [f32::NAN; 8];
+        let (one, zero) = (1.0f32, 0.0f32);
+        let st = miopenActivationForward(h, a, &one as *const f32 as *const c_void, t, x.as_ptr() as *const c_void, &zero as *const f32 as *const c_void, t, y.as_mut_ptr() as *mut c_void);
+        assert_eq!(st, SUCCESS, "{}", last_error());
+        assert_eq!(y, [0.0, 2.0, 0.0, 4.0, 5.0, 0.0, 7.0, 0.0], "the calls run as on a stream-less handle");
+        assert_eq!(miopenSetStream(h, null_mut()), SUCCESS);
+        assert_eq!(miopenGetStream(h, &mut s), SUCCESS);
+        assert!(s.is_null());
+        miopenDestroyActivationDescriptor(a);
+        miopenDestroyTensorDescriptor(t);
+        assert_eq!(miopenDestroy(h), SUCCESS);
+    }
+}

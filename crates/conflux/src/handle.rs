@@ -9,11 +9,16 @@ use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
 use crate::search::{FindProgressFn, SearchState, Session};
 use crate::solver::{Invoker, Solver};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A conflux handle (`miopenHandle_t`).
 pub struct Handle {
     device: Device,
+    /// The stream a CPU handle was given: kept for `miopenGetStream`, otherwise unused (CPU
+    /// calls run on conflux's pool and return when done). HIP programs create every handle
+    /// with a stream.
+    cpu_stream: AtomicU64,
     profiling: Mutex<bool>,
     last_time_ms: Mutex<f32>,
     /// Compiled invokers, find-db memo and progress hook (`search::Session`).
@@ -57,21 +62,23 @@ impl Handle {
         Ok(h)
     }
 
-    /// `miopenSetStream`: the raw `CUstream` work is queued on (GPU handles; 0 = default).
+    /// `miopenSetStream`: the raw `CUstream` work is queued on (0 = default). A CPU handle keeps
+    /// the value for `stream()` and runs as before.
     pub fn set_stream(&self, stream: u64) -> Result<()> {
         match &self.device {
-            Device::Cuda(b) => {
-                b.dev.set_stream(stream);
-                Ok(())
-            }
-            Device::Cpu if stream == 0 => Ok(()),
-            Device::Cpu => Err(Error::bad_parm("set stream: a CPU handle has no streams")),
+            Device::Cuda(b) => b.dev.set_stream(stream),
+            Device::Cpu => self.cpu_stream.store(stream, Ordering::Relaxed),
         }
+        Ok(())
     }
 
-    /// `miopenGetStream`: the raw stream (0 for the default stream and for CPU handles).
+    /// `miopenGetStream`: the raw stream (0 for the default stream); on a CPU handle, the value
+    /// it was given.
     pub fn stream(&self) -> u64 {
-        self.device.cuda().map(|b| b.dev.stream_raw()).unwrap_or(0)
+        match &self.device {
+            Device::Cuda(b) => b.dev.stream_raw(),
+            Device::Cpu => self.cpu_stream.load(Ordering::Relaxed),
+        }
     }
 
     pub fn cpu() -> Handle {
@@ -81,6 +88,7 @@ impl Handle {
     pub fn with_device(device: Device) -> Handle {
         Handle {
             device,
+            cpu_stream: AtomicU64::new(0),
             profiling: Mutex::new(false),
             last_time_ms: Mutex::new(0.0),
             search: SearchState::default(),

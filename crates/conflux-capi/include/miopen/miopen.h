@@ -91,7 +91,9 @@ MIOPEN_EXPORT miopenStatus_t miopenGetVersion(size_t* major, size_t* minor, size
 /* A handle on the default device (see the memory model above) and the default stream. */
 MIOPEN_EXPORT miopenStatus_t miopenCreate(miopenHandle_t* handle);
 
-/* A handle whose work is queued on `stream` (borrowed). A CPU handle accepts only NULL. */
+/* A handle whose work is queued on `stream` (borrowed). A CPU handle keeps the stream (returned
+   by miopenGetStream) and otherwise ignores it: its calls run on conflux's threads and return
+   when done, so a HIP program that creates every handle with a stream runs unchanged. */
 MIOPEN_EXPORT miopenStatus_t miopenCreateWithStream(miopenHandle_t* handle,
                                                     miopenAcceleratorQueue_t stream);
 
@@ -101,7 +103,7 @@ MIOPEN_EXPORT miopenStatus_t miopenDestroy(miopenHandle_t handle);
 MIOPEN_EXPORT miopenStatus_t miopenSetStream(miopenHandle_t handle,
                                              miopenAcceleratorQueue_t streamID);
 
-/* The handle's stream (NULL for the default stream and for CPU handles). */
+/* The handle's stream (NULL for the default stream; on a CPU handle, the stream it was given). */
 MIOPEN_EXPORT miopenStatus_t miopenGetStream(miopenHandle_t handle,
                                              miopenAcceleratorQueue_t* streamID);
 
