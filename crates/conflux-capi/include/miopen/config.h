@@ -22,9 +22,18 @@
 #define MIOPEN_VERSION_MINOR 3
 #define MIOPEN_VERSION_PATCH 0
 
+/* The stream handles take: CUDA's (CUstream / cudaStream_t), NULL for the default stream.
+ * HIP programs pass hipStream_t, which is `struct ihipStream_t*` on HIP's AMD platform and
+ * CUDA's stream on its NVIDIA platform: a program that includes HIP's headers first (defining
+ * __HIP_PLATFORM_AMD__) gets the AMD type, so it compiles unchanged; such a stream can only be
+ * given to a CPU handle. A CPU handle keeps any stream (miopenGetStream returns it) and
+ * otherwise ignores it. */
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_HCC__)
+struct ihipStream_t;
+typedef struct ihipStream_t* miopenAcceleratorQueue_t;
+#else
 struct CUstream_st;
-/* A CUDA stream (CUstream / cudaStream_t). NULL is the default stream; CPU handles have
- * no stream and accept only NULL. */
 typedef struct CUstream_st* miopenAcceleratorQueue_t;
+#endif
 
 #endif /* MIOPEN_CONFIG_H_ */
