@@ -158,7 +158,7 @@ def usable(a):
             return a
         return a.contiguous()
     if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
-        v_strides = [s // a.itemsize for s in a.strides] if all(s % a.itemsize == 0 for s in a.strides) else None
-        if v_strides is None or not channels_last(list(a.shape), v_strides):
+        item = a.itemsize
+        if any(s % item for s in a.strides) or not channels_last(list(a.shape), [s // item for s in a.strides]):
             return np.ascontiguousarray(a)
     return a

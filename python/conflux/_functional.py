@@ -76,9 +76,9 @@ def conv_geometry(x_shape, w_shape, stride, padding, dilation):
     return stride, padding, dilation
 
 
-def _per_channel(v, k):
+def per_channel(v, k):
     """A length-K vector as the 1×K×1×1 tensor MIOpen's bias and BN descriptors describe."""
-    return v.spec_as([1, k] + [1] * 2, [k, 1, 1, 1])
+    return v.spec_as([1, k, 1, 1], [k, 1, 1, 1])
 
 
 def _matching(a, v, shape, strides, op, what):
@@ -161,9 +161,9 @@ def prepare(x, w, b=None, bn=None, residual=None, activation=None, stride=1, pad
         plan = _Plan(xv.spec())
         plan.add_conv(wv.spec(), padding, stride, dilation, groups, None, constant_weights)
         if b is not None:
-            plan.add_bias(_per_channel(views["b"], k))
+            plan.add_bias(per_channel(views["b"], k))
         if bn is not None:
-            plan.add_bn_inference(True, _per_channel(views["bn mean"], k))
+            plan.add_bn_inference(True, per_channel(views["bn mean"], k))
         if residual is not None:
             plan.add_tensor_add(plan.output_spec())
         if act is not None:
@@ -183,12 +183,17 @@ def fused(x, w, b=None, bn=None, residual=None, activation=None, stride=1, paddi
     for inference; every array is of one kind and on one device. `constant_weights`: the
     caller promises w's values never change at its address (frozen inference weights; the
     CPU then keeps its transformed filters). Returns a new array."""
-    bound, x, views, residual, eps = prepare(x, w, b, bn, residual, activation, stride, padding, dilation, groups, op, constant_weights)
+    bound, x, views, _, eps = prepare(x, w, b, bn, residual, activation, stride, padding, dilation, groups, op, constant_weights)
+    return run_prepared(bound, x, views, eps, op)
+
+
+def run_prepared(bound, x, views, eps, op):
+    """Queue a chain `prepare` checked (its views by name) into a new output like x."""
     y = _arrays.empty_like_kind(x, bound.out_shape, bound.out_strides)
     yv = _arrays.view(y, op, "y")
-    bn_ptrs = tuple(views[n].ptr for n in ("bn scale", "bn shift", "bn mean", "bn var")) if bn is not None else None
-    bound.run(views["x"].ptr, yv.ptr, views["w"].ptr, views["b"].ptr if b is not None else 0, bn_ptrs,
-              views["residual"].ptr if residual is not None else 0, float(eps) if eps is not None else None)
+    bn_ptrs = tuple(views[n].ptr for n in ("bn scale", "bn shift", "bn mean", "bn var")) if "bn mean" in views else None
+    bound.run(views["x"].ptr, yv.ptr, views["w"].ptr, views["b"].ptr if "b" in views else 0, bn_ptrs,
+              views["residual"].ptr if "residual" in views else 0, float(eps) if eps is not None else None)
     return y
 
 

@@ -4,7 +4,7 @@ compiled once for a device, executed with new arrays of the same specs."""
 
 from . import _arrays, _device
 from ._conflux import Error, FusionPlan as _Plan
-from ._functional import activation_params, conv_geometry
+from ._functional import activation_params, conv_geometry, per_channel
 
 
 class FusionPlan:
@@ -44,7 +44,7 @@ class FusionPlan:
         k = self._plan.output_spec()[1][1]
         if v.shape != [k]:
             raise Error(f"miopenStatusBadParm: fusion plan: {what} must have {k} values, got lengths {v.shape}")
-        return v.spec_as([1, k, 1, 1], [k, 1, 1, 1])
+        return per_channel(v, k)
 
     def add_bias(self, b):
         v = _arrays.view(b, "fusion plan", "bias")

@@ -121,9 +121,5 @@ class FusedConv2d(nn.Module):
                 bound.run(x.data_ptr(), y.data_ptr(), w.data_ptr(), b.data_ptr() if b is not None else 0, bn_ptrs,
                           residual.data_ptr() if residual is not None else 0, eps)
                 return y
-        bound, xx, views, res, eps, bn = self.prepare(x, residual, params)
-        y = torch.empty_strided(bound.out_shape, bound.out_strides, dtype=xx.dtype, device=xx.device)
-        bn_ptrs = tuple(views[n].ptr for n in ("bn scale", "bn shift", "bn mean", "bn var")) if bn is not None else None
-        bound.run(views["x"].ptr, y.data_ptr(), views["w"].ptr, views["b"].ptr if "b" in views else 0, bn_ptrs,
-                  views["residual"].ptr if res is not None else 0, eps)
-        return y
+        bound, xx, views, _, eps, _ = self.prepare(x, residual, params)
+        return _functional.run_prepared(bound, xx, views, eps, f"fused {self.chain}")
