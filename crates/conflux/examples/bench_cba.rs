@@ -1,7 +1,11 @@
 //! Benchmark program (not a test): fused conv + bias + ReLU through conflux on the problems of
-//! a list file (format of ../shared/bench/cba_resnet.txt: C-H-W-K-fy-fx-py-px per line).
+//! a list file: C-H-W-K-fy-fx-py-px per line (../shared/bench/cba_resnet.txt), or the zoo lists'
+//! N-C-H-W-K-fy-fx-py-px-sy-sx-g-dy-dx (N replaced by the N argument; `#` starts a comment).
 //! Prints one CSV row per problem: config,dtype,layout,n,solver,us_median,tflops.
 //! GPU timing: CUDA events around each launch, L2 flushed before each, median of `reps`.
+//! With BENCH_SWEEP=<solver name>, also one row per configuration of that solver's tuning space
+//! (solver column `name:label`, the convolution alone) for each problem it takes; with
+//! BENCH_SWEEP_ONLY=a,b only the labels containing one of those substrings.
 //!
 //! cargo run --release --example bench_cba -- LIST N DTYPE(f32|f16|bf16) LAYOUT(nchw|nhwc) [reps]
 
@@ -28,13 +32,20 @@ fn main() -> conflux::Result<()> {
     let reps: usize = a.get(5).map(|s| s.parse().unwrap()).unwrap_or(50);
     let h = Handle::new()?;
     let flush = h.alloc(256 << 20)?;
-    for line in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    let sweep = std::env::var("BENCH_SWEEP").ok();
+    let only: Vec<String> = std::env::var("BENCH_SWEEP_ONLY").map(|v| v.split(',').map(String::from).collect()).unwrap_or_default();
+    for line in list.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()) {
         let v: Vec<usize> = line.split('-').map(|t| t.parse().unwrap()).collect();
+        // Zoo lines lead with N and add stride, groups and dilation.
+        let v = if v.len() == 14 { v[1..].to_vec() } else { [&v[..8], &[1, 1, 1, 1, 1]].concat() };
         let (c, hh, ww, k, fy, fx, py, px) = (v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+        let (sy, sx, g, dy, dx) = (v[8], v[9], v[10], v[11], v[12]);
         let x_desc = TensorDesc::with_layout(dt, layout, &[n, c, hh, ww])?;
-        let w_desc = TensorDesc::with_layout(dt, layout, &[k, c, fy, fx])?;
+        let w_desc = TensorDesc::with_layout(dt, layout, &[k, c / g, fy, fx])?;
         let b_desc = TensorDesc::new(dt, &[1, k, 1, 1])?;
-        let mut conv = ConvDesc::new(ConvMode::Convolution, &[py as i64, px as i64], &[1, 1], &[1, 1])?;
+        let i = |v: usize| v as i64;
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[i(py), i(px)], &[i(sy), i(sx)], &[i(dy), i(dx)])?;
+        conv.set_groups(i(g))?;
         conv.set_attribute(ConvAttrib::AllowTf32, (a[3] == "tf32") as i64)?;
         let mut plan = FusionPlan::new(FusionDirection::Vertical, x_desc.clone());
         plan.add_conv_forward(&conv, &w_desc)?;
@@ -60,17 +71,20 @@ fn main() -> conflux::Result<()> {
         for _ in 0..3 {
             run()?;
         }
-        h.enable_profiling(true);
-        let mut times = Vec::with_capacity(reps);
-        for _ in 0..reps {
-            flush_l2(&h, &flush)?;
-            run()?;
-            times.push(h.kernel_time_ms() as f64 * 1e3);
+        let med = median_us(&h, &flush, reps, run)?;
+        let flops = 2.0 * (n * k * y_desc.lens()[2] * y_desc.lens()[3] * (c / g) * fy * fx) as f64;
+        if let Some(name) = &sweep {
+            let problem = conflux::problem::FusedProblem::conv(conflux::problem::ConvProblem::forward(&conv, &x_desc, &w_desc, &y_desc)?);
+            let solver = conflux::solver::find_by_name(name).unwrap_or_else(|| panic!("no solver {name}"));
+            if solver.check(&problem, h.device().info()).is_ok() {
+                for label in solver.tuning_space(&problem).into_iter().filter(|l| only.is_empty() || only.iter().any(|o| l.contains(o.as_str()))) {
+                    let inv = solver.build_config(&problem, h.device(), &label)?;
+                    let args = conflux::solver::RunArgs { x: xb.ptr(), w: wb.ptr(), y: yb.ptr(), alpha: 1.0, beta: 0.0, workspace: conflux::DevPtr::NULL, workspace_bytes: 0, ops: &[] };
+                    let med = median_us(&h, &flush, reps, || conflux::solver::invoke(&*inv, &h, &args))?;
+                    println!("{line},{},{},{n},{name}:{label},{med:.1},{:.1}", a[3], a[4], flops / med / 1e6);
+                }
+            }
         }
-        h.enable_profiling(false);
-        times.sort_by(f64::total_cmp);
-        let med = times[reps / 2];
-        let flops = 2.0 * (n * k * (hh + 2 * py - fy + 1) * (ww + 2 * px - fx + 1) * c * fy * fx) as f64;
         println!(
             "{line},{},{},{n},{},{med:.1},{:.1}",
             a[3],
@@ -80,6 +94,21 @@ fn main() -> conflux::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Median kernel time (µs) of `reps` runs of `run`, each after an L2 flush.
+fn median_us(h: &Handle, flush: &conflux::Buffer, reps: usize, run: impl Fn() -> conflux::Result<()>) -> conflux::Result<f64> {
+    run()?;
+    h.enable_profiling(true);
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        flush_l2(h, flush)?;
+        run()?;
+        times.push(h.kernel_time_ms() as f64 * 1e3);
+    }
+    h.enable_profiling(false);
+    times.sort_by(f64::total_cmp);
+    Ok(times[reps / 2])
 }
 
 /// Overwrite a 256 MiB buffer so each timed launch starts with a cold L2 (as triton's

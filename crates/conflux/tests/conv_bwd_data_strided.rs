@@ -16,7 +16,7 @@ const SOLVER: &str = "CudaConvBwdDataStridedTensorCore";
 /// (dtype, dx lengths, w lengths, groups, pad, stride, dilation, layout of dx/dy, layout of w)
 type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, Lay, Lay);
 
-const CASES: [Spec; 11] = [
+const CASES: [Spec; 12] = [
     (DataType::Half, &[2, 64, 14, 14], &[128, 64, 1, 1], 1, 0, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::Half, &[2, 64, 14, 13], &[64, 64, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::BFloat16, &[2, 128, 9, 9], &[64, 128, 2, 2], 1, 0, 2, 1, Lay::ChannelsLast, Lay::Packed),
@@ -29,6 +29,8 @@ const CASES: [Spec; 11] = [
     // Strict f32 (the descriptor's default): split TF32 products on copied sub-filters.
     (DataType::Float, &[2, 32, 9, 9], &[64, 32, 3, 3], 1, 1, 2, 1, Lay::Packed, Lay::Packed),
     (DataType::Float, &[2, 32, 8, 8], &[32, 32, 1, 1], 1, 0, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    // ResNeXt-like groups of 16, stride 2 (phases on the grouped tensor-core kernel).
+    (DataType::Half, &[2, 64, 12, 11], &[64, 16, 3, 3], 4, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
 ];
 
 fn case(&(dt, lx, lw, groups, pad, stride, dil, lay, lay_w): &Spec) -> ConvCase {

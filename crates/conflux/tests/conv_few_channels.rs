@@ -95,7 +95,8 @@ cuda_tests!(misaligned_pointers_take_the_element_kernel, |h: &Handle| {
 });
 
 cuda_tests!(chosen_for_depthwise_and_small_groups, |h: &Handle| {
-    for spec in [&CASES[0], &CASES[4], &CASES[7]] {
+    // 16-bit channels-last groups of 4 (CASES[7]) go to the grouped tensor-core kernel.
+    for spec in [&CASES[0], &CASES[4], &CASES[8]] {
         let c = case(spec);
         let chosen = conflux::search::choose(h, &c.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
         assert_eq!(chosen.name(), SOLVER, "{c:?}");

@@ -49,7 +49,7 @@ pub(crate) fn screen(problem: &FusedProblem, device: &DeviceInfo, algo: Option<C
             out.refused.push(format!("{}: algorithm {:?} not requested", s.name(), s.algorithm()));
             continue;
         }
-        if let Err(why) = s.check(problem, device) {
+        if let Err(why) = registry::verdict(s, problem, device) {
             out.refused.push(format!("{}: {why}", s.name()));
             continue;
         }
@@ -79,7 +79,7 @@ pub(crate) fn recorded(s: &dyn Session, problem: &FusedProblem, accept: impl Fn(
     rec.entries
         .iter()
         .filter_map(|e| find_by_name(e.solver))
-        .find(|&sv| sv.device() == device.kind && accept(sv) && sv.check(problem, device).is_ok())
+        .find(|&sv| sv.device() == device.kind && accept(sv) && registry::verdict(sv, problem, device).is_ok())
 }
 
 /// The first applicable solver of `algo` (any when None), ignoring workspace; the refusal
@@ -140,7 +140,7 @@ pub fn solution(s: &dyn Session, problem: &FusedProblem, id: u64, ws_bytes: usiz
     let device = s.device().info();
     let sv = find_by_id(id).ok_or_else(|| Error::bad_parm(format!("solution id {id} does not exist")))?;
     ensure!(sv.device() == device.kind, BadParm, "solution {id} ({}) is for another device", sv.name());
-    sv.check(problem, device).map_err(|why| Error::bad_parm(format!("solution {id} ({}) does not apply: {why}", sv.name())))?;
+    registry::verdict(sv, problem, device).map_err(|why| Error::bad_parm(format!("solution {id} ({}) does not apply: {why}", sv.name())))?;
     let need = sv.workspace_bytes(problem);
     ensure!(need <= ws_bytes, BadParm, "solution {id} ({}) needs {need} workspace bytes, {ws_bytes} given", sv.name());
     Ok(sv)

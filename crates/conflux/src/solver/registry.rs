@@ -13,12 +13,13 @@ use super::cpu::{
     CpuAmx1x1, CpuDepthwiseNhwc, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuNaive, CpuPointwise, CpuSinglePixel, CpuSmallGroups, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvTcNchw,
+    CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvTcNchw,
     CudaConvWgradFewChannels, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
 };
 use super::Solver;
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::problem::FusedProblem;
+use std::sync::OnceLock;
 
 /// What other solvers may look an entry up for (the adapters pick their inner kernel by it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +65,7 @@ static CPU: &[Entry] = &[
 
 static CUDA: &[Entry] = &[
     entry(&CudaPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution"),
+    entry(&CudaConvGroupedTc, Role::ChannelsLastTensorCore, "groups of 2–32 channels (ResNeXt, RegNet) on tensor cores, several whole groups per block (groups of 2 and 4 merged into block-diagonal groups of 8): ahead of the few-channels kernel, which it beats on ResNeXt's groups of 4, and of the other tensor-core kernels (a tile per group), also as the backward-data adapters' inner kernel"),
     entry(&CudaConvFewChannels, Role::Standalone, "groups of ≤ 4 input channels (depthwise, ResNeXt) and 3-channel 3×3 stems: memory-bound layers a GEMM tile would run nearly empty"),
     entry(&CudaConvGemmLt, Role::Standalone, "1×1 channels-last with a cuBLASLt epilogue (bias, ReLU): at cuDNN's speed on those layers"),
     entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D channels-last groups of 64 channels"),
@@ -113,7 +115,28 @@ pub struct SolverInfo {
 /// The one walk: every entry of the device's list that `wanted` keeps, in order, with its
 /// verdict on `problem`.
 pub fn walk<'a>(problem: &'a FusedProblem, device: &'a DeviceInfo, wanted: impl Fn(&Entry) -> bool + 'a) -> impl Iterator<Item = SolverInfo> + 'a {
-    list(device.kind).iter().filter(move |e| wanted(e)).map(move |e| SolverInfo { solver: e.solver, verdict: e.solver.check(problem, device) })
+    list(device.kind).iter().filter(move |e| wanted(e)).map(move |e| SolverInfo { solver: e.solver, verdict: verdict(e.solver, problem, device) })
+}
+
+/// Whether `solver` takes `problem` on `device`: its own check, unless the user disabled it.
+/// Every selection path asks this rather than `Solver::check`.
+pub fn verdict(solver: &dyn Solver, problem: &FusedProblem, device: &DeviceInfo) -> Result<(), String> {
+    if disabled(solver) {
+        return Err("disabled by CONFLUX_DISABLE_SOLVERS".into());
+    }
+    solver.check(problem, device)
+}
+
+/// Whether `CONFLUX_DISABLE_SOLVERS` (solver names or solution ids, comma-separated; read once)
+/// names `s`: such a solver refuses every problem. For A/B measurements and to step around a
+/// kernel suspected of a fault, as MIOpen's per-solver debug switches are used.
+fn disabled(s: &dyn Solver) -> bool {
+    static NAMED: OnceLock<Vec<String>> = OnceLock::new();
+    let named = NAMED.get_or_init(|| {
+        let v = std::env::var("CONFLUX_DISABLE_SOLVERS").unwrap_or_default();
+        v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    });
+    named.iter().any(|d| d == s.name() || d.parse::<u64>().ok() == Some(s.solution_id()))
 }
 
 /// The first solver of `role` that takes `problem`, else every refusal with its solver's name.

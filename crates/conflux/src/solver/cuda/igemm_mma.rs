@@ -18,8 +18,12 @@ use crate::solver::BuildContext;
 use crate::types::ConvAlgorithm;
 use std::sync::{Arc, OnceLock};
 
-const TEMPLATE: &str = concat!(include_str!("../../backend/cuda/kernels/igemm_tile.cuh"), include_str!("../../backend/cuda/kernels/conv_igemm_tc.cu"));
-
+const TEMPLATE: &str = concat!(
+    include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
+    include_str!("../../backend/cuda/kernels/igemm_tile.cuh"),
+    include_str!("../../backend/cuda/kernels/mma_sync.cuh"),
+    include_str!("../../backend/cuda/kernels/conv_igemm_tc.cu")
+);
 
 /// One point of the kernel's configuration space: block tile, warp tile, pipeline depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,6 +28,7 @@ use crate::types::{ConvAlgorithm, DataType};
 use std::sync::{Arc, OnceLock};
 
 const TEMPLATE: &str = concat!(
+    include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
     include_str!("../../backend/cuda/kernels/igemm_tile.cuh"),
     include_str!("../../backend/cuda/kernels/tma.cuh"),
     include_str!("../../backend/cuda/kernels/wgmma.cuh"),

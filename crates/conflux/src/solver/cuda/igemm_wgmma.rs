@@ -18,6 +18,7 @@ use crate::types::ConvAlgorithm;
 use std::sync::Arc;
 
 const TEMPLATE: &str = concat!(
+    include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
     include_str!("../../backend/cuda/kernels/igemm_tile.cuh"),
     include_str!("../../backend/cuda/kernels/wgmma.cuh"),
     include_str!("../../backend/cuda/kernels/wgmma_epilogue.cuh"),

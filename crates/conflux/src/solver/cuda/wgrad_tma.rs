@@ -29,6 +29,7 @@ use crate::types::{ConvAlgorithm, DataType, Direction};
 use std::sync::{Arc, OnceLock};
 
 const TEMPLATE: &str = concat!(
+    include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
     include_str!("../../backend/cuda/kernels/igemm_tile.cuh"),
     include_str!("../../backend/cuda/kernels/tma.cuh"),
     include_str!("../../backend/cuda/kernels/wgmma.cuh"),
@@ -37,6 +38,7 @@ const TEMPLATE: &str = concat!(
 );
 
 const TEMPLATE_TF32: &str = concat!(
+    include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
     include_str!("../../backend/cuda/kernels/igemm_tile.cuh"),
     include_str!("../../backend/cuda/kernels/tma.cuh"),
     include_str!("../../backend/cuda/kernels/wgmma.cuh"),

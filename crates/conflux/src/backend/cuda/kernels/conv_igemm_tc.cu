@@ -1,6 +1,7 @@
 // Implicit-GEMM forward convolution on tensor cores (mma.sync m16n8k16, f32 accumulation)
 // for 16-bit channels-last tensors, with the fused epilogue applied in registers. The GEMM
-// view, the loader and the store are in igemm_tile.cuh (prepended by the solver).
+// view and the loader are in igemm_tile.cuh, the store in igemm_common.cuh, the MMA and
+// ldmatrix wrappers in mma_sync.cuh (all prepended by the solver).
 // Tiles: BM × BN outputs per block, BK = 32 or 64 deep, STAGES-deep cp.async pipeline in
 // shared memory, warps of WM × WN outputs reading their fragments with ldmatrix.
 
@@ -11,18 +12,6 @@
 
 static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0, "tile shape");
 static_assert(THREADS == WARPS_M * WARPS_N * 32, "threads per block");
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_AB "." MMA_AB ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm_tc(const Params p) {
     extern __shared__ __align__(128) unsigned char smem_raw[];

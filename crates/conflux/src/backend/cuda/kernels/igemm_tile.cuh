@@ -1,6 +1,5 @@
-// Shared by the tensor-core implicit-GEMM kernels (conv_igemm_tc.cu: mma.sync,
-// conv_igemm_wgmma.cu: Hopper wgmma): asynchronous 16-byte copies, the pixel and filter-tap
-// decomposition, the per-thread tile loader and the output store through the epilogue.
+// The implicit-GEMM tile loader of conv_igemm_tc.cu and conv_igemm_wgmma.cu (after
+// igemm_common.cuh).
 //
 // GEMM per group g: M = N·OD·OH·OW output pixels, N = KG output channels, K = FD·FH·FW·CG
 // reduction ordered channels fastest, as in memory. CG % 8 == 0 and 16-byte aligned rows
@@ -8,14 +7,8 @@
 // tap of x (zero-filled outside the image) and of w. Shared tiles are stored row-major (pixel
 // or channel rows of BK elements) with the 16-byte chunks of a row XOR-swizzled by row; for
 // BK = 64 this is exactly Hopper's 128-byte swizzle, which wgmma descriptors read directly.
-// The including kernel's generated preamble defines BM, BN, BK, LOADER_THREADS and the geometry
-// (every stride a compile-time constant; only the batch size is not).
-typedef CONFLUX_T T;
-
+// The preamble defines BM, BN, BK and LOADER_THREADS.
 #define CHUNKS (BK / 8)
-#define OSP (OD * OH * OW)
-#define FS (FD * FH * FW)
-#define KRED (CG * FS)
 // LOADER_THREADS: the threads that copy tiles (all of them, or a producer warpgroup).
 #define A_LOADS (BM * CHUNKS / LOADER_THREADS)
 #define B_LOADS (BN * CHUNKS / LOADER_THREADS)
@@ -32,45 +25,6 @@ static_assert(BK == 32 || BK == 64, "BK");
 __device__ __forceinline__ int swz(int row, int chunk) {
     const int s = BK == 64 ? (row & 7) : ((row >> 1) & 3);
     return row * BK + ((chunk ^ s) << 3);
-}
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    unsigned a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-// 16-byte asynchronous copy; `valid == false` writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-// Output pixel m → (n, od, oh, ow).
-struct Pixel { int n, od, oh, ow; };
-__device__ __forceinline__ Pixel pixel_of(int m) {
-    Pixel q;
-    q.ow = m % OW;
-    int t = m / OW;
-    q.oh = t % OH;
-    t /= OH;
-    q.od = t % OD;
-    q.n = t / OD;
-    return q;
-}
-
-// Reduction index kk → (c, rd, rh, rw), channels fastest.
-struct Tap { int c, rd, rh, rw; };
-__device__ __forceinline__ Tap tap_of(int kk) {
-    Tap t;
-    t.c = kk % CG;
-    int r = kk / CG;
-    t.rw = r % FW;
-    r /= FW;
-    t.rh = r % FH;
-    t.rd = r / FH;
-    return t;
 }
 
 // Each thread copies the same chunk column of A_LOADS pixel rows and B_LOADS channel rows in
@@ -124,76 +78,3 @@ struct TileLoader {
     }
 };
 
-// One output pixel row of the tile: where its channels live in y.
-struct OutRow {
-    Pixel q;
-    int sp;
-    i64 off;
-};
-__device__ __forceinline__ OutRow out_row(int m) {
-    OutRow r;
-    r.q = pixel_of(m);
-    r.sp = (r.q.od * OH + r.q.oh) * OW + r.q.ow;
-    r.off = (i64)r.q.n * YS_N + (i64)r.q.od * YS_D + (i64)r.q.oh * YS_H + (i64)r.q.ow * YS_W;
-    return r;
-}
-
-// Where pixel m's channels start in y; packed pixel rows (the usual channels-last y) need no
-// division. (A 2-D y has D stride 0: only the N stride says whether images are packed.)
-#define Y_PIXEL_LINEAR (YS_H == OW * YS_W && (OD == 1 || YS_D == OH * YS_H) && YS_N == OD * OH * YS_H)
-__device__ __forceinline__ i64 y_row_offset(int m) {
-    if (Y_PIXEL_LINEAR) return (i64)m * YS_W;
-    return out_row(m).off;
-}
-
-// Channels kn and kn + 1 (within group g) of one output row through α/β and the generated
-// epilogue chain; channels past KG come out as 0 and must not be stored.
-__device__ __forceinline__ void epilogue_pair(const Params& p, const OutRow& r, int g, int kn, float a0, float a1, float (&v)[2]) {
-    const float acc[2] = {a0, a1};
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-        v[e] = 0.f;
-        if (kn + e >= KG) continue;   // the epilogue may read per-channel data
-        const int k = g * KG + kn + e;
-        float t = p.alpha * acc[e];
-        if (p.beta != 0.f) t += p.beta * ld<T>(p.y, r.off + (i64)k * YS_C);
-        v[e] = conflux_epilogue(t, p.epi, r.q.n, k, r.q.od, r.q.oh, r.q.ow, r.sp, OSP);
-    }
-}
-
-// Two 16-bit values in one word (a template so that f32 kernels, which never call it,
-// compile).
-template <class U = T> __device__ __forceinline__ unsigned pack2(float a, float b) {
-    return (unsigned)from_f<U>(a).u | ((unsigned)from_f<U>(b).u << 16);
-}
-
-// Two adjacent elements of y in one store: a word for 16-bit types, 8 bytes for f32 (TF32
-// kernels).
-template <class U = T> __device__ __forceinline__ void st2(void* y, i64 o, const float (&v)[2]) {
-    if constexpr (sizeof(U) == 4) {
-        *(float2*)((U*)y + o) = make_float2(v[0], v[1]);
-    } else {
-        *(unsigned*)((U*)y + o) = pack2<U>(v[0], v[1]);
-    }
-}
-
-// Finished values of channels kn and kn + 1 stored straight to y (both at once when
-// PAIR_STORE says they are adjacent and 4-byte aligned).
-__device__ __forceinline__ void put_pair(const Params& p, const OutRow& r, int g, int kn, const float (&v)[2]) {
-    const i64 o = r.off + (i64)(g * KG + kn) * YS_C;
-#if PAIR_STORE
-    if (kn + 1 < KG) {
-        st2(p.y, o, v);
-        return;
-    }
-#endif
-    if (kn < KG) st<T>(p.y, o, v[0]);
-    if (kn + 1 < KG) st<T>(p.y, o + YS_C, v[1]);
-}
-
-// epilogue_pair, then put_pair.
-__device__ __forceinline__ void store_pair(const Params& p, const OutRow& r, int g, int kn, float a0, float a1) {
-    float v[2];
-    epilogue_pair(p, r, g, kn, a0, a1, v);
-    put_pair(p, r, g, kn, v);
-}
