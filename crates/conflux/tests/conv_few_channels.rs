@@ -104,21 +104,7 @@ cuda_tests!(chosen_for_depthwise_and_small_groups, |h: &Handle| {
 });
 
 cuda_tests!(every_column_tile, |h: &Handle| {
-    let s = solver(SOLVER);
     for spec in [&CASES[0], &CASES[2], &CASES[4], &CASES[7], &CASES[13]] {
-        let c = case(spec);
-        let fp = c.fused(Dir::Forward);
-        let (x, w) = (random(h, &c.x, Fill::SmallInt(-2, 2), 11), random(h, &c.w, Fill::SmallInt(-2, 2), 12));
-        let want = c.reference(Dir::Forward, (1.0, 0.0), &x.host, &w.host, &vec![0.0; c.y.element_space()]);
-        let space = s.tuning_space(&fp);
-        assert!(space.len() >= 2, "{c:?}: tuning space {space:?}");
-        for label in space {
-            let inv = s.build_config(&fp, h.device(), &label).unwrap_or_else(|e| panic!("{label} {c:?}: {e}"));
-            let y = poisoned(h, &c.y);
-            let args = conflux::solver::RunArgs { x: x.ptr(), w: w.ptr(), y: y.ptr(), alpha: 1.0, beta: 0.0, workspace: conflux::DevPtr::NULL, workspace_bytes: 0, ops: &[] };
-            conflux::solver::invoke(&*inv, h, &args).unwrap();
-            h.synchronize().unwrap();
-            assert_close(&format!("{label} {c:?}"), &logical(&c.y, &download(h, &y)), &logical(&c.y, &want), 0.0);
-        }
+        check_every_configuration(h, &case(spec), SOLVER, 2);
     }
 });

@@ -200,6 +200,26 @@ pub fn check_misaligned_forward(h: &Handle, c: &ConvCase, name: &str) {
     assert_close(&format!("{name}: misaligned x and y"), &logical(&c.y, &got), &logical(&c.y, &want), 0.0);
 }
 
+/// Every configuration of forward solver `name`'s tuning space on `c` (at least `min_configs`
+/// of them) with exact small-integer data, α = 1, β = 0: each matches the f64 reference bit
+/// for bit.
+pub fn check_every_configuration(h: &Handle, c: &ConvCase, name: &str, min_configs: usize) {
+    let s = super::solver(name);
+    let fp = c.fused(Dir::Forward);
+    let (x, w) = (random(h, &c.x, Fill::SmallInt(-2, 2), 11), random(h, &c.w, Fill::SmallInt(-2, 2), 12));
+    let want = c.reference(Dir::Forward, (1.0, 0.0), &x.host, &w.host, &vec![0.0; c.y.element_space()]);
+    let space = s.tuning_space(&fp);
+    assert!(space.len() >= min_configs, "{name} {c:?}: tuning space {space:?}");
+    for label in space {
+        let inv = s.build_config(&fp, h.device(), &label).unwrap_or_else(|e| panic!("{label} {c:?}: {e}"));
+        let y = poisoned(h, &c.y);
+        let args = conflux::solver::RunArgs { x: x.ptr(), w: w.ptr(), y: y.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
+        conflux::solver::invoke(&*inv, h, &args).unwrap();
+        h.synchronize().unwrap();
+        assert_close(&format!("{label} {c:?}"), &logical(&c.y, &download(h, &y)), &logical(&c.y, &want), 0.0);
+    }
+}
+
 /// Every spec of `cases` in direction `d`: immediate mode chooses solver `name`, which matches
 /// the reference on exact and α/β data (`check_exact_and_scaled`, seeds from `seed`).
 pub fn check_chosen_cases(h: &Handle, cases: &[GroupedSpec], d: Dir, name: &str, seed: u64) {
