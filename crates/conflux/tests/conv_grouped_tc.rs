@@ -9,7 +9,6 @@
 mod support;
 
 use conflux::reference::compare::tolerance;
-use conflux::reference::fill::Fill;
 use conflux::{DataType, Handle, TensorDesc};
 use support::cba::{data, execute, plan_for, Case};
 use support::*;
