@@ -58,21 +58,50 @@ fn output_pos(g: &Geom, a: usize, i: usize, tap: usize) -> Option<usize> {
 /// Channels per register block: a block's sums stay in vector registers across all taps.
 const LANES: usize = 16;
 
+/// The W values of `v` from `at` on, without a bounds check: the inner loops read thousands of
+/// them per output row, and a checked slice costs a compare and a branch beside each FMA.
+///
+/// # Safety
+/// `at + W <= v.len()`.
+#[inline(always)]
+unsafe fn lanes<const W: usize>(v: &[f32], at: usize) -> &[f32; W] {
+    debug_assert!(at + W <= v.len());
+    // SAFETY: the caller's promise.
+    unsafe { &*(v.as_ptr().add(at) as *const [f32; W]) }
+}
+
 /// One block of `W` channels at `c0`: Σ over `taps` (pixel offset, tap index) of
 /// src[pixel + c0 + l]·wt[tap][c0 + l], the sums in registers (W a constant: the loop unrolls
-/// into whole vectors).
+/// into whole vectors). Even and odd taps go to two sums added at the end: one chain of
+/// dependent FMAs per lane would wait on each FMA's latency.
 #[inline(always)]
 fn taps_block<const W: usize>(src: *const f32, taps: &[(usize, usize)], wt: &[f32], cn: usize, c0: usize) -> [f32; W] {
-    let mut a = [0f32; W];
-    for &(at, t) in taps {
-        // SAFETY: `at` is a pixel of the tensor, whose cn channels are contiguous; c0 + W ≤ cn.
-        let xr = unsafe { &*(src.add(at + c0) as *const [f32; W]) };
-        let wr: &[f32; W] = wt[t * cn + c0..][..W].try_into().expect("W taps");
+    let (mut a, mut b) = ([0f32; W], [0f32; W]);
+    let mut pairs = taps.chunks_exact(2);
+    for p in &mut pairs {
+        let (xa, wa) = tap_lanes::<W>(src, p[0], wt, cn, c0);
+        let (xb, wb) = tap_lanes::<W>(src, p[1], wt, cn, c0);
         for l in 0..W {
-            a[l] = xr[l].mul_add(wr[l], a[l]);
+            a[l] = xa[l].mul_add(wa[l], a[l]);
+            b[l] = xb[l].mul_add(wb[l], b[l]);
         }
     }
-    a
+    if let [last] = pairs.remainder() {
+        let (x, w) = tap_lanes::<W>(src, *last, wt, cn, c0);
+        for l in 0..W {
+            a[l] = x[l].mul_add(w[l], a[l]);
+        }
+    }
+    std::array::from_fn(|l| a[l] + b[l])
+}
+
+/// The W input and filter values of tap (pixel offset `at`, filter tap `t`) at channel c0.
+#[inline(always)]
+fn tap_lanes<const W: usize>(src: *const f32, (at, t): (usize, usize), wt: &[f32], cn: usize, c0: usize) -> (&[f32; W], &[f32; W]) {
+    // SAFETY: `at` is a pixel of the tensor, whose cn channels are contiguous; c0 + W ≤ cn.
+    let x = unsafe { &*(src.add(at + c0) as *const [f32; W]) };
+    // SAFETY: t is a tap of the filter, laid out [tap][C], and c0 + W ≤ C.
+    (x, unsafe { lanes::<W>(wt, t * cn + c0) })
 }
 
 /// Four outputs sharing one tap list shifted by `delta` elements per output: each filter vector
@@ -81,7 +110,8 @@ fn taps_block<const W: usize>(src: *const f32, taps: &[(usize, usize)], wt: &[f3
 fn taps_block4<const W: usize>(src: *const f32, taps: &[(usize, usize)], wt: &[f32], cn: usize, c0: usize, delta: usize) -> [[f32; W]; 4] {
     let mut a = [[0f32; W]; 4];
     for &(at, t) in taps {
-        let wr: &[f32; W] = wt[t * cn + c0..][..W].try_into().expect("W taps");
+        // SAFETY: as in `taps_block`.
+        let wr = unsafe { lanes::<W>(wt, t * cn + c0) };
         for (j, aj) in a.iter_mut().enumerate() {
             // SAFETY: as in `taps_block`: `at + j·delta` is the pixel of output j's tap.
             let xr = unsafe { &*(src.add(at + j * delta + c0) as *const [f32; W]) };
@@ -203,13 +233,16 @@ fn forward_block<const W: usize>(x: *const f32, wt: &[f32], g: &Geom, n: usize, 
         rows[staged] = r;
         staged += 1;
     }
-    let tap = |k: usize, s: usize, o: usize| -> &[f32; W] { buf[k * span * W + (o * sw + s * dw) * W..][..W].try_into().expect("W lanes") };
+    // Staged row k holds span columns, each at most (outs − 1)·sw + (fw − 1)·dw.
+    // SAFETY (every call): k < staged ≤ fr rows of span·W values; o < outs and s < fw.
+    let tap = |k: usize, s: usize, o: usize| -> &[f32; W] { unsafe { lanes::<W>(buf, k * span * W + (o * sw + s * dw) * W) } };
     let mut o = 0;
     while o + 4 <= outs {
         let mut a = [[0f32; W]; 4];
         for (k, &r) in rows[..staged].iter().enumerate() {
             for s in 0..fw {
-                let wr: &[f32; W] = wt[(r * fw + s) * cn + c0..][..W].try_into().expect("W taps");
+                // SAFETY: tap (r, s) of the [tap][C] filter; c0 + W ≤ C.
+                let wr = unsafe { lanes::<W>(wt, (r * fw + s) * cn + c0) };
                 for (j, aj) in a.iter_mut().enumerate() {
                     let xr = tap(k, s, o + j);
                     for l in 0..W {
@@ -227,7 +260,8 @@ fn forward_block<const W: usize>(x: *const f32, wt: &[f32], g: &Geom, n: usize, 
         let mut a = [0f32; W];
         for (k, &r) in rows[..staged].iter().enumerate() {
             for s in 0..fw {
-                let wr: &[f32; W] = wt[(r * fw + s) * cn + c0..][..W].try_into().expect("W taps");
+                // SAFETY: as above.
+                let wr = unsafe { lanes::<W>(wt, (r * fw + s) * cn + c0) };
                 let xr = tap(k, s, o);
                 for l in 0..W {
                     a[l] = xr[l].mul_add(wr[l], a[l]);
@@ -313,9 +347,9 @@ fn in_place_block<const W: usize>(x: *const f32, wt: &[f32], cn: usize, c0: usiz
 }
 
 /// Channels-last output rows at least this wide read x in place (`forward_row_in_place`);
-/// narrower rows and channels-first x, most of whose outputs touch the padding,
-/// are staged with the padding as zeros.
-const STAGE_BELOW: usize = 16;
+/// narrower rows (most of whose outputs touch the padding) and channels-first x are staged
+/// with the padding as zeros.
+const STAGE_BELOW: usize = 8;
 
 // acc (OW pixels × C) = Σ over taps of x·w for output row (n, oh).
 simd!(forward_row(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, buf: &mut Vec<f32>, rt: &mut RowTaps, acc: &mut [f32]) {
@@ -419,7 +453,11 @@ pub fn forward(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &C
     // Channels-first x: transposed row by row as the staged path reads it where each input row
     // is staged at most 1.5 times, else copied channels-last once.
     let (_keep, x, xs) = if transposes_while_staging(g) { (None, p.x, g.x_strides) } else { readable(p.x, g.n, g.c, g.input, g.x_strides) };
-    let (g, p) = (&Geom { x_strides: xs, ..*g }, ConvPtrs { x, ..p });
+    forward_rows(&Geom { x_strides: xs, ..*g }, ConvPtrs { x, ..p }, wt, alpha, beta, epi);
+}
+
+/// Every output row of the forward, one task each, x as `g` describes it.
+fn forward_rows(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &CpuEpilogue) {
     let out = RowOut { ptr: p.y, strides: g.y_strides, dims: g.output, alpha, beta, epi };
     (0..g.n * g.output[1]).into_par_iter().for_each_init(
         || (vec![0f32; g.output[2] * g.c], Vec::new(), RowTaps::default()),
