@@ -189,7 +189,7 @@ fn kernel_geometry(problem: &FusedProblem) -> std::result::Result<(Geom, usize),
     if !rows(&g.x_strides, 8) || !rows(&g.w_strides, g.cg()) {
         return Err("x and w must be channels-last with 16-byte aligned pixel rows of x".into());
     }
-    let biggest = [g.n * g.x_strides[0], g.k * g.w_strides[0], g.n * g.output_size(), g.k * g.w_strides[0]];
+    let biggest = [g.n * g.x_strides[0], g.k * g.w_strides[0], g.n * g.output_size(), g.kg() * g.cg() * g.filter_size()];
     if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {
         return Err("tensor too large for 32-bit tile indexing".into());
     }

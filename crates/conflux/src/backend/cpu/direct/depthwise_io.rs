@@ -2,6 +2,7 @@
 //! results stored through any strides with α/β and the fused epilogue, and channels-last copies
 //! of channels-first operands.
 
+use crate::backend::cpu::gemm::scratch::{with_scratch, Slot};
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use rayon::prelude::*;
 
@@ -51,12 +52,12 @@ impl RowOut<'_> {
     }
 }
 
-/// A packed channels-last copy of a 2-D tensor (n × c × dims, `strides` N, C, D, H, W) whose
-/// channels are not contiguous, and its strides: the kernels read a pixel's channels as vectors.
-fn channels_last_copy(ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> (Vec<f32>, [usize; 5]) {
+/// out ← a packed channels-last copy of a 2-D tensor (n × c × dims, `strides` N, C, D, H, W)
+/// whose channels are not contiguous; returns the copy's strides. The kernels read a pixel's
+/// channels as vectors.
+fn channels_last_into(out: &mut [f32], ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> [usize; 5] {
     let [_, h, w] = dims;
-    let mut out = vec![0f32; n * h * w * c];
-    out.par_chunks_mut((w * c).max(1)).enumerate().for_each(|(row, dst)| {
+    out[..n * h * w * c].par_chunks_mut((w * c).max(1)).enumerate().for_each(|(row, dst)| {
         let (ni, hi) = (row / h, row % h);
         let src = (ptr as *const f32).wrapping_add(ni * strides[0] + hi * strides[3]);
         // 16 channels at a time: each pixel's 16 values are one contiguous store, read from 16
@@ -72,16 +73,18 @@ fn channels_last_copy(ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [
             }
         }
     });
-    (out, [h * w * c, 1, 0, w * c, c])
+    [h * w * c, 1, 0, w * c, c]
 }
 
-/// The tensor at `ptr` as the kernels read it: itself when its channels are contiguous, else a
-/// channels-last copy (kept alive by the returned buffer) and the copy's strides.
-pub(super) fn readable(ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> (Option<Vec<f32>>, u64, [usize; 5]) {
+/// `f(ptr, strides)` with the tensor at `ptr` as the kernels read it: itself when its channels
+/// are contiguous, else a channels-last copy in this thread's scratch `slot` (reused across
+/// calls: a fresh buffer per call cost page faults and zeroing).
+pub(super) fn with_readable<R>(slot: Slot, ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5], f: impl FnOnce(u64, [usize; 5]) -> R) -> R {
     if strides[1] == 1 {
-        return (None, ptr, strides);
+        return f(ptr, strides);
     }
-    let (copy, s) = channels_last_copy(ptr, n, c, dims, strides);
-    let at = copy.as_ptr() as u64;
-    (Some(copy), at, s)
+    with_scratch(slot, n * dims[1] * dims[2] * c, |buf| {
+        let s = channels_last_into(buf, ptr, n, c, dims, strides);
+        f(buf.as_ptr() as u64, s)
+    })
 }

@@ -11,7 +11,8 @@
 //! order, so reruns are bit-identical.
 
 use crate::backend::cpu::direct::naive::ConvPtrs;
-use super::depthwise_io::{readable, RowOut};
+use super::depthwise_io::{with_readable, RowOut};
+use crate::backend::cpu::gemm::scratch::Slot;
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::problem::Geom;
 use rayon::prelude::*;
@@ -452,8 +453,10 @@ pub fn transposes_while_staging(g: &Geom) -> bool { g.x_strides[1] != 1 && 2 * g
 pub fn forward(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &CpuEpilogue) {
     // Channels-first x: transposed row by row as the staged path reads it where each input row
     // is staged at most 1.5 times, else copied channels-last once.
-    let (_keep, x, xs) = if transposes_while_staging(g) { (None, p.x, g.x_strides) } else { readable(p.x, g.n, g.c, g.input, g.x_strides) };
-    forward_rows(&Geom { x_strides: xs, ..*g }, ConvPtrs { x, ..p }, wt, alpha, beta, epi);
+    if transposes_while_staging(g) {
+        return forward_rows(g, p, wt, alpha, beta, epi);
+    }
+    with_readable(Slot::Conv, p.x, g.n, g.c, g.input, g.x_strides, |x, xs| forward_rows(&Geom { x_strides: xs, ..*g }, ConvPtrs { x, ..p }, wt, alpha, beta, epi));
 }
 
 /// Every output row of the forward, one task each, x as `g` describes it.
@@ -473,25 +476,33 @@ fn forward_rows(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &
 /// dx = epilogue(α·conv_bwd_data(dy, w) + β·dx).
 /// `wt` is the filter as `taps_by_channel` lays it out.
 pub fn backward_data(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    let (_keep, dy, ys) = readable(p.y, g.n, g.k, g.output, g.y_strides);
-    let (g, p) = (&Geom { y_strides: ys, ..*g }, ConvPtrs { y: dy, ..p });
-    let out = RowOut { ptr: p.x, strides: g.x_strides, dims: g.input, alpha, beta, epi };
-    (0..g.n * g.input[1]).into_par_iter().for_each_init(
-        || (vec![0f32; g.input[2] * g.c], RowTaps::default()),
-        |(acc, taps), row| {
-            let (n, ih) = (row / g.input[1], row % g.input[1]);
-            backward_data_row(p.y as *const f32, wt, g, n, ih, taps, acc);
-            // SAFETY: this task owns dx row (n, ih).
-            unsafe { out.write(acc, n, ih) };
-        },
-    );
+    with_readable(Slot::Conv, p.y, g.n, g.k, g.output, g.y_strides, |dy, ys| {
+        let (g, p) = (&Geom { y_strides: ys, ..*g }, ConvPtrs { y: dy, ..p });
+        let out = RowOut { ptr: p.x, strides: g.x_strides, dims: g.input, alpha, beta, epi };
+        (0..g.n * g.input[1]).into_par_iter().for_each_init(
+            || (vec![0f32; g.input[2] * g.c], RowTaps::default()),
+            |(acc, taps), row| {
+                let (n, ih) = (row / g.input[1], row % g.input[1]);
+                backward_data_row(p.y as *const f32, wt, g, n, ih, taps, acc);
+                // SAFETY: this task owns dx row (n, ih).
+                unsafe { out.write(acc, n, ih) };
+            },
+        );
+    });
 }
 
 /// dw = α·conv_bwd_weights(x, dy) + β·dw.
 pub fn backward_weights(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
-    let (_keep_x, x, xs) = readable(p.x, g.n, g.c, g.input, g.x_strides);
-    let (_keep_dy, dy, ys) = readable(p.y, g.n, g.k, g.output, g.y_strides);
-    let (g, p) = (&Geom { x_strides: xs, y_strides: ys, ..*g }, ConvPtrs { x, y: dy, ..p });
+    with_readable(Slot::Conv, p.x, g.n, g.c, g.input, g.x_strides, |x, xs| {
+        // A second whole-problem buffer on this thread: PackBAll is free outside the GEMMs.
+        with_readable(Slot::PackBAll, p.y, g.n, g.k, g.output, g.y_strides, |dy, ys| {
+            weights_sums(&Geom { x_strides: xs, y_strides: ys, ..*g }, ConvPtrs { x, y: dy, ..p }, alpha, beta)
+        })
+    })
+}
+
+/// `backward_weights` on channels-last x and dy.
+fn weights_sums(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
     let rows = g.n * g.output[1];
     // A few rows per chunk at least (each chunk's partial sums are dw-sized).
     let chunks = (rows / ROWS_PER_CHUNK).clamp(1, WEIGHT_CHUNKS);

@@ -5,7 +5,8 @@
 //! here the products go straight from x into registers. Channels-first x is read through a
 //! channels-last copy; y is stored through any strides (`depthwise_io`).
 
-use super::depthwise_io::{readable, RowOut};
+use super::depthwise_io::{with_readable, RowOut};
+use crate::backend::cpu::gemm::scratch::Slot;
 use super::depthwise_nhwc::input_pos;
 use crate::backend::cpu::direct::naive::ConvPtrs;
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
@@ -106,16 +107,17 @@ simd!(row_dispatch(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, acc
 /// y = epilogue(α·conv(x, w) + β·y); `wt` as `filter_by_group` lays it out, KG one of
 /// `GROUP_OUTPUTS`.
 pub fn forward(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    let (_keep, x, xs) = readable(p.x, g.n, g.c, g.input, g.x_strides);
-    let g = &Geom { x_strides: xs, ..*g };
-    let out = RowOut { ptr: p.y, strides: g.y_strides, dims: g.output, alpha, beta, epi };
-    (0..g.n * g.output[1]).into_par_iter().for_each_init(
-        || vec![0f32; g.output[2] * g.k],
-        |acc, rowi| {
-            let (n, oh) = (rowi / g.output[1], rowi % g.output[1]);
-            row_dispatch(x as *const f32, wt, g, n, oh, acc);
-            // SAFETY: this task owns y row (n, oh).
-            unsafe { out.write(acc, n, oh) };
-        },
-    );
+    with_readable(Slot::Conv, p.x, g.n, g.c, g.input, g.x_strides, |x, xs| {
+        let g = &Geom { x_strides: xs, ..*g };
+        let out = RowOut { ptr: p.y, strides: g.y_strides, dims: g.output, alpha, beta, epi };
+        (0..g.n * g.output[1]).into_par_iter().for_each_init(
+            || vec![0f32; g.output[2] * g.k],
+            |acc, rowi| {
+                let (n, oh) = (rowi / g.output[1], rowi % g.output[1]);
+                row_dispatch(x as *const f32, wt, g, n, oh, acc);
+                // SAFETY: this task owns y row (n, oh).
+                unsafe { out.write(acc, n, oh) };
+            },
+        );
+    });
 }
