@@ -140,7 +140,7 @@ fn every_label() -> Vec<String> {
 }
 
 /// The most groups per block on 128 pixels and 8 warps while that gives every SM a block
-/// (fewer groups per block reread x once more per group tile: 1.4–3× slower on large layers);
+/// (with fewer groups per block each group tile rereads x);
 /// else 64 pixels, with fewer groups per block until every SM has one (batch 1). The deepest
 /// pipeline that keeps two blocks per SM. Sweep: bench/results/2026-11-27-h200-grouped-tc.md.
 fn heuristic(g: &Geom, sm_count: usize) -> Option<Tile> {
