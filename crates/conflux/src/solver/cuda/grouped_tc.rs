@@ -104,40 +104,27 @@ fn group_counts(g: &Geom) -> Vec<usize> {
     v
 }
 
-fn tiles(g: &Geom) -> Vec<Tile> {
+/// Every configuration with `gpb` groups per block for each count of `counts`, in that order.
+fn space(counts: &[usize]) -> Vec<Tile> {
     let mut out = Vec::new();
-    for gpb in group_counts(g) {
+    for &gpb in counts {
         for &(bm, warps_m, warps_n) in &BLOCKS {
             for &stages in &STAGES {
-                for &tps in &TAPS_PER_STAGE {
-                    let t = Tile { bm, warps_m, warps_n, stages, gpb, tps };
-                    if t.fits(g) {
-                        out.push(t);
-                    }
-                }
+                out.extend(TAPS_PER_STAGE.iter().map(|&tps| Tile { bm, warps_m, warps_n, stages, gpb, tps }));
             }
         }
     }
     out
 }
+
+/// The configurations that fit `g`, most groups per block first.
+fn tiles(g: &Geom) -> Vec<Tile> { space(&group_counts(g)).into_iter().filter(|t| t.fits(g)).collect() }
 
 /// Shared memory that still lets two blocks share an SM.
 const TWO_BLOCKS_SMEM: usize = 113 * 1024;
 
-/// Every label of the configuration space, fitting or not.
-fn every_label() -> Vec<String> {
-    let mut out = Vec::new();
-    for &(bm, warps_m, warps_n) in &BLOCKS {
-        for &stages in &STAGES {
-            for gpb in [1, 2, 4, 8] {
-                for &tps in &TAPS_PER_STAGE {
-                    out.push(Tile { bm, warps_m, warps_n, stages, gpb, tps }.label());
-                }
-            }
-        }
-    }
-    out
-}
+/// Every label of the configuration space (1 to 8 groups per block), fitting or not.
+fn every_label() -> Vec<String> { space(&[8, 7, 6, 5, 4, 3, 2, 1]).iter().map(Tile::label).collect() }
 
 /// The most groups per block on 128 pixels and 8 warps while that gives every SM a block
 /// (with fewer groups per block each group tile rereads x);
