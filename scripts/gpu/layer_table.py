@@ -5,7 +5,7 @@ sums and the four worst layers; this prints every layer, for A/B runs of one ker
 (e.g. with CONFLUX_DISABLE_SOLVERS set, then without).
 
 usage: python3 layer_table.py --list zoo_public.txt [--models resnext50_32x4d] [--grouped]
-                              [--n 32] [--prec fp16]
+                              [--max-c 4] [--n 32] [--prec fp16]
 Needs miopen_ctypes.py (staged beside it by build.sh) and MIOPEN_LIB_PATH or .gpu/lib.
 """
 import argparse, collections, math
@@ -18,6 +18,7 @@ ap.add_argument("--list", required=True)
 ap.add_argument("--models", default="")
 ap.add_argument("--grouped", action="store_true", help="only layers with groups > 1")
 ap.add_argument("--min-cg", type=int, default=1, help="only layers with at least this many input channels per group")
+ap.add_argument("--max-c", type=int, default=1 << 30, help="only layers with at most this many input channels (stems)")
 ap.add_argument("--n", type=int, default=32)
 ap.add_argument("--prec", default="fp16")
 a = ap.parse_args()
@@ -31,7 +32,7 @@ for line in open(a.list):
     model, cnt = tail.split()[0], int(tail.split()[1].lstrip("x"))
     if a.models and model not in a.models.split(","):
         continue
-    if a.grouped and v[11] == 1 or v[1] // v[11] < a.min_cg:
+    if a.grouped and v[11] == 1 or v[1] // v[11] < a.min_cg or v[1] > a.max_c:
         continue
     layers.setdefault(v, []).append(f"{model} x{cnt}")
 

@@ -13,7 +13,7 @@ use super::cpu::{
     CpuAmx1x1, CpuDepthwiseNhwc, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuNaive, CpuPointwise, CpuSinglePixel, CpuSmallGroups, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvTcNchw,
+    CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvStemTc, CudaConvTcNchw,
     CudaConvWgradFewChannels, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
 };
 use super::Solver;
@@ -66,10 +66,11 @@ static CPU: &[Entry] = &[
 static CUDA: &[Entry] = &[
     entry(&CudaPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution"),
     entry(&CudaConvGroupedTc, Role::ChannelsLastTensorCore, "groups of 2–32 channels (ResNeXt, RegNet) on tensor cores, several whole groups per block (groups of 2 and 4 merged into block-diagonal groups of 8): ahead of the few-channels kernel, which it beats on ResNeXt's groups of 4, and of the other tensor-core kernels (a tile per group), also as the backward-data adapters' inner kernel"),
+    entry(&CudaConvStemTc, Role::Standalone, "ungrouped 16-bit convolutions of < 8 input channels (3-channel stems) on tensor cores, several taps per 16-byte chunk: ahead of the few-channels kernel and the channel-padding adapter, which multiply 3-channel taps on CUDA cores or padded to 8 channels"),
     entry(&CudaConvFewChannels, Role::Standalone, "groups of ≤ 4 input channels (depthwise, ResNeXt) and 3-channel 3×3 stems: memory-bound layers a GEMM tile would run nearly empty"),
     entry(&CudaConvGemmLt, Role::Standalone, "1×1 channels-last with a cuBLASLt epilogue (bias, ReLU): at cuDNN's speed on those layers"),
     entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D channels-last groups of 64 channels"),
-    entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions of < 8 channels (7×7 and 4×4 stems) on tensor cores through channel-padded copies"),
+    entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions of < 8 channels on tensor cores through channel-padded copies: after the stem kernel, for filters too large for its shared memory; Find times both"),
     entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),
     entry(&CudaConvBwdDataFewChannels, Role::Standalone, "backward-data of depthwise, few-channels-per-group and few-channel stem layers by phases on the few-channels and few-outputs kernels, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),
