@@ -100,7 +100,7 @@ impl Tile {
     /// The filter tile and two patch buffers.
     fn smem_bytes(&self, g: &Geom) -> usize { (self.bn(g) * (Chunking::of(g).chunks(g) | 1) + 2 * self.patch(g).0) * 16 }
 
-    fn fits(&self, g: &Geom) -> bool { self.bm() % (self.warps_m * 16) == 0 && self.accumulators(g) <= 128 && self.smem_bytes(g) <= MAX_SMEM }
+    fn fits(&self, g: &Geom) -> bool { self.bm() % (self.warps_m * 16) == 0 && self.accumulators(g) <= 96 && self.smem_bytes(g) <= MAX_SMEM }
 
     fn pixel_tiles(&self, g: &Geom) -> usize { g.n * g.output[0] * g.output[1].div_ceil(self.th) * g.output[2].div_ceil(self.tw) }
 
@@ -111,10 +111,11 @@ impl Tile {
     fn accumulators(&self, g: &Geom) -> usize { self.bm() / self.warps_m / 16 * (self.bn(g) / self.warps_n / 8) * 4 }
 
     /// Blocks per SM the launch bounds ask registers for: about 56 registers besides the
-    /// accumulators, the A fragments and the next tile's fetched pixels.
+    /// accumulators, the A fragments, the next tile's fetched pixels and two per n8 column.
     fn min_blocks(&self, g: &Geom) -> usize {
         let fetched = self.patch(g).1.div_ceil(self.threads()) * Chunking::of(g).cp.div_ceil(2);
-        let regs = (self.accumulators(g) + self.bm() / self.warps_m / 4 + fetched + 56).next_multiple_of(8);
+        let columns = self.bn(g) / self.warps_n / 8;
+        let regs = (self.accumulators(g) + self.bm() / self.warps_m / 4 + fetched + 2 * columns + 56).next_multiple_of(8);
         (65536 / (self.threads() * regs)).clamp(1, 4)
     }
 
@@ -133,14 +134,17 @@ fn space() -> Vec<Tile> {
 
 fn tiles(g: &Geom) -> Vec<Tile> { space().into_iter().filter(|t| t.fits(g)).collect() }
 
-/// Tiles on 4 × 2 warps (eight warps beat four on every stem of the sweep): 128 pixels, or 64
+/// Eight warps (they beat four on every stem of the sweep), two along channels from 64 output
+/// channels on (fewer leave each warp's A fragments feeding too few MMAs); 128 pixels, or 64
 /// where that wastes clearly fewer pixels at the image's edges (56-wide outputs) or where
-/// 128-pixel tiles leave SMs without two tiles each (batch 1). Sweep:
+/// 128-pixel tiles leave SMs without two tiles each (batch 1); tiles 16 wide on a tie. Sweep:
 /// bench/results/2026-11-27-h200-stem-tc.md.
 fn heuristic(g: &Geom, sm_count: usize) -> Option<Tile> {
     let all = tiles(g);
+    let warps = (if g.k >= 64 { 2 } else { 1 }, 4);
     let best = |bm: usize| {
-        all.iter().copied().filter(|t| t.bm() == bm && (t.warps_m, t.warps_n) == (4, 2)).min_by(|a, b| a.waste(g).total_cmp(&b.waste(g)).then(b.tw.cmp(&a.tw)))
+        let shaped = all.iter().copied().filter(|t| t.bm() == bm && (t.warps_n, t.warps_m) == warps);
+        shaped.min_by(|a, b| a.waste(g).total_cmp(&b.waste(g)).then(a.tw.abs_diff(16).cmp(&b.tw.abs_diff(16))))
     };
     match (best(128), best(64)) {
         (Some(big), Some(small)) if big.pixel_tiles(g) < 2 * sm_count || small.waste(g) * 1.05 < big.waste(g) => Some(small),
