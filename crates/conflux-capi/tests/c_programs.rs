@@ -103,6 +103,11 @@ fn c_batchnorm_activation_training_and_backward() {
 }
 
 #[test]
+fn c_activation_modes_of_modern_networks() {
+    run_c("activation_modern");
+}
+
+#[test]
 fn c_bad_input_statuses() {
     run_c("bad_input");
 }

@@ -86,6 +86,12 @@ fn unknown_enum_values_are_bad_parm() {
         let mut a = null_mut();
         assert_eq!(miopenCreateActivationDescriptor(&mut a), SUCCESS);
         assert_eq!(miopenSetActivationDescriptor(a, 10, 0.0, 0.0, 0.0), BAD_PARM);
+        // conflux's extension modes are 100..=105; the values around them are not modes.
+        assert_eq!(miopenSetActivationDescriptor(a, 99, 0.0, 0.0, 0.0), BAD_PARM);
+        assert_eq!(miopenSetActivationDescriptor(a, 106, 0.0, 0.0, 0.0), BAD_PARM);
+        for m in 100..=105 {
+            assert_eq!(miopenSetActivationDescriptor(a, m, 0.0, 0.0, 0.0), SUCCESS, "mode {m}");
+        }
         assert_eq!(miopenSet4dTensorDescriptor(t, 1, 1, 2, 3, 3), SUCCESS);
         let mut plan = null_mut();
         assert_eq!(miopenCreateFusionPlan(&mut plan, 2, t), BAD_PARM);

@@ -18,7 +18,7 @@ pub fn run(s: &Session, a: &ActivArgs, dt: DataType) -> Res<()> {
     if a.iter < 1 {
         return Err("Fatal: Number of iterations must be > 0".into());
     }
-    let mode = i32::try_from(a.mode).ok().and_then(ActivationMode::from_i32).ok_or_else(|| format!("--mode {}: not an activation mode (0..9)", a.mode))?;
+    let mode = i32::try_from(a.mode).ok().and_then(ActivationMode::from_i32).ok_or_else(|| format!("--mode {}: not an activation mode (0..9, 100..105)", a.mode))?;
     let act = ActivationDesc::new(mode, a.alpha, a.beta, a.gamma);
     let lens = [positive("batchsize", a.n)?, positive("in_channels", a.c)?, positive("in_h", a.h)?, positive("in_w", a.w)?];
     let x = TensorDesc::with_layout(dt, parse_layout(a.layout.as_deref().unwrap_or(""), 4)?, &lens)?;

@@ -236,7 +236,7 @@ pub struct CbaArgs {
     /// same / valid recompute the pads; anything else keeps them.
     #[arg(short = 'z', long = "pad_mode", default_value = "conv")]
     pub pad_mode: String,
-    /// Activation mode number (0 passthru … 9 elu); 3 = relu.
+    /// Activation mode number (0 passthru … 9 elu; conflux: 100 silu, 101 hardswish, 102 hardsigmoid, 103 gelu, 104 gelu-tanh, 105 mish); 3 = relu.
     #[arg(short = 'm', long = "activMode", default_value_t = 3)]
     pub activ_mode: i64,
     #[arg(short = 'A', long = "alpha", default_value_t = 1.0)]
@@ -342,7 +342,7 @@ pub struct ActivArgs {
     pub h: i64,
     #[arg(short = 'W', long = "in_w", default_value_t = 32)]
     pub w: i64,
-    /// Activation mode number (0 passthru … 9 elu); 3 = relu.
+    /// Activation mode number (0 passthru … 9 elu; conflux: 100 silu, 101 hardswish, 102 hardsigmoid, 103 gelu, 104 gelu-tanh, 105 mish); 3 = relu.
     #[arg(short = 'm', long = "mode", default_value_t = 3)]
     pub mode: i64,
     #[arg(short = 'A', long = "alpha", default_value_t = 1.0)]
@@ -378,7 +378,7 @@ pub struct BenchArgs {
     pub dtype: String,
     #[arg(long = "layout", default_value = "NCHW")]
     pub layout: String,
-    /// Activation mode number of the fused plan (3 = relu).
+    /// Activation mode number of the fused plan (3 = relu; 0..9 and conflux's 100..105).
     #[arg(short = 'm', long = "activMode", default_value_t = 3)]
     pub activ_mode: i64,
     /// Timed iterations per problem and path.

@@ -73,7 +73,7 @@ pub fn run(s: &Session, a: &BenchArgs) -> Res<()> {
         None => 1,
     };
     let iters = positive("iter", a.iter)?;
-    let act_mode = i32::try_from(a.activ_mode).ok().and_then(ActivationMode::from_i32).ok_or_else(|| format!("--activMode {}: not an activation mode (0..9)", a.activ_mode))?;
+    let act_mode = i32::try_from(a.activ_mode).ok().and_then(ActivationMode::from_i32).ok_or_else(|| format!("--activMode {}: not an activation mode (0..9, 100..105)", a.activ_mode))?;
     if let Some(path) = &a.plot {
         crate::plot::check_extension(path)?;
     }

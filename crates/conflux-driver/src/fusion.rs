@@ -83,7 +83,7 @@ pub fn run(s: &Session, a: &CbaArgs, dt: DataType) -> Res<()> {
         1 => BnMode::Spatial,
         _ => return Err("Incorrect Batch Normalization Mode".into()),
     };
-    let act_mode = i32::try_from(a.activ_mode).ok().and_then(ActivationMode::from_i32).ok_or_else(|| format!("--activMode {}: not an activation mode (0..9)", a.activ_mode))?;
+    let act_mode = i32::try_from(a.activ_mode).ok().and_then(ActivationMode::from_i32).ok_or_else(|| format!("--activMode {}: not an activation mode (0..9, 100..105)", a.activ_mode))?;
     let act = ActivationDesc::new(act_mode, a.alpha, a.beta, a.gamma);
     let (x, conv) = geometry(s, a, dt)?;
 

@@ -156,7 +156,7 @@ fn cbainfer_every_fusion_mode_verifies() {
 #[test]
 fn cbainfer_half_nhwc_spatial_bn_other_activations_3d() {
     ok(&["CBAInferfp16", "-F", "0", "-n", "2", "-c", "8", "-H", "5", "-W", "5", "-k", "8", "-M", "1", "--layout", "NHWC"], &["Running CPU spatial BN.", "Forward Activation Verifies"]);
-    for m in ["1", "2", "8", "9"] {
+    for m in ["1", "2", "8", "9", "100", "101", "102", "103", "104", "105"] {
         ok(&["CBAInfer", "-F", "4", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4", "-m", m, "-A", "0.3", "-B", "0.5"], &["Forward Activation Verifies"]);
     }
     ok(&["CBAInfer", "-F", "4", "-n", "1", "-c", "2", "-H", "4", "-W", "4", "-k", "3", "--spatial_dim", "3", "--in_d", "3", "--fil_d", "2", "-g", "1"], &["Forward Activation Verifies"]);
@@ -177,7 +177,8 @@ fn bnorm_training_inference_backward_verify() {
 
 #[test]
 fn activ_every_mode_forward_and_backward() {
-    for m in 0..10 {
+    // MIOpen's modes and conflux's extension modes (100..105).
+    for m in (0..10).chain(100..106) {
         let m = m.to_string();
         ok(&["activ", "-m", &m, "-n", "2", "-c", "3", "-H", "4", "-W", "4", "-A", "0.5", "-B", "0.7", "-G", "1.5"], &["Forward Activation Verifies", "Backward Activation Verifies"]);
     }
@@ -208,6 +209,7 @@ fn bad_flags_and_impossible_problems_are_refused_clearly() {
     fails(&["conv", "-n", "1", "--layout", "CHWN"], &[], 1, "unsupported layout");
     fails(&["conv", "-n", "1", "-i", "0"], &[], 1, "Number of iterations must be > 0");
     fails(&["activ", "-m", "12", "-n", "1"], &[], 1, "not an activation mode");
+    fails(&["activ", "-m", "106", "-n", "1"], &[], 1, "not an activation mode");
     fails(&["conv", "-n", "1", "--device", "tpu"], &[], 1, "expected cpu, cuda or cuda:N");
 }
 

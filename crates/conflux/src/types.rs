@@ -120,10 +120,14 @@ impl ConvAlgorithm {
 }
 
 miopen_enum! {
-    /// `miopenActivationMode_t`.
+    /// `miopenActivationMode_t`, plus conflux's activations of modern networks (100–105, not
+    /// in MIOpen; no parameters): SiLU x·σ(x), hard-swish x·min(max(x+3, 0), 6)/6,
+    /// hard-sigmoid min(max(x+3, 0), 6)/6, GELU 0.5·x·(1+erf(x/√2)), GELU-tanh
+    /// 0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) and Mish x·tanh(softplus(x)).
     ActivationMode {
         PassThru = 0, Logistic = 1, Tanh = 2, Relu = 3, SoftRelu = 4, Abs = 5, Power = 6,
         ClippedRelu = 7, LeakyRelu = 8, Elu = 9,
+        Silu = 100, HardSwish = 101, HardSigmoid = 102, Gelu = 103, GeluTanh = 104, Mish = 105,
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod support;
 
+use conflux::backend::cpu::clamp::Clamp;
 use conflux::backend::cpu::x86::amx;
 use conflux::backend::cpu::conv1x1::channels::{forward_with, pack_all, packed_len, Problem, Split};
 use conflux::backend::cpu::conv1x1::amx::{self as conv1x1_amx, AmxSplit, SplitW, Walk as AmxWalk};
@@ -26,7 +27,8 @@ struct Case {
     /// image.
     gap: usize,
     bias: bool,
-    relu: bool,
+    /// None, ReLU, or ReLU capped (CLIPPEDRELU).
+    relu: Clamp,
     /// Channels consecutive (x and y NHWC) instead of positions.
     nhwc: bool,
 }
@@ -55,7 +57,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
                 for ci in 0..c {
                     s += x[ni * xs0 + ci * xs1 + p * xp] as f64 * w[ki * ws0 + ci] as f64;
                 }
-                want[ni * ys0 + ki * ys1 + p * yp] = if relu { s.max(0.0) } else { s };
+                want[ni * ys0 + ki * ys1 + p * yp] = if relu.on { s.max(0.0).min(relu.hi as f64) } else { s };
             }
         }
     }
@@ -95,7 +97,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
         let split = split.unwrap_or_else(|| Split::choose(&p, 2));
         // SAFETY: the vectors cover every stride above; y is separate.
         unsafe { forward_with(&p, &kern, split, None) };
-        check(&y, &format!("{} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?}", kern.name));
+        check(&y, &format!("{} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu:?} nhwc {nhwc} {split:?}", kern.name));
         // W packed whole beforehand (constant weights; the first tile of a panel prefetches).
         let mut packed = vec![f32::NAN; packed_len(&p)];
         y.fill(f32::NAN);
@@ -104,7 +106,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
             pack_all(&p, &kern, &mut packed);
             forward_with(&p, &kern, split, Some(&packed));
         }
-        check(&y, &format!("packed {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?}", kern.name));
+        check(&y, &format!("packed {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu:?} nhwc {nhwc} {split:?}", kern.name));
     }
     // The AMX driver (bf16×6) on the same problem: the chosen split and walk, the
     // caller's split with chunks of one and three tiles, and x split whole first.
@@ -123,7 +125,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
             y.fill(f32::NAN);
             // SAFETY: as above.
             unsafe { conv1x1_amx::forward(&p, SplitW::Packed(packed), split, walk) };
-            check(&y, &format!("amx n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} nhwc {nhwc} {split:?} {walk:?}"));
+            check(&y, &format!("amx n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu:?} nhwc {nhwc} {split:?} {walk:?}"));
         }
         // W split by the tasks themselves (NCHW, one tile block): one and several filter groups,
         // chunks of one tile (each block split on the first chunk, reused on the others).
@@ -133,7 +135,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
                 y.fill(f32::NAN);
                 // SAFETY: as above; W is read in place.
                 unsafe { conv1x1_amx::forward(&p, SplitW::PerTask, split, AmxWalk { chunk: 1 }) };
-                check(&y, &format!("amx W per task n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?}"));
+                check(&y, &format!("amx W per task n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu:?} {split:?}"));
             }
         }
     }
@@ -148,7 +150,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
         let split = split.map_or_else(|| PosSplit::choose(&p, 2), |s| PosSplit { tile_blocks: s.mb, row_groups: s.gp });
         // SAFETY: as above.
         unsafe { conv1x1_pos::forward(&p, &kern, split) };
-        check(&y, &format!("positions {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?}", kern.name));
+        check(&y, &format!("positions {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu:?} {split:?}", kern.name));
         // W packed by row blocks (constant weights): the chosen walk, and chunks of one and
         // two tiles with K blocks of 7 channels (several copy passes per task).
         let mut packed = vec![f32::NAN; conv1x1_pos::packed_rows_len(&p)];
@@ -158,7 +160,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
             y.fill(f32::NAN);
             // SAFETY: as above.
             unsafe { conv1x1_pos::forward_packed(&p, &kern, split, walk, &packed) };
-            check(&y, &format!("positions packed {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu} {split:?} {walk:?}", kern.name));
+            check(&y, &format!("positions packed {} n{n} c{c} k{k} hw{hw} gap{gap} bias {bias} relu {relu:?} {split:?} {walk:?}", kern.name));
         }
     }
 }
@@ -169,7 +171,7 @@ fn every_tile_remainder_and_panel_edge() {
     let mut r = SplitMix64::new(1);
     for hw in 1..=29 {
         for nhwc in [false, true] {
-            let cs = Case { n: r.range(1, 3), c: r.range(1, 20), k: r.pick(&[1, 31, 32, 33, 64, 70]), hw, gap: hw % 3, bias: hw % 2 == 0, relu: hw % 4 < 2, nhwc };
+            let cs = Case { n: r.range(1, 3), c: r.range(1, 20), k: r.pick(&[1, 31, 32, 33, 64, 70]), hw, gap: hw % 3, bias: hw % 2 == 0, relu: [Clamp::RELU, Clamp { on: true, hi: 2.5 }, Clamp::NONE, Clamp::NONE][hw % 4], nhwc };
             run(&cs, None, hw % 2 == 1, hw as u64);
         }
     }
@@ -181,12 +183,12 @@ fn several_k_blocks_and_forced_splits() {
     // and more (blocks of at most 64 channels: three of 50 here), tasks of one tile and one
     // panel, tasks whose tiles span images, and the chosen split.
     let cases = [
-        Case { n: 2, c: 300, k: 70, hw: 49, gap: 1, bias: true, relu: true, nhwc: false },
-        Case { n: 3, c: 520, k: 33, hw: 15, gap: 0, bias: false, relu: true, nhwc: false },
-        Case { n: 1, c: 257, k: 96, hw: 196, gap: 2, bias: true, relu: false, nhwc: false },
-        Case { n: 1, c: 150, k: 40, hw: 1030, gap: 3, bias: true, relu: true, nhwc: false },
-        Case { n: 2, c: 300, k: 70, hw: 49, gap: 1, bias: true, relu: true, nhwc: true },
-        Case { n: 3, c: 520, k: 33, hw: 15, gap: 2, bias: false, relu: false, nhwc: true },
+        Case { n: 2, c: 300, k: 70, hw: 49, gap: 1, bias: true, relu: Clamp { on: true, hi: 6.0 }, nhwc: false },
+        Case { n: 3, c: 520, k: 33, hw: 15, gap: 0, bias: false, relu: Clamp::RELU, nhwc: false },
+        Case { n: 1, c: 257, k: 96, hw: 196, gap: 2, bias: true, relu: Clamp::NONE, nhwc: false },
+        Case { n: 1, c: 150, k: 40, hw: 1030, gap: 3, bias: true, relu: Clamp { on: true, hi: 6.0 }, nhwc: false },
+        Case { n: 2, c: 300, k: 70, hw: 49, gap: 1, bias: true, relu: Clamp::RELU, nhwc: true },
+        Case { n: 3, c: 520, k: 33, hw: 15, gap: 2, bias: false, relu: Clamp::NONE, nhwc: true },
     ];
     for (i, cs) in cases.iter().enumerate() {
         for split in [None, Some(Split { mb: 1, gp: 1 }), Some(Split { mb: 3, gp: 2 }), Some(Split { mb: 1000, gp: 1000 })] {
@@ -206,7 +208,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
     w[5 * c] = f32::NAN;
     for kern in available() {
         let mut y = vec![-1.0f32; k * hw];
-        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: true };
+        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: Clamp::RELU };
         // SAFETY: as above.
         unsafe { forward_with(&p, &kern, Split::choose(&p, 2), None) };
         assert!(y[5 * hw..6 * hw].iter().all(|v| *v == 0.0), "{}: {:?}", kern.name, &y[5 * hw..6 * hw]);
@@ -215,7 +217,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
     // The AMX driver: the NaN weight's hi part stays NaN.
     if amx::available() {
         let mut y = vec![-1.0f32; k * hw];
-        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: true };
+        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: Clamp::RELU };
         let mut buf = vec![0u16; conv1x1_amx::packed_len(&p) + amx::ALIGN_SLACK];
         let skip = amx::skip_to_64(buf.as_ptr());
         let packed = &mut buf[skip..skip + conv1x1_amx::packed_len(&p)];
@@ -231,7 +233,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
 
 #[test]
 fn split_choice_keeps_both_threads_busy() {
-    let p = |n, c, k, hw| Problem { n, c, k, hw, x: std::ptr::null(), xs: [0, 0], xp: 1, w: std::ptr::null(), ws0: 0, y: std::ptr::null_mut(), ys: [0, 0], yp: 1, bias: std::ptr::null(), relu: false };
+    let p = |n, c, k, hw| Problem { n, c, k, hw, x: std::ptr::null(), xs: [0, 0], xp: 1, w: std::ptr::null(), ws0: 0, y: std::ptr::null_mut(), ys: [0, 0], yp: 1, bias: std::ptr::null(), relu: Clamp::NONE };
     for (n, c, k, hw) in [(1, 2048, 512, 49), (1, 64, 64, 3025), (8, 256, 1024, 196), (1, 3, 1, 1)] {
         let pr = p(n, c, k, hw);
         let s = Split::choose(&pr, 2);

@@ -9,6 +9,7 @@
 mod support;
 
 use conflux::backend::cpu::gemm::{available, gemm_with, sgemm_with, Blocking, Dense, DenseSink, Direct, Elem, Sink};
+use conflux::backend::cpu::clamp::Clamp;
 use std::ops::Range;
 use conflux::reference::fill::{fill_normal, fill_small_int};
 use support::{Pick, SplitMix64};
@@ -119,7 +120,7 @@ struct BiasReluSink {
     ptr: *mut f32,
     ld: usize,
     bias: Vec<f32>,
-    relu: bool,
+    relu: Clamp,
 }
 
 // SAFETY: the GEMM gives disjoint blocks to its tasks.
@@ -141,9 +142,11 @@ fn direct_stores_with_bias_and_relu() {
     // buffer's partial sum before the bias), A in place and packed; exact small integers.
     for kern in available() {
         for (m, n, k, relu, packed_a) in [
-            (2 * kern.mr + 5, 2 * kern.nr + 3, 100, true, false),
-            (kern.mr - 1, kern.nr + 7, 9, false, true),
-            (3 * kern.mr, 5, 300, true, true),
+            (2 * kern.mr + 5, 2 * kern.nr + 3, 100, Clamp::RELU, false),
+            (kern.mr - 1, kern.nr + 7, 9, Clamp::NONE, true),
+            (3 * kern.mr, 5, 300, Clamp::RELU, true),
+            // ReLU6 (CLIPPEDRELU α = 6) on the same register stores.
+            (2 * kern.mr + 1, kern.nr + 5, 60, Clamp { on: true, hi: 6.0 }, false),
         ] {
             let a: Vec<f32> = fill_small_int(20, m * k, -3, 3).into_iter().map(|x| x as f32).collect();
             let b: Vec<f32> = fill_small_int(21, k * n, -3, 3).into_iter().map(|x| x as f32).collect();
@@ -159,7 +162,7 @@ fn direct_stores_with_bias_and_relu() {
                 gemm_with(&kern, blk, m, n, k, &Dense { data: &a, outer_stride: k, inner_stride: 1 }, &bv, &sink);
             }
             let want = naive(m, n, k, &a, &b);
-            let what = format!("{} {m}x{n}x{k} relu {relu} packed A {packed_a}", kern.name);
+            let what = format!("{} {m}x{n}x{k} relu {relu:?} packed A {packed_a}", kern.name);
             for i in 0..m {
                 for j in 0..ld {
                     let got = c[i * ld + j];
@@ -168,7 +171,7 @@ fn direct_stores_with_bias_and_relu() {
                         continue;
                     }
                     let v = want[i * n + j] + bias[i] as f64;
-                    let v = if relu { v.max(0.0) } else { v };
+                    let v = if relu.on { v.max(0.0).min(relu.hi as f64) } else { v };
                     assert_eq!(got as f64, v, "{what}: ({i}, {j})");
                 }
             }

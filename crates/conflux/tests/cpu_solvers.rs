@@ -570,8 +570,9 @@ fn gemm1x1_random_forward() {
 
 #[test]
 fn fused_bias_relu_per_algorithm() {
-    // conv + bias + ReLU through a fusion plan restricted to each algorithm; the plan must
-    // pick the new solver, and the epilogue runs on its tiles.
+    // conv + bias + ReLU, and + ReLU6-like CLIPPEDRELU, through a fusion plan restricted to
+    // each algorithm; the plan must pick the new solver (the same for both: the clamp takes
+    // ReLU's fast stores), and the epilogue runs on its tiles.
     let h = Handle::cpu();
     type Case = (ConvAlgorithm, &'static str, [usize; 4], [usize; 4], i64);
     let cases: [Case; 8] = [
@@ -589,10 +590,13 @@ fn fused_bias_relu_per_algorithm() {
     let amx = conflux::backend::cpu::x86::amx::available();
     for (algo, name, xl, wl, pad) in cases {
         for (dt, layout) in [(DataType::Float, Layout::NCHW), (DataType::Float, Layout::NHWC), (DataType::Half, Layout::NHWC), (DataType::BFloat16, Layout::NCHW)] {
-            for exact in [false, true] {
+            for (exact, act) in [(false, ActivationMode::Relu), (true, ActivationMode::Relu), (false, ActivationMode::ClippedRelu), (true, ActivationMode::ClippedRelu)] {
                 if exact && dt != DataType::Float {
                     continue;
                 }
+                // α inside the data's range, so the clamp bites: 6 (ReLU6) on small-integer
+                // sums, 0.75 on normal data.
+                let cap = if exact { 6.0 } else { 0.75 };
                 let groups = xl[1] / wl[1];
                 let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[1, 1], &[1, 1]).unwrap();
                 conv.set_groups(groups as i64).unwrap();
@@ -605,7 +609,7 @@ fn fused_bias_relu_per_algorithm() {
                 plan.set_algo(algo);
                 plan.add_conv_forward(&conv, &wd).unwrap();
                 plan.add_bias(&bd).unwrap();
-                plan.add_activation(ActivationMode::Relu).unwrap();
+                plan.add_activation(act).unwrap();
                 plan.compile(&h).unwrap_or_else(|e| panic!("{name}: {e}"));
                 // The 1×1 solver takes f32 NCHW and NHWC on AVX-512 machines; the generic GEMM the rest.
                 // and the AMX solver precedes it on f32 with enough 32-position tiles (or
@@ -621,7 +625,7 @@ fn fused_bias_relu_per_algorithm() {
                     "CpuConvDirectTaps" if !(avx512 && dt == DataType::Float) => "CpuConvNaive",
                     _ => name,
                 };
-                assert_eq!(plan.solver_name(), Some(name), "{algo:?} {dt:?} {layout:?}");
+                assert_eq!(plan.solver_name(), Some(name), "{algo:?} {dt:?} {layout:?} {act:?}");
                 let yd = plan.output_desc().clone();
                 let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
                 let (x, w, b) = (random(&h, &xd, fill, 1), random(&h, &wd, fill, 2), random(&h, &bd, fill, 3));
@@ -629,18 +633,19 @@ fn fused_bias_relu_per_algorithm() {
                 let mut args = OpArgs::new();
                 args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
                 args.set(1, OpArg::Bias { b: b.ptr() });
-                args.set(2, OpArg::Activation { alpha: 0.0, beta: 0.0, gamma: 0.0 });
+                args.set(2, OpArg::Activation { alpha: cap, beta: 0.0, gamma: 0.0 });
                 plan.execute(&h, &xd, x.ptr(), &yd, y.ptr(), &args).unwrap();
                 let ypacked = TensorDesc::new(dt, yd.lens()).unwrap();
                 let mut want = vec![0.0; ypacked.element_space()];
                 r::conv::conv_forward(&conv, &xd, &x.host, &wd, &w.host, &ypacked, &mut want).unwrap();
                 for (i, v) in want.iter_mut().enumerate() {
-                    *v = (*v + b.host[(i / (yd.lens()[2] * yd.lens()[3])) % wl[0]]).max(0.0);
+                    let pre = *v + b.host[(i / (yd.lens()[2] * yd.lens()[3])) % wl[0]];
+                    *v = if act == ActivationMode::Relu { pre.max(0.0) } else { pre.max(0.0).min(cap) };
                 }
                 let got = logical(&yd, &download(&h, &y));
                 // The FFT rounds integer data (irrational twiddles); the others keep it exact.
                 let tol = if !exact { tolerance(dt) } else if algo == ConvAlgorithm::Fft { 1e-6 } else { 0.0 };
-                assert_close(&format!("{name} {dt:?} {layout:?} exact={exact}"), &got, &want, tol);
+                assert_close(&format!("{name} {dt:?} {layout:?} exact={exact} {act:?}"), &got, &want, tol);
             }
         }
     }

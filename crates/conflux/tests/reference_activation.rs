@@ -77,12 +77,75 @@ fn every_mode_by_hand() {
     hand(Elu, (0.5, 0.0, 0.0), &[-1.0, 0.0, 2.0], &[0.5 * (1.0 / e - 1.0), 0.0, 2.0], &[1.0; 3], &[0.5 / e, 0.5, 1.0]);
 }
 
+#[test]
+fn extension_modes_by_hand() {
+    let (ln2, ln3) = (2f64.ln(), 3f64.ln());
+    // SILU: σ(0) = 1/2, σ(±ln 3) = 3/4, 1/4; dx = dy·σ·(1 + x·(1 − σ)).
+    hand(
+        Silu,
+        (0.0, 0.0, 0.0),
+        &[0.0, ln3, -ln3],
+        &[0.0, 0.75 * ln3, -0.25 * ln3],
+        &[2.0; 3],
+        &[1.0, 2.0 * 0.75 * (1.0 + 0.25 * ln3), 2.0 * 0.25 * (1.0 - 0.75 * ln3)],
+    );
+    // HARDSWISH: 0 below −3, x above 3, x(x+3)/6 between; dx = x/3 + 1/2 on [−3, 3] (PyTorch:
+    // −1/2 at −3, 3/2 at 3), 0 below, dy above. α/β/γ are ignored.
+    hand(
+        HardSwish,
+        (7.0, -2.0, 5.0),
+        &[-4.0, -3.0, 0.0, 1.0, 3.0, 5.0],
+        &[0.0, 0.0, 0.0, 2.0 / 3.0, 3.0, 5.0],
+        &[1.0; 6],
+        &[0.0, -0.5, 0.5, 5.0 / 6.0, 1.5, 1.0],
+    );
+    // HARDSIGMOID: (x+3)/6 clamped to [0, 1]; dx = dy/6 strictly inside (−3, 3).
+    hand(
+        HardSigmoid,
+        (0.0, 0.0, 0.0),
+        &[-4.0, -3.0, 0.0, 1.5, 3.0, 5.0],
+        &[0.0, 0.0, 0.5, 0.75, 1.0, 1.0],
+        &[6.0; 6],
+        &[0.0, 0.0, 1.0, 1.0, 0.0, 0.0],
+    );
+    // GELU = x·Φ(x); dx = Φ(x) + x·φ(x): Φ(1) = 0.8413447460685429, φ(1) = 0.24197072451914337.
+    let (cdf1, pdf1) = (0.841_344_746_068_542_9, 0.241_970_724_519_143_37);
+    hand(
+        Gelu,
+        (0.0, 0.0, 0.0),
+        &[0.0, 1.0, -1.0],
+        &[0.0, cdf1, -(1.0 - cdf1)],
+        &[1.0; 3],
+        &[0.5, cdf1 + pdf1, (1.0 - cdf1) - pdf1],
+    );
+    // GELU_TANH from the textbook formula with tanh (the implementation uses 2σ(2u)).
+    let k0 = (2.0 / std::f64::consts::PI).sqrt();
+    let gt = |x: f64| 0.5 * x * (1.0 + (k0 * (x + 0.044715 * x * x * x)).tanh());
+    let gtd = |x: f64| {
+        let t = (k0 * (x + 0.044715 * x * x * x)).tanh();
+        0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k0 * (1.0 + 3.0 * 0.044715 * x * x)
+    };
+    let xs = [0.0, 1.0, -1.0, 2.5];
+    hand(GeluTanh, (0.0, 0.0, 0.0), &xs, &xs.map(gt), &[1.0; 4], &xs.map(gtd));
+    // MISH: softplus(0) = ln 2, tanh(ln 2) = 3/5; at ln 2, tanh(ln 3) = 4/5; at −ln 2,
+    // tanh(ln 1.5) = 5/13. dx = t + x·(1 − t²)·σ(x). Above 20 it is x (PyTorch's threshold).
+    hand(
+        Mish,
+        (0.0, 0.0, 0.0),
+        &[0.0, ln2, -ln2, 30.0],
+        &[0.0, 0.8 * ln2, -ln2 * 5.0 / 13.0, 30.0],
+        &[1.0; 4],
+        &[0.6, 0.8 + ln2 * 0.36 * (2.0 / 3.0), 5.0 / 13.0 - ln2 * (144.0 / 169.0) / 3.0, 1.0],
+    );
+}
+
 /// Points within 1e-3 of a kink (or, for POWER, where the base v is near ε) are skipped.
 fn near_kink(d: &ActivationDesc, x: f64) -> bool {
     let near = |k: f64| (x - k).abs() < 1e-3;
     match d.mode {
         Relu | Abs | LeakyRelu | Elu => near(0.0),
         ClippedRelu => near(0.0) || near(d.alpha),
+        HardSwish | HardSigmoid => near(-3.0) || near(3.0),
         Power => (d.alpha + d.beta * x) < 1e-3,
         _ => false,
     }
@@ -103,7 +166,17 @@ fn backward_matches_finite_differences() {
         ActivationDesc::new(ClippedRelu, 1.2, 0.0, 0.0),
         ActivationDesc::new(LeakyRelu, 0.05, 0.0, 0.0),
         ActivationDesc::new(Elu, 1.3, 0.0, 0.0),
+        ActivationDesc::new(Silu, 0.0, 0.0, 0.0),
+        ActivationDesc::new(HardSwish, 0.0, 0.0, 0.0),
+        ActivationDesc::new(HardSigmoid, 0.0, 0.0, 0.0),
+        ActivationDesc::new(Gelu, 0.0, 0.0, 0.0),
+        ActivationDesc::new(GeluTanh, 0.0, 0.0, 0.0),
+        ActivationDesc::new(Mish, 0.0, 0.0, 0.0),
     ];
+    // Every mode is covered (a new mode must be added above).
+    for m in ActivationMode::ALL {
+        assert!(descs.iter().any(|d| d.mode == *m), "{m:?} has no finite-difference case");
+    }
     // x and dx gapped, y channels-last, dy packed: 2×3×2×2 elements matched logically.
     let lens = [2, 3, 2, 2];
     let (xd, yd, dyd, dxd) = (gapped(&lens), channels_last(&lens), packed(&lens), gapped(&lens));
@@ -152,4 +225,34 @@ fn element_counts_must_match_but_shapes_may_differ() {
     let e = activation_forward(&d, &xd, &x, &bad, &mut yb).unwrap_err();
     assert_eq!(e.status, Status::BadParm);
     assert!(e.reason.contains("elements"), "{}", e.reason);
+}
+
+/// The extension modes in f32 (the formulas the CPU runs) against f64, over inputs from tiny
+/// to f32::MAX: finite everywhere (SiLU at large negative x, Mish's softplus at large
+/// positive x) and accurate to a few f32 roundings times the mode's condition number, so that
+/// a formula that cancels (1 + erf, 1 + tanh at negative x) or overflows fails.
+#[test]
+fn extension_modes_in_f32_are_finite_and_accurate() {
+    let mags = [0.0, 1e-20, 1e-3, 0.5, 1.0, 2.0, 3.5, 5.0, 7.5, 10.0, 13.0, 15.0, 19.5, 20.5, 25.0, 50.0, 88.0, 100.0, 1e4, 1e10, 1e20, 1e30, f32::MAX as f64];
+    for &mode in &[Silu, HardSwish, HardSigmoid, Gelu, GeluTanh, Mish] {
+        let d = ActivationDesc::new(mode, 0.0, 0.0, 0.0);
+        for &m in &mags {
+            for x in [m, -m] {
+                let xf = x as f32;
+                let x = xf as f64;
+                // Relative condition number of the mode at x (capped where results are 0 or x).
+                let ax = x.abs().min(20.0);
+                let kappa = match mode {
+                    Gelu => 1.0 + ax * ax,
+                    GeluTanh => 1.0 + 0.2 * ax * ax * ax,
+                    _ => 1.0 + ax,
+                };
+                let tol = |want: f64| 16.0 * f32::EPSILON as f64 * kappa * want.abs() + 1e-37;
+                let (yf, y) = (d.forward(xf) as f64, d.forward(x));
+                assert!(yf.is_finite() && (yf - y).abs() <= tol(y), "{mode:?} forward at {x}: f32 {yf} vs f64 {y}");
+                let (gf, g) = (d.backward(1.0f32, xf, yf as f32) as f64, d.backward(1.0, x, y));
+                assert!(gf.is_finite() && (gf - g).abs() <= tol(g), "{mode:?} backward at {x}: f32 {gf} vs f64 {g}");
+            }
+        }
+    }
 }

@@ -771,6 +771,8 @@ typedef enum
     miopenActivationCLIPPEDRELU = 7, /* min(alpha, max(0, x)) */
     miopenActivationLEAKYRELU   = 8, /* x > 0 ? x : alpha * x */
     miopenActivationELU         = 9, /* x > 0 ? x : alpha * (e^x - 1) */
+    /* conflux adds modes 100-105 (SiLU, hard-swish, hard-sigmoid, GELU, GELU-tanh, Mish):
+     * see CONFLUX_ACTIVATION_* in the conflux extensions at the end of this header. */
 } miopenActivationMode_t;
 
 /* Mode PASTHRU, parameters 0. */
@@ -1201,6 +1203,22 @@ miopenConvolutionBiasActivationForward(miopenHandle_t handle,
  * keep using the old ones. To change weights, pass them at another address, or use a
  * descriptor without the attribute. This is what oneDNN users get by reordering weights once. */
 #define CONFLUX_CONVOLUTION_ATTRIB_CONSTANT_WEIGHTS ((miopenConvolutionAttrib_t)1001)
+
+/* Activation modes of modern networks, accepted wherever a miopenActivationMode_t is
+ * (miopenSetActivationDescriptor, miopenActivationForward / Backward, the fusion activation
+ * ops forward and backward, miopenConvolutionBiasActivationForward). They take no parameters:
+ * activAlpha, activBeta and activGamma are ignored. Backward reads the forward input x (y is
+ * not needed). sigma(x) = 1 / (1 + e^-x), softplus(x) = log(1 + e^x). At the kinks of
+ * HARDSWISH and HARDSIGMOID the backward takes PyTorch's values: HARDSWISH' is x/3 + 1/2 on
+ * [-3, 3] (0 below, 1 above), HARDSIGMOID' is 1/6 on (-3, 3) (0 elsewhere). MISH is x for
+ * x > 20 (PyTorch's softplus threshold; the difference is below f64 rounding). Every finite
+ * input gives a finite result in every precision. */
+#define CONFLUX_ACTIVATION_SILU        ((miopenActivationMode_t)100) /* x * sigma(x) */
+#define CONFLUX_ACTIVATION_HARDSWISH   ((miopenActivationMode_t)101) /* x * min(max(x + 3, 0), 6) / 6 */
+#define CONFLUX_ACTIVATION_HARDSIGMOID ((miopenActivationMode_t)102) /* min(max(x + 3, 0), 6) / 6 */
+#define CONFLUX_ACTIVATION_GELU        ((miopenActivationMode_t)103) /* 0.5 * x * (1 + erf(x / sqrt(2))) */
+#define CONFLUX_ACTIVATION_GELU_TANH   ((miopenActivationMode_t)104) /* 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) */
+#define CONFLUX_ACTIVATION_MISH        ((miopenActivationMode_t)105) /* x * tanh(softplus(x)) */
 
 /* The reason of the last failing call made on this thread, e.g.
  * "miopenCompileFusionPlan: miopenStatusUnsupportedOp: op 2 (...): ...". Successful calls

@@ -6,6 +6,7 @@
 // First: its `simd!` macro is used by the modules below.
 #[macro_use]
 mod lanes;
+pub mod clamp;
 pub mod conv1x1;
 pub mod direct;
 pub mod fft;

@@ -11,6 +11,8 @@ use crate::types::{ActivationMode, BnMode, DataType};
 use std::fmt::Write;
 
 const COMMON: &str = include_str!("kernels/common.cuh");
+/// conflux's extension activations, beside MIOpen's in common.cuh.
+const ACT_MODERN: &str = include_str!("kernels/act_modern.cuh");
 
 /// CUDA type name of an element type.
 pub fn ctype(dt: DataType) -> Result<&'static str> {
@@ -22,7 +24,7 @@ pub fn ctype(dt: DataType) -> Result<&'static str> {
     })
 }
 
-/// Name suffix of the activation functions in common.cuh.
+/// Name suffix of the activation functions in common.cuh and act_modern.cuh.
 pub fn act_name(mode: ActivationMode) -> &'static str {
     match mode {
         ActivationMode::PassThru => "passthru",
@@ -35,6 +37,12 @@ pub fn act_name(mode: ActivationMode) -> &'static str {
         ActivationMode::ClippedRelu => "clippedrelu",
         ActivationMode::LeakyRelu => "leakyrelu",
         ActivationMode::Elu => "elu",
+        ActivationMode::Silu => "silu",
+        ActivationMode::HardSwish => "hardswish",
+        ActivationMode::HardSigmoid => "hardsigmoid",
+        ActivationMode::Gelu => "gelu",
+        ActivationMode::GeluTanh => "gelu_tanh",
+        ActivationMode::Mish => "mish",
     }
 }
 
@@ -45,7 +53,7 @@ pub struct Extra<'a> {
     pub defines: &'a [(&'a str, String)],
 }
 
-/// Full source: defines, common.cuh, the generated epilogue, then `template`.
+/// Full source: defines, common.cuh, act_modern.cuh, the generated epilogue, then `template`.
 pub fn source(dt: DataType, epilogue: &[EpiOp], extra: &Extra, template: &str) -> Result<String> {
     if epilogue.len() > MAX_EPI {
         return Err(Error::unsupported(format!("CUDA backend: {} epilogue ops; at most {MAX_EPI}", epilogue.len())));
@@ -58,6 +66,7 @@ pub fn source(dt: DataType, epilogue: &[EpiOp], extra: &Extra, template: &str) -
         writeln!(s, "#define {k} {v}").unwrap();
     }
     s.push_str(COMMON);
+    s.push_str(ACT_MODERN);
     let act = act_name(extra.act.unwrap_or(ActivationMode::PassThru));
     writeln!(s, "#define CONFLUX_ACT(x, a, b, g) act_{act}(x, a, b, g)").unwrap();
     writeln!(s, "#define CONFLUX_ACTB(dy, x, y, a, b, g) actb_{act}(dy, x, y, a, b, g)").unwrap();
@@ -190,6 +199,32 @@ pub fn conv_geometry_defines(g: &Geom) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every activation mode has its forward and backward device functions and reaches the
+    /// epilogue and the activation macros; the pointwise kernel's source (chain forward and
+    /// activation backward in one file) is generated for each mode, and with
+    /// `CONFLUX_KERNEL_SOURCES` set written there for an offline NVRTC compile
+    /// (`scripts/nvrtc_check.py`).
+    #[test]
+    fn every_activation_mode_reaches_the_generated_source() {
+        const POINTWISE: &str = include_str!("kernels/pointwise.cu");
+        let out = std::env::var("CONFLUX_KERNEL_SOURCES").ok();
+        let defs = [("CONFLUX_NCHW_FLAT", "0".to_string()), ("CONFLUX_CHUNK_FAST", "1".to_string())];
+        for &mode in ActivationMode::ALL {
+            let n = act_name(mode);
+            for dt in [DataType::Float, DataType::Half] {
+                let ops = [EpiOp::Bias { dtype: dt }, EpiOp::Activation { mode }];
+                let src = source(dt, &ops, &Extra { act: Some(mode), defines: &defs }, POINTWISE).unwrap();
+                assert!(src.contains(&format!("float act_{n}(float x")), "{mode:?}: no act_{n}");
+                assert!(src.contains(&format!("float actb_{n}(float")), "{mode:?}: no actb_{n}");
+                assert!(src.contains(&format!("v = act_{n}(v, e[1].f[0], e[1].f[1], e[1].f[2]);")), "{mode:?}: epilogue");
+                assert!(src.contains(&format!("#define CONFLUX_ACTB(dy, x, y, a, b, g) actb_{n}(dy, x, y, a, b, g)")), "{mode:?}: backward macro");
+                if let Some(dir) = &out {
+                    std::fs::write(format!("{dir}/pointwise_{n}_{}.cu", ctype(dt).unwrap()), src).unwrap();
+                }
+            }
+        }
+    }
 
     fn span_fn(ops: &[EpiOp]) -> String {
         let src = epilogue_fn(ops).unwrap();

@@ -1,7 +1,7 @@
 //! 1×1 forward convolution of f32 NCHW or NHWC tensors as a GEMM with the output channels in
 //! the vector lanes (`backend/cpu/conv1x1.rs`): x read in place, no padded tiles, W packed per
 //! call; NCHW y is stored through register transposes, NHWC y row by row.
-//! Stride 1, no padding, any groups, 2-D or 3-D, with a none / bias / ReLU / bias + ReLU
+//! Stride 1, no padding, any groups, 2-D or 3-D, with a none / bias / ReLU / bias + ReLU (ReLU6 too)
 //! epilogue. Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
 //!
 //! With constant weights (`ConvDesc::weights_constant`) W is packed once per filter address
@@ -20,6 +20,7 @@ use crate::backend::cpu::conv1x1::channels_kernel::{self, Kernels};
 use crate::backend::cpu::conv1x1::positions::{self as conv1x1_pos, PackedWalk, PosSplit};
 use crate::backend::cpu::conv1x1::positions_kernel::{self, PosKernels};
 use crate::backend::cpu::im2col;
+use crate::backend::cpu::clamp::Clamp;
 use crate::backend::cpu::weight_cache::{Transformed, WeightCache};
 use crate::problem::{ConvProblem, Geom};
 use crate::error::{Error, Result};
@@ -71,9 +72,10 @@ fn geometry_refusal(g: &Geom) -> Option<String> {
 
 /// What every 1×1 forward solver of this file's kind requires: forward, f32, a none / bias /
 /// ReLU / bias + ReLU epilogue, 1×1 stride 1 unpadded, positions or channels consecutive.
-/// Whether the epilogue is none, bias, ReLU or bias then ReLU (what the 1×1 tiles apply).
+/// Whether the epilogue is none, bias, ReLU or bias then ReLU (what the 1×1 tiles apply; ReLU
+/// includes CLIPPEDRELU, ReLU6, as a clamp).
 fn fits_bias_relu(epilogue: &[EpiOp]) -> bool {
-    let relu = |op: &EpiOp| matches!(op, EpiOp::Activation { mode: ActivationMode::Relu });
+    let relu = |op: &EpiOp| matches!(op, EpiOp::Activation { mode: ActivationMode::Relu | ActivationMode::ClippedRelu });
     let bias = |op: &EpiOp| matches!(op, EpiOp::Bias { .. });
     match epilogue {
         [] => true,
@@ -94,7 +96,7 @@ pub(super) fn forward_f32_bias_relu(problem: &FusedProblem) -> std::result::Resu
         return Err(format!("f32 only (this is {:?})", conv.dtype()));
     }
     if !fits_bias_relu(epilogue) {
-        return Err("epilogue other than bias and/or ReLU".into());
+        return Err("epilogue other than bias and/or ReLU (or CLIPPEDRELU)".into());
     }
     Ok(conv)
 }
@@ -110,7 +112,7 @@ pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), St
 /// The bias and ReLU of a run with α = 1, β = 0 and such an epilogue (the fast path).
 /// Otherwise the run is done here by the generic GEMM convolution (`im2col::forward`),
 /// which blends other α/β in, and None is returned.
-pub(super) fn direct_epilogue<'a>(g: &Geom, r: &'a RunParts) -> Option<(Option<&'a [f32]>, bool)> {
+pub(super) fn direct_epilogue<'a>(g: &Geom, r: &'a RunParts) -> Option<(Option<&'a [f32]>, Clamp)> {
     let direct = (r.alpha == 1.0 && r.beta == 0.0).then(|| r.epi.bias_relu_all()).flatten();
     if direct.is_none() {
         im2col::forward(g, r.ptrs, r.alpha, r.beta, &r.epi, im2col::FwdB::Implicit);
@@ -133,7 +135,7 @@ unsafe fn kept_per_group(cache: &WeightCache, problem: &FusedProblem, w: u64, pr
 }
 
 /// The 1×1 problem of each group of a run (`bias` for all K filters, or none).
-pub(super) fn group_problems(g: &Geom, r: &RunParts, bias: Option<&[f32]>, relu: bool) -> Vec<Problem> {
+pub(super) fn group_problems(g: &Geom, r: &RunParts, bias: Option<&[f32]>, relu: Clamp) -> Vec<Problem> {
     let (kg, cg) = (g.kg(), g.cg());
     (0..g.groups)
         .map(|group| Problem {

@@ -341,7 +341,7 @@ pub unsafe fn forward(p: &Problem, w: SplitW, split: AmxSplit, walk: Walk) {
 #[allow(clippy::too_many_arguments)]
 unsafe fn store_rows(p: &Problem, c: &[f32; BLOCK * BLOCK], rows: usize, cols: usize, y: *mut f32, ys: usize, bias: *const f32, bias_per_row: bool) {
     use std::arch::x86_64::*;
-    let zero = _mm512_setzero_ps();
+    let (zero, hi) = (_mm512_setzero_ps(), _mm512_set1_ps(p.relu.hi));
     let col_bias: [__m512; 2] = std::array::from_fn(|h| {
         let n = cols.saturating_sub(16 * h).min(16);
         let mask = if n == 16 { 0xffff } else { (1u16 << n) - 1 };
@@ -352,7 +352,7 @@ unsafe fn store_rows(p: &Problem, c: &[f32; BLOCK * BLOCK], rows: usize, cols: u
         let v: [__m512; 2] = std::array::from_fn(|h| {
             let v = _mm512_add_ps(_mm512_add_ps(_mm512_loadu_ps(c.as_ptr().add(i * BLOCK + 16 * h)), row_bias), col_bias[h]);
             // v first: a NaN v gives 0, like the generic ReLU.
-            if p.relu { _mm512_max_ps(v, zero) } else { v }
+            if p.relu.on { _mm512_min_ps(_mm512_max_ps(v, zero), hi) } else { v }
         });
         crate::backend::cpu::x86::line_store::store(y.add(i * ys), v, cols);
     }

@@ -32,7 +32,8 @@ pub struct Problem {
     pub yp: usize,
     /// k values, or null.
     pub bias: *const f32,
-    pub relu: bool,
+    /// ReLU or ReLU6 after the bias, or none.
+    pub relu: crate::backend::cpu::clamp::Clamp,
 }
 
 // SAFETY: tasks read x and W and write disjoint parts of y (see `forward_with`).

@@ -20,7 +20,7 @@ pub struct Out {
     pub ldy: usize,
     pub yp: usize,
     pub bias: *const f32,
-    pub relu: bool,
+    pub relu: crate::backend::cpu::clamp::Clamp,
     pub cols: usize,
 }
 
@@ -37,13 +37,13 @@ pub type TileFn = unsafe fn(usize, usize, *const f32, usize, usize, *const f32, 
 /// (positions consecutive), W rows [tap][channel][32] from b; the result through `out`.
 pub type TapsFn = unsafe fn(usize, usize, *const f32, usize, &[usize], *const f32, &Out);
 
-/// The finished value of channel j at one position: bias, then ReLU (NaN becomes 0, like the
-/// generic ReLU).
+/// The finished value of channel j at one position: bias, then the clamp (NaN becomes 0, like
+/// the generic formulas).
 #[inline(always)]
 fn finish(v: f32, o: &Out, j: usize) -> f32 {
     // SAFETY: j < o.cols, and a non-null bias covers the tile's live channels.
     let v = if o.bias.is_null() { v } else { v + unsafe { *o.bias.add(j) } };
-    if !o.relu || v > 0.0 { v } else { 0.0 }
+    o.relu.apply(v)
 }
 
 /// Plain loops: machines without AVX-512, and the tests' second opinion.
@@ -195,7 +195,7 @@ pub mod x86 {
             let n = o.cols.saturating_sub(16 * h).min(16);
             if n == 16 { 0xffff } else { (1u16 << n) - 1 }
         };
-        let zero = _mm512_setzero_ps();
+        let (zero, hi) = (_mm512_setzero_ps(), _mm512_set1_ps(o.relu.hi));
         if o.ldy == 1 {
             // NHWC y: each position's channels are a row; bias and ReLU on the accumulators and
             // two masked stores per position.
@@ -204,7 +204,7 @@ pub mod x86 {
                 for (h, v) in row.iter().enumerate() {
                     let v = _mm512_add_ps(*v, bias[h]);
                     // v first: a NaN v gives 0.
-                    let v = if o.relu { _mm512_max_ps(v, zero) } else { v };
+                    let v = if o.relu.on { _mm512_min_ps(_mm512_max_ps(v, zero), hi) } else { v };
                     _mm512_mask_storeu_ps(o.y.add(i * o.yp + 16 * h), live(h), v);
                 }
             }
@@ -228,7 +228,7 @@ pub mod x86 {
                 }
                 let v = _mm512_add_ps(acc[i][h], bias);
                 // v first: a NaN v gives 0.
-                if o.relu { _mm512_max_ps(v, zero) } else { v }
+                if o.relu.on { _mm512_min_ps(_mm512_max_ps(v, zero), hi) } else { v }
             });
             for (l, col) in transpose16(r).iter().enumerate() {
                 if mask >> l & 1 == 1 {

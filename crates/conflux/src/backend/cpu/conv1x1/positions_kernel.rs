@@ -15,11 +15,12 @@ pub const PR: usize = 16 * V;
 /// Filters per full tile: KR × V accumulators = 28 of the 32 zmm registers.
 pub const KR: usize = 28 / V;
 
-/// The finishing step of a tile's last K block: bias (one value per filter, or null) and ReLU.
+/// The finishing step of a tile's last K block: bias (one value per filter, or null) and the
+/// clamp (ReLU, ReLU6).
 #[derive(Clone, Copy, Debug)]
 pub struct Finish {
     pub bias: *const f32,
-    pub relu: bool,
+    pub relu: crate::backend::cpu::clamp::Clamp,
 }
 
 /// One tile's operands (see the module comment).
@@ -73,10 +74,8 @@ pub unsafe fn tile_portable(t: &PosTile, fin: Option<&Finish>) {
                 if !f.bias.is_null() {
                     v += *f.bias.add(i);
                 }
-                // NaN becomes 0, like the generic ReLU.
-                if f.relu && !(v > 0.0) {
-                    v = 0.0;
-                }
+                // NaN becomes 0, like the generic formulas.
+                v = f.relu.apply(v);
             }
             *y = v;
         }
@@ -174,8 +173,8 @@ pub mod x86 {
                         v = _mm512_add_ps(v, _mm512_set1_ps(*f.bias.add(i)));
                     }
                     // v first: a NaN v gives 0.
-                    if f.relu {
-                        v = _mm512_max_ps(v, zero);
+                    if f.relu.on {
+                        v = _mm512_min_ps(_mm512_max_ps(v, zero), _mm512_set1_ps(f.relu.hi));
                     }
                 }
                 _mm512_mask_storeu_ps(y.add(16 * h), m[h], v);

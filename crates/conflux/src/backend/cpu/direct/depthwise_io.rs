@@ -33,7 +33,7 @@ impl RowOut<'_> {
                 Some((bias, relu)) => {
                     for c in 0..cn {
                         let x = src[c] + bias.map_or(0.0, |b| b[c]);
-                        *dst.add(c * cs) = if relu && !(x > 0.0) { 0.0 } else { x };
+                        *dst.add(c * cs) = relu.apply(x);
                     }
                 }
                 None => {

@@ -70,13 +70,13 @@ fn scalar(panel: &mut [f32], range: std::ops::Range<usize>, live: usize, first: 
     }
 }
 
-/// y = ReLU?(conv(x, w) + bias?) for f32 x and y (any layout whose positions or channels are
+/// y = clamp(conv(x, w) + bias?) (ReLU, ReLU6 or none) for f32 x and y (any layout whose positions or channels are
 /// consecutive in y), W from `pack_w`, with the tiles of `kern`.
 ///
 /// # Safety
 /// The pointers address the tensors `g` describes (x of type f32 or converted by `load`, y f32
 /// with `y_strides[4] == 1` or `y_strides[1] == 1`); `bias` has K values if given.
-pub unsafe fn forward(kern: &Kernels, g: &Geom, x: u64, dt: DataType, w: &[f32], y: *mut f32, bias: Option<&[f32]>, relu: bool) {
+pub unsafe fn forward(kern: &Kernels, g: &Geom, x: u64, dt: DataType, w: &[f32], y: *mut f32, bias: Option<&[f32]>, relu: crate::backend::cpu::clamp::Clamp) {
     assert_eq!(w.len(), packed_len(g), "conv_taps: packed W of another problem");
     assert!(g.stride[1..] == [1, 1] && g.input[0] == 1, "conv_taps: 2-D, stride 1");
     let [_, oh, ow] = g.output;

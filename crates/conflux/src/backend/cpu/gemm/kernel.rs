@@ -6,6 +6,7 @@
 //! accumulators and ran many times slower (bench/results/2026-11-27-history-from-status.md,
 //! gemm/kernel.rs). The portable kernel is the auto-vectorized array version.
 
+use crate::backend::cpu::clamp::Clamp;
 use std::sync::OnceLock;
 
 /// How far ahead (values: 12 rows of 32) the B-prefetching kernels fetch. A sweep on a
@@ -19,13 +20,13 @@ pub type KernelFn = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bo
 
 /// Where a finished tile goes when it is written straight from the accumulators: `rows` ×
 /// `cols` (≤ MR × NR) values at `ptr`, row stride `ld`, each row r plus `bias[r]` (when
-/// `bias` is not null), then max(·, 0) when `relu` (NaN becomes 0, like the generic ReLU).
+/// `bias` is not null), then `relu`'s clamp (NaN becomes 0, like the generic formulas).
 #[derive(Clone, Copy, Debug)]
 pub struct TileOut {
     pub ptr: *mut f32,
     pub ld: usize,
     pub bias: *const f32,
-    pub relu: bool,
+    pub relu: Clamp,
     pub rows: usize,
     pub cols: usize,
 }
@@ -66,7 +67,7 @@ pub unsafe fn store_tile_out(c: *const f32, ldc: usize, out: &TileOut) {
         let b = if out.bias.is_null() { 0.0 } else { *out.bias.add(r) };
         for j in 0..out.cols {
             let v = *c.add(r * ldc + j) + b;
-            *out.ptr.add(r * out.ld + j) = if !out.relu || v > 0.0 { v } else { 0.0 };
+            *out.ptr.add(r * out.ld + j) = out.relu.apply(v);
         }
     }
 }
@@ -149,7 +150,7 @@ pub(in crate::backend::cpu) mod x86 {
             if n == 16 { 0xffff } else { (1u16 << n) - 1 }
         };
         let masks = [live(0), live(1)];
-        let zero = _mm512_setzero_ps();
+        let (zero, hi) = (_mm512_setzero_ps(), _mm512_set1_ps(out.relu.hi));
         for (i, row) in acc.iter().enumerate().take(out.rows) {
             for (h, v) in row.iter().enumerate() {
                 // The K sum first, then the bias: the order of the tile-buffer path.
@@ -157,9 +158,9 @@ pub(in crate::backend::cpu) mod x86 {
                 if !out.bias.is_null() {
                     v = _mm512_add_ps(v, _mm512_set1_ps(*out.bias.add(i)));
                 }
-                if out.relu {
+                if out.relu.on {
                     // v first: a NaN v gives 0.
-                    v = _mm512_max_ps(v, zero);
+                    v = _mm512_min_ps(_mm512_max_ps(v, zero), hi);
                 }
                 _mm512_mask_storeu_ps(out.ptr.add(i * out.ld + 16 * h), masks[h], v);
             }

@@ -15,6 +15,7 @@ pub mod scratch;
 pub use kernel::{available, best, Kernel, TileOut};
 pub use scratch::{with_scratch, with_scratch_aligned, Slot};
 
+use crate::backend::cpu::clamp::Clamp;
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -43,13 +44,13 @@ pub trait Sink: Sync {
 }
 
 /// A C block's destination for register stores: element (rows.start + r, cols.start + j) at
-/// `ptr + r·ld + j`, plus `bias[r]` when `bias` is not null, then ReLU when `relu`.
+/// `ptr + r·ld + j`, plus `bias[r]` when `bias` is not null, then `relu`'s clamp.
 #[derive(Clone, Copy, Debug)]
 pub struct Direct {
     pub ptr: *mut f32,
     pub ld: usize,
     pub bias: *const f32,
-    pub relu: bool,
+    pub relu: Clamp,
 }
 
 /// An operand given element by element: `f(outer, inner)`.
@@ -383,7 +384,7 @@ impl Sink for DenseSink {
 
     fn direct(&self, rows: Range<usize>, cols: Range<usize>) -> Option<Direct> {
         // SAFETY (pointer arithmetic): see `new`.
-        (!self.accumulate).then(|| Direct { ptr: unsafe { self.ptr.add(rows.start * self.ld + cols.start) }, ld: self.ld, bias: std::ptr::null(), relu: false })
+        (!self.accumulate).then(|| Direct { ptr: unsafe { self.ptr.add(rows.start * self.ld + cols.start) }, ld: self.ld, bias: std::ptr::null(), relu: Clamp::NONE })
     }
 }
 

@@ -21,6 +21,12 @@ macro_rules! per_mode {
             ClippedRelu => { const $m: ActivationMode = ClippedRelu; $body }
             LeakyRelu => { const $m: ActivationMode = LeakyRelu; $body }
             Elu => { const $m: ActivationMode = Elu; $body }
+            Silu => { const $m: ActivationMode = Silu; $body }
+            HardSwish => { const $m: ActivationMode = HardSwish; $body }
+            HardSigmoid => { const $m: ActivationMode = HardSigmoid; $body }
+            Gelu => { const $m: ActivationMode = Gelu; $body }
+            GeluTanh => { const $m: ActivationMode = GeluTanh; $body }
+            Mish => { const $m: ActivationMode = Mish; $body }
         }
     }};
 }

@@ -6,6 +6,8 @@ mod dense;
 
 pub use dense::DenseEpilogue;
 
+use crate::backend::cpu::clamp::Clamp;
+use crate::backend::cpu::pointwise::activation as act_chunk;
 use crate::backend::cpu::tensor_io::access::{load, load_vec};
 use crate::activation::ActivationDesc;
 use crate::problem::strides5;
@@ -13,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::problem::{EpiOp, OpArg};
 use crate::problem::op_args::need_ptr;
 use crate::tensor::TensorDesc;
-use crate::types::{BnMode, DataType};
+use crate::types::{ActivationMode, BnMode, DataType};
 
 enum Step {
     Bias(Vec<f32>),
@@ -22,6 +24,16 @@ enum Step {
     Bn { mean: Vec<f32>, scale: Vec<f32>, shift: Vec<f32>, per_activation: bool },
     Act(ActivationDesc),
     Add { z: u64, dtype: DataType, strides: [usize; 5], alpha: f32 },
+}
+
+/// The clamp a fused store applies for activation `a`, when it is one (ReLU, CLIPPEDRELU with
+/// a non-NaN α; its α is converted to f32 as the formula's is).
+fn store_clamp(a: &ActivationDesc) -> Option<Clamp> {
+    match a.mode {
+        ActivationMode::Relu => Some(Clamp::RELU),
+        ActivationMode::ClippedRelu => Clamp::clipped(a.params::<f32>().0),
+        _ => None,
+    }
 }
 
 /// A resolved epilogue for one execution.
@@ -78,28 +90,21 @@ impl CpuEpilogue {
 
     pub fn is_empty(&self) -> bool { self.steps.is_empty() }
 
-    /// When the chain is at most a bias then at most a ReLU (the CBA case): channel c's bias
-    /// (0 without one) and whether ReLU follows, so callers can fuse it into the store.
-    pub fn bias_relu(&self, c: usize) -> Option<(f32, bool)> {
-        let relu = |s: &Step| matches!(s, Step::Act(a) if a.mode == crate::types::ActivationMode::Relu);
-        match self.steps.as_slice() {
-            [] => Some((0.0, false)),
-            [Step::Bias(b)] => Some((b[c], false)),
-            [s] if relu(s) => Some((0.0, true)),
-            [Step::Bias(b), s] if relu(s) => Some((b[c], true)),
-            _ => None,
-        }
+    /// When the chain is at most a bias then at most a ReLU or ReLU6 / CLIPPEDRELU (the CBA
+    /// case): channel c's bias (0 without one) and the clamp that follows, so callers can fuse
+    /// it into the store.
+    pub fn bias_relu(&self, c: usize) -> Option<(f32, Clamp)> {
+        let (bias, act) = self.bias_relu_all()?;
+        Some((bias.map_or(0.0, |b| b[c]), act))
     }
 
-    /// `bias_relu` for every channel at once: the whole bias (None without one) and whether
-    /// ReLU follows.
-    pub fn bias_relu_all(&self) -> Option<(Option<&[f32]>, bool)> {
-        let relu = |s: &Step| matches!(s, Step::Act(a) if a.mode == crate::types::ActivationMode::Relu);
+    /// `bias_relu` for every channel at once: the whole bias (None without one) and the clamp.
+    pub fn bias_relu_all(&self) -> Option<(Option<&[f32]>, Clamp)> {
         match self.steps.as_slice() {
-            [] => Some((None, false)),
-            [Step::Bias(b)] => Some((Some(b), false)),
-            [s] if relu(s) => Some((None, true)),
-            [Step::Bias(b), s] if relu(s) => Some((Some(b), true)),
+            [] => Some((None, Clamp::NONE)),
+            [Step::Bias(b)] => Some((Some(b), Clamp::NONE)),
+            [Step::Act(a)] => Some((None, store_clamp(a)?)),
+            [Step::Bias(b), Step::Act(a)] => Some((Some(b), store_clamp(a)?)),
             _ => None,
         }
     }
@@ -126,12 +131,9 @@ impl CpuEpilogue {
                         *x = (*x - m) * sc + sh;
                     }
                 }
-                // ReLU as a plain loop (same NaN rule as the formula: only x > 0 passes), so
-                // it vectorizes; the other modes go through the shared formula.
-                Step::Act(a) if a.mode == crate::types::ActivationMode::Relu => {
-                    v.iter_mut().for_each(|x| *x = if *x > 0.0 { *x } else { 0.0 })
-                }
-                Step::Act(a) => v.iter_mut().for_each(|x| *x = a.forward(*x)),
+                // The mode is matched once per run, so ReLU, ReLU6 (CLIPPEDRELU) and the other
+                // simple modes vectorize; bit-identical to `apply`.
+                Step::Act(a) => act_chunk::forward(a, v),
                 Step::Add { z, dtype, strides, alpha } => {
                     for (i, x) in v.iter_mut().enumerate() {
                         let sp = sp0 + i;

@@ -7,6 +7,7 @@
 // Index loops mirror the matrix formulas.
 #![allow(clippy::needless_range_loop)]
 
+use crate::backend::cpu::clamp::Clamp;
 use crate::backend::cpu::x86::transpose::transpose16;
 use std::arch::x86_64::*;
 
@@ -194,8 +195,16 @@ pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
     }
 }
 
+/// `relu`'s clamp on a vector: max(o, 0) with o first (a NaN o gives 0, as the generic
+/// formulas do), then min(·, hi).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn clamp16(o: __m512, relu: Clamp) -> __m512 {
+    if relu.on { _mm512_min_ps(_mm512_max_ps(o, _mm512_setzero_ps()), _mm512_set1_ps(relu.hi)) } else { o }
+}
+
 /// `output_lanes` stored into an f32 output whose rows are consecutive (NCHW-like): output
-/// (r, s) of filter l < `live` at y + l·ks + r·rs + s, plus bias[l] (null: none), then ReLU;
+/// (r, s) of filter l < `live` at y + l·ks + r·rs + s, plus bias[l] (null: none), then `relu`'s clamp;
 /// only `rows` × `cols` outputs of the tile exist. One 16×16 transpose makes each filter's
 /// 4×4 block one vector; each of its rows is a masked store.
 ///
@@ -204,14 +213,12 @@ pub unsafe fn output16(m: *const f32, ms: usize, stage: *mut f32, span: usize) {
 /// covers `live` values.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn output16_rows(m: *const f32, ms: usize, y: *mut f32, ks: usize, rs: usize, rows: usize, cols: usize, live: usize, bias: *const f32, relu: bool) {
+pub unsafe fn output16_rows(m: *const f32, ms: usize, y: *mut f32, ks: usize, rs: usize, rows: usize, cols: usize, live: usize, bias: *const f32, relu: Clamp) {
     let tr = transpose16(output_lanes(m, ms));
-    let zero = _mm512_setzero_ps();
     let cmask = (1u16 << cols) - 1;
     for (l, v) in tr.iter().enumerate().take(live) {
         let o = if bias.is_null() { *v } else { _mm512_add_ps(*v, _mm512_set1_ps(*bias.add(l))) };
-        // o first: a NaN o gives 0, as the generic ReLU.
-        let o = if relu { _mm512_max_ps(o, zero) } else { o };
+        let o = clamp16(o, relu);
         for r in 0..rows {
             // Lanes 4r.. of the vector are row r: store them from a base 4r values back.
             let dst = y.add(l * ks + r * rs).wrapping_sub(4 * r);
@@ -247,7 +254,7 @@ unsafe fn output_lanes_f2(m: *const f32, ms: usize) -> [__m512; 4] {
 }
 
 /// `output16_rows` for F(2×2): output (r, s) of filter l < `live` at y + l·ks + r·rs + s, plus
-/// bias[l] (null: none), then ReLU; only `rows` × `cols` (≤ 2 × 2) outputs exist. Four
+/// bias[l] (null: none), then `relu`'s clamp; only `rows` × `cols` (≤ 2 × 2) outputs exist. Four
 /// unpacks and four shuffles put each filter's 2×2 outputs side by side in one 128-bit lane;
 /// each row is a masked store.
 ///
@@ -256,14 +263,13 @@ unsafe fn output_lanes_f2(m: *const f32, ms: usize) -> [__m512; 4] {
 /// `live` values.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn output4_rows_f2(m: *const f32, ms: usize, y: *mut f32, ks: usize, rs: usize, rows: usize, cols: usize, live: usize, bias: *const f32, relu: bool) {
+pub unsafe fn output4_rows_f2(m: *const f32, ms: usize, y: *mut f32, ks: usize, rs: usize, rows: usize, cols: usize, live: usize, bias: *const f32, relu: Clamp) {
     let zero = _mm512_setzero_ps();
     let lanes: __mmask16 = if live >= 16 { 0xffff } else { (1u16 << live) - 1 };
     let b = if bias.is_null() { zero } else { _mm512_maskz_loadu_ps(lanes, bias) };
     let [y00, y01, y10, y11] = output_lanes_f2(m, ms).map(|v| {
         let o = _mm512_add_ps(v, b);
-        // o first: a NaN o gives 0, as the generic ReLU.
-        if relu { _mm512_max_ps(o, zero) } else { o }
+        clamp16(o, relu)
     });
     // u[q], 128-bit lane j: (y00, y01, y10, y11) of filter 4j + q.
     let (a0, a1) = (_mm512_unpacklo_ps(y00, y01), _mm512_unpackhi_ps(y00, y01));
@@ -287,25 +293,24 @@ pub unsafe fn output4_rows_f2(m: *const f32, ms: usize, y: *mut f32, ks: usize, 
 /// As `output16_channels_last`, with the 16 rows of m readable.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn output4_channels_last_f2(m: *const f32, ms: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: bool) {
+pub unsafe fn output4_channels_last_f2(m: *const f32, ms: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: Clamp) {
     store_channels_last(&output_lanes_f2(m, ms), 2, y, rs, cs, rows, cols, mask, bias, relu)
 }
 
 /// A tile's outputs `v` (element side·r + s is output (r, s) of the 16 filters) through bias
-/// and ReLU to an NHWC-like y, as `output16_channels_last` describes.
+/// and the clamp to an NHWC-like y, as `output16_channels_last` describes.
 ///
 /// # Safety
 /// As `output16_channels_last`.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn store_channels_last(v: &[__m512], side: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: bool) {
+unsafe fn store_channels_last(v: &[__m512], side: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: Clamp) {
     let zero = _mm512_setzero_ps();
     let b = if bias.is_null() { zero } else { _mm512_maskz_loadu_ps(mask, bias) };
     for r in 0..rows {
         for c in 0..cols {
             let o = _mm512_add_ps(v[side * r + c], b);
-            // o first: a NaN o gives 0, as the generic ReLU.
-            let o = if relu { _mm512_max_ps(o, zero) } else { o };
+            let o = clamp16(o, relu);
             _mm512_mask_storeu_ps(y.add(r * rs + c * cs), mask, o);
         }
     }
@@ -313,7 +318,7 @@ unsafe fn store_channels_last(v: &[__m512], side: usize, y: *mut f32, rs: usize,
 
 /// `output_lanes` stored into an f32 output whose channels are consecutive (NHWC): output
 /// (r, s) of the 16 filters (the `mask` lanes) at y + r·rs + s·cs, plus `bias` (null: none),
-/// then ReLU; only `rows` × `cols` outputs of the tile exist. No transpose: the lanes are
+/// then `relu`'s clamp; only `rows` × `cols` outputs of the tile exist. No transpose: the lanes are
 /// already the channel run of one position.
 ///
 /// # Safety
@@ -321,7 +326,7 @@ unsafe fn store_channels_last(v: &[__m512], side: usize, y: *mut f32, rs: usize,
 /// covers the mask lanes.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn output16_channels_last(m: *const f32, ms: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: bool) {
+pub unsafe fn output16_channels_last(m: *const f32, ms: usize, y: *mut f32, rs: usize, cs: usize, rows: usize, cols: usize, mask: __mmask16, bias: *const f32, relu: Clamp) {
     store_channels_last(&output_lanes(m, ms), 4, y, rs, cs, rows, cols, mask, bias, relu)
 }
 

@@ -1,5 +1,10 @@
-//! Activation functions with MIOpen's formulas and quirks (reference doc §2.1), shared by the
-//! f64 reference and the CPU kernels (generic over f32/f64).
+//! Activation functions with MIOpen's formulas and quirks (reference doc §2.1), and conflux's
+//! extension modes (`modern`), shared by the f64 reference and the CPU kernels (generic over
+//! f32/f64).
+
+pub mod modern;
+
+pub use modern::Real;
 
 use crate::types::ActivationMode;
 use num_traits::Float;
@@ -35,12 +40,12 @@ impl ActivationDesc {
     }
     /// Forward value f(x).
     #[inline]
-    pub fn forward<T: Float>(&self, x: T) -> T {
+    pub fn forward<T: Real>(&self, x: T) -> T {
         activation_forward(self.mode, c(self.alpha), c(self.beta), c(self.gamma), x)
     }
     /// Backward value dx from dy, the forward input x and the forward output y.
     #[inline]
-    pub fn backward<T: Float>(&self, dy: T, x: T, y: T) -> T {
+    pub fn backward<T: Real>(&self, dy: T, x: T, y: T) -> T {
         activation_backward(self.mode, c(self.alpha), c(self.beta), c(self.gamma), dy, x, y)
     }
     /// (α, β, γ) converted as `forward` and `backward` convert them.
@@ -51,7 +56,10 @@ impl ActivationDesc {
     /// True when the backward formula reads the forward input x (not only y and dy).
     pub fn backward_needs_x(&self) -> bool {
         use ActivationMode::*;
-        matches!(self.mode, Relu | SoftRelu | Abs | Power | ClippedRelu | LeakyRelu | Elu)
+        matches!(
+            self.mode,
+            Relu | SoftRelu | Abs | Power | ClippedRelu | LeakyRelu | Elu | Silu | HardSwish | HardSigmoid | Gelu | GeluTanh | Mish
+        )
     }
 }
 
@@ -63,7 +71,7 @@ fn c<T: Float>(v: f64) -> T {
 /// f(x) for `mode` with parameters α, β, γ. Always inlined: with a constant `mode` the match
 /// folds away and loops over slices vectorize (`backend/cpu/act_chunk.rs`).
 #[inline(always)]
-pub fn activation_forward<T: Float>(mode: ActivationMode, a: T, b: T, g: T, x: T) -> T {
+pub fn activation_forward<T: Real>(mode: ActivationMode, a: T, b: T, g: T, x: T) -> T {
     use ActivationMode::*;
     let zero = T::zero();
     let one = T::one();
@@ -90,14 +98,21 @@ pub fn activation_forward<T: Float>(mode: ActivationMode, a: T, b: T, g: T, x: T
         Elu => {
             if x > zero { x } else { a * x.exp_m1() }
         }
+        Silu => modern::silu(x),
+        HardSwish => modern::hardswish(x),
+        HardSigmoid => modern::hardsigmoid(x),
+        Gelu => modern::gelu(x),
+        GeluTanh => modern::gelu_tanh(x),
+        Mish => modern::mish(x),
     }
 }
 
 /// dx for `mode` from dy, forward input x and forward output y. MIOpen's quirks are kept:
 /// POWER ignores dy, ABS at 0 gives −dy, CLIPPEDRELU passes dy for 0 < x ≤ α, SOFTRELU clamps
-/// x at 50, TANH returns 0 when |β| ≤ ε. Always inlined, as `activation_forward`.
+/// x at 50, TANH returns 0 when |β| ≤ ε. The extension modes read x only. Always inlined, as
+/// `activation_forward`.
 #[inline(always)]
-pub fn activation_backward<T: Float>(mode: ActivationMode, a: T, b: T, g: T, dy: T, x: T, y: T) -> T {
+pub fn activation_backward<T: Real>(mode: ActivationMode, a: T, b: T, g: T, dy: T, x: T, y: T) -> T {
     use ActivationMode::*;
     let zero = T::zero();
     let one = T::one();
@@ -131,5 +146,11 @@ pub fn activation_backward<T: Float>(mode: ActivationMode, a: T, b: T, g: T, dy:
         Elu => {
             if x > zero { dy } else { dy * (y + a) }
         }
+        Silu => modern::silu_backward(dy, x),
+        HardSwish => modern::hardswish_backward(dy, x),
+        HardSigmoid => modern::hardsigmoid_backward(dy, x),
+        Gelu => modern::gelu_backward(dy, x),
+        GeluTanh => modern::gelu_tanh_backward(dy, x),
+        Mish => modern::mish_backward(dy, x),
     }
 }
