@@ -161,11 +161,11 @@ fn stem_geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
     if g.groups != 1 {
         return Err(format!("ungrouped only ({} groups)", g.groups));
     }
-    if g.filter_size() == 1 {
-        return Err("a 1×1 filter: a plain GEMM, which the GEMM kernels run without zero taps".into());
-    }
     if g.c >= CHUNK_CHANNELS {
         return Err(format!("{} input channels: the general tensor-core kernels take channels that fill 16-byte chunks", g.c));
+    }
+    if g.filter_size() == 1 && Chunking::of(&g).tpc > 1 {
+        return Err(format!("a 1×1 filter over {} channels: its chunks would be mostly zero taps", g.c));
     }
     let biggest = [g.n * g.output_size(), g.n * g.x_strides[0], g.k * g.w_strides[0]];
     if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {

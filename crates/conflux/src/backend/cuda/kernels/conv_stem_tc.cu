@@ -196,32 +196,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_stem_
             }
         }
 
-        // Accumulator of each m16n8 tile: rows lane/4 [+8], columns 2·(lane%4) + {0, 1}. Every
-        // value goes through the epilogue before any is stored: loads of the epilogue's operands
-        // (bias, BN, residual) cannot be ordered before a store to y that might alias them.
+        // Accumulator of each m16n8 tile: rows lane/4 [+8], columns 2·(lane%4) + {0, 1}.
 #pragma unroll
-        for (int phase = 0; phase < 2; ++phase) {
+        for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
-            for (int mi = 0; mi < MT; ++mi) {
+            for (int h = 0; h < 2; ++h) {
+                const int pl = warp_m * WM + mi * 16 + (lane >> 2) + h * 8;
+                const int oh = at.oh0 + pl / TW, ow = at.ow0 + pl % TW;
+                if (oh >= OH || ow >= OW) continue;
+                const OutRow r = out_row(((at.n * OD + at.od) * OH + oh) * OW + ow);
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int pl = warp_m * WM + mi * 16 + (lane >> 2) + h * 8;
-                    const int oh = at.oh0 + pl / TW, ow = at.ow0 + pl % TW;
-                    if (oh >= OH || ow >= OW) continue;
-                    const OutRow r = out_row(((at.n * OD + at.od) * OH + oh) * OW + ow);
-#pragma unroll
-                    for (int f = 0; f < NT; ++f) {
-                        const int kn = k0 + n_first + f * 8 + (lane & 3) * 2;
-                        float v[2] = {acc[mi][f][h * 2], acc[mi][f][h * 2 + 1]};
-                        if (phase == 0) {
-                            epilogue_pair(p, r, 0, kn, v[0], v[1], v);
-                            acc[mi][f][h * 2] = v[0];
-                            acc[mi][f][h * 2 + 1] = v[1];
-                        } else {
-                            put_pair(p, r, 0, kn, v);
-                        }
-                    }
-                }
+                for (int f = 0; f < NT; ++f) store_pair(p, r, 0, k0 + n_first + f * 8 + (lane & 3) * 2, acc[mi][f][h * 2], acc[mi][f][h * 2 + 1]);
             }
         }
     }

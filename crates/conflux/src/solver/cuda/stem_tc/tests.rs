@@ -79,6 +79,8 @@ fn refusals_name_the_cause() {
     assert!(stem_geometry(&p).unwrap_err().contains("input channels"));
     let one_tap = problem(&(4, 1, 96, 1, 0, 1, 1, Layout::NHWC), 32);
     assert!(stem_geometry(&one_tap).unwrap_err().contains("1×1"));
+    // Six channels fill a chunk's one tap: squeeze-excitation 1×1 layers on 1×1 images run.
+    assert!(stem_geometry(&problem(&(6, 1, 144, 1, 0, 1, 1, Layout::NHWC), 32)).is_ok());
 }
 
 /// Every tile's source for the stems with a bias + ReLU epilogue is generated; with
