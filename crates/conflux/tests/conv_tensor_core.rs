@@ -143,8 +143,14 @@ cuda_tests!(tiles_larger_than_one_block, |h: &Handle| {
 cuda_tests!(tma_geometries, |h: &Handle| {
     // The TMA kernel's own conditions (2-D, 64-channel groups): padding and stride in the
     // im2col walk, dilated taps, groups, 1×1 (plain GEMM loads) with a pixel tail and with
-    // groups, a one-row filter, every tile.
-    let cases: [(DataType, bool, [usize; 4], [usize; 4], usize, [i64; 2], [i64; 2], [i64; 2]); 6] = [
+    // groups, a one-row filter, every tile; ungrouped channel counts that end in a partial
+    // 64-channel slice (80, 160, 96, 72, 112: boxes overhanging the channels read zeros).
+    let cases: [(DataType, bool, [usize; 4], [usize; 4], usize, [i64; 2], [i64; 2], [i64; 2]); 11] = [
+        (DataType::Half, true, [2, 80, 9, 9], [48, 80, 3, 3], 1, [0, 0], [1, 1], [1, 1]),
+        (DataType::BFloat16, false, [2, 160, 8, 7], [72, 160, 1, 7], 1, [0, 3], [1, 1], [1, 1]),
+        (DataType::Half, true, [2, 96, 8, 8], [64, 96, 2, 2], 1, [0, 0], [2, 2], [1, 1]),
+        (DataType::Half, true, [3, 72, 7, 5], [40, 72, 1, 1], 1, [0, 0], [1, 1], [1, 1]),
+        (DataType::Half, false, [1, 112, 12, 11], [32, 112, 3, 3], 1, [1, 1], [2, 2], [2, 2]),
         (DataType::Half, true, [2, 128, 11, 9], [144, 64, 3, 3], 2, [2, 2], [1, 1], [2, 2]),
         (DataType::BFloat16, false, [2, 128, 7, 7], [64, 128, 1, 1], 1, [0, 0], [1, 1], [1, 1]),
         (DataType::Half, false, [3, 64, 13, 10], [72, 64, 3, 3], 1, [1, 1], [2, 2], [1, 1]),

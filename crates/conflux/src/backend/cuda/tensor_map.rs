@@ -71,17 +71,29 @@ pub fn im2col(m: &Im2col, dt: DataType, addr: u64) -> Result<TensorMap> {
 /// Box view of a row-major 2-D tensor: `dims` (inner, outer), `row_bytes` between rows, each
 /// copy a `boxes` (inner, outer) block, 128-byte swizzled, zeros outside.
 pub fn tiled_2d(dims: [u64; 2], row_bytes: u64, boxes: [u32; 2], dt: DataType, addr: u64) -> Result<TensorMap> {
+    tiled(&dims, &[row_bytes], &boxes, dt, addr)
+}
+
+/// Box view of a 3-D tensor: `dims` innermost first, `strides` (bytes) of the outer two, each
+/// copy a `boxes` block, 128-byte swizzled, zeros outside (a box may overhang any extent).
+pub fn tiled_3d(dims: [u64; 3], strides: [u64; 2], boxes: [u32; 3], dt: DataType, addr: u64) -> Result<TensorMap> {
+    tiled(&dims, &strides, &boxes, dt, addr)
+}
+
+fn tiled(dims: &[u64], strides: &[u64], boxes: &[u32], dt: DataType, addr: u64) -> Result<TensorMap> {
+    debug_assert!(dims.len() == boxes.len() && strides.len() + 1 == dims.len() && dims.len() <= 3);
     let mut map = TensorMap { opaque: [0; 16] };
-    let elem_strides = [1u32, 1];
-    // SAFETY: arrays of rank 2 (strides: rank - 1); the driver only writes `map`.
+    let elem_strides = [1u32; 3];
+    // SAFETY: `dims` and `boxes` have the rank's length, `strides` one less, `elem_strides` at
+    // least the rank; the driver only writes `map`.
     let r = unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
             data_type(dt),
-            2,
+            dims.len() as u32,
             addr as *mut std::ffi::c_void,
             dims.as_ptr(),
-            &row_bytes,
+            strides.as_ptr(),
             boxes.as_ptr(),
             elem_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,

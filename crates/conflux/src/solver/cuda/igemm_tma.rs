@@ -158,8 +158,12 @@ fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
         return Err("TMA im2col kernel handles 2-D convolutions only".into());
     }
     let bk = step_channels(dt);
-    if g.cg() % bk != 0 {
-        return Err(format!("channels per group ({}) not a multiple of {bk}", g.cg()));
+    if g.cg() % bk != 0 && g.groups != 1 {
+        return Err(format!("channels per group ({}) not a multiple of {bk} (a box past one group's channels would read the next group's)", g.cg()));
+    }
+    if g.cg() < bk {
+        // Most of every box would be zeros: the cp.async kernels read 16-byte chunks instead.
+        return Err(format!("{} channels, fewer than one {bk}-channel slice", g.cg()));
     }
     let ws = g.w_strides;
     if ws[4] != g.cg() || ws[3] != g.filter[2] * g.cg() {
@@ -170,6 +174,11 @@ fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
     }
     Ok(())
 }
+
+/// Channels that end in a partial k-step: the last slice's boxes overhang the channels and
+/// the copy engine fills the overhang with zeros (x's channels are innermost in its map; w is
+/// then mapped as CG × taps × K so that its overhang is zeros too).
+fn channel_tail(g: &Geom, dt: DataType) -> bool { g.cg() % step_channels(dt) != 0 }
 
 fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col { im2col_boxes(g, dt, step_channels(dt), bm) }
 
@@ -233,6 +242,11 @@ fn encode_maps(g: &Geom, dt: DataType, prec: TcPrecision, (bm, bn): (usize, usiz
         tensor_map::im2col(&im2col_of(g, dt, bm), dt, x)?
     };
     let wm = match filter {
+        FilterSource::Own if channel_tail(g, dt) => {
+            let e = dt.size() as u64;
+            let dims = [g.cg() as u64, g.filter_size() as u64, g.k as u64];
+            tensor_map::tiled_3d(dims, [g.cg() as u64 * e, g.w_strides[0] as u64 * e], [bk, 1, bn as u32], dt, w)?
+        }
         FilterSource::Own => {
             let (dims, row) = w_matrix(g, prec);
             tensor_map::tiled_2d(dims, row, [bk, bn as u32], dt, w)?
@@ -266,6 +280,9 @@ impl Solver for CudaConvIgemmTma {
         let (g, prec) = tma_geometry(problem)?;
         let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
         tma_check(&g, dt)?;
+        if channel_tail(&g, dt) && prec == TcPrecision::Tf32x3 {
+            return Err(format!("strict f32 over {} channels (not a multiple of 32): the split filter copy has no channel tail", g.cg()));
+        }
         hopper_check(device)?;
         encode_maps(&g, dt, prec, (128, 128), FilterSource::Own, 1 << 20, 1 << 20).map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
     }
@@ -321,7 +338,11 @@ impl CudaConvIgemmTma {
         let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("igemm-tma: {why}")))?;
         let dt = conv.dtype();
         let bk = step_channels(dt);
-        let cfg = cfg.fitted(g.filter_size() * g.cg() / bk, prec);
+        let tail = channel_tail(&g, dt);
+        if tail && prec == TcPrecision::Tf32x3 {
+            return Err(Error::internal("igemm-tma: strict f32 needs whole 32-channel slices"));
+        }
+        let cfg = cfg.fitted(g.filter_size() * g.cg().div_ceil(bk), prec);
         let ys = g.y_strides;
         // Bulk stores write whole BK-channel boxes of y seen as pixels × channels: y must be
         // dense channels-last and no box may reach into another group's channels.
@@ -347,7 +368,7 @@ impl CudaConvIgemmTma {
             ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
             ("MIN_BLOCKS", cfg.min_blocks(prec)), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
             ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize), ("PINGPONG", cfg.pingpong as usize),
-            ("WGMMA_B_MN_MAJOR", (filter != FilterSource::Own) as usize),
+            ("WGMMA_B_MN_MAJOR", (filter != FilterSource::Own) as usize), ("CHANNEL_TAIL", tail as usize),
         ];
         if let FilterSource::Flipped { taps, .. } = filter {
             if prec != TcPrecision::Bits16 {

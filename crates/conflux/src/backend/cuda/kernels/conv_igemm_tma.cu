@@ -13,8 +13,10 @@
 // the producer runs ahead into the next tile while consumers run this tile's epilogue.
 //
 // GEMM k-step kt = (filter tap, BK-channel slice; BK = 64 for 16-bit data, 32 for f32 on TF32
-// tensor cores — one 128-byte row either way): CG % BK == 0 so a step never straddles
-// taps. The im2col copy starts at the tile's first output pixel (its filter window's corner
+// tensor cores — one 128-byte row either way); a step never straddles taps. CHANNEL_TAIL
+// (ungrouped, CG not a multiple of BK): each tap's last slice overhangs the channels and the
+// copy engine fills the overhang of x's and w's boxes with zeros (w is then mapped as
+// CG × taps × K instead of a K × (FH·FW·CG) matrix). The im2col copy starts at the tile's first output pixel (its filter window's corner
 // in x) shifted by the tap, walks BM pixels in output order across rows and images, and
 // zero-fills taps that fall in the padding or pixels past the batch; the w copy is rows
 // [n0, n0 + BN) of w seen as a K × (FH·FW·CG) matrix, zero past K. A_TILED: a 1×1, unpadded,
@@ -55,14 +57,17 @@ static_assert(BM == 64, "ping-pong tiles are 64 rows, one per consumer warpgroup
 #define B_BYTES (BN * 128)
 #define B_TILES (1 + F32_SPLIT)
 #define STAGE_BYTES (A_BYTES + B_TILES * B_BYTES)
-#define C_SLICES (CG / BK)
+#define C_SLICES ((CG + BK - 1) / BK)
 #define KSTEPS (FH * FW * C_SLICES)
 #define OUT_BYTES (STAGE_STORE ? CONSUMERS * 64 * BN * (int)sizeof(T) : 0)
 #define EMPTY_ARRIVALS (PINGPONG ? 4 : CONSUMERS * 4)   // one per consumer warp of the ring
 
 static_assert(BK * sizeof(T) == 128, "128-byte rows");
 static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one per 64 rows");
-static_assert(CG % BK == 0, "a k-step is one tap and BK channels");
+#ifndef CHANNEL_TAIL
+#define CHANNEL_TAIL 0
+#endif
+static_assert(CG % BK == 0 || (CHANNEL_TAIL && !F32_SPLIT), "a k-step is one tap and BK channels");
 static_assert(FD == 1 && OD == 1 && ID == 1, "2-D convolution");
 static_assert(BN == 64 || BN == 128 || BN == 256, "BN");
 #ifndef WGMMA_B_MN_MAJOR
@@ -175,6 +180,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
 #pragma unroll
                 for (int j = 0; j < BN / 64; ++j)
                     tma_load_2d(dst + A_BYTES + j * 8192, &args.w, full(r, s), source_tap(tap) * KG + n0 + 64 * j, g * CG + kt % C_SLICES * BK);
+#elif CHANNEL_TAIL
+                tma_load_3d(dst + A_BYTES, &args.w, full(r, s), kt % C_SLICES * BK, tap, g * KG + n0);
 #else
                 tma_load_2d(dst + A_BYTES, &args.w, full(r, s), kt * BK, g * KG + n0);
 #endif

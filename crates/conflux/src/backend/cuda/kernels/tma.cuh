@@ -56,6 +56,16 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, 
         : "memory");
 }
 
+// Box load of a 3-D tensor at (x0, x1, x2), innermost first; elements past the tensor read as
+// zeros.
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, unsigned bar, int x0, int x1, int x2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
+        "l"(map), "r"(bar), "r"(x0), "r"(x1), "r"(x2)
+        : "memory");
+}
+
 // Synchronises the `threads` threads of one warpgroup-sized team on hardware barrier `id`
 // (0 is __syncthreads).
 __device__ __forceinline__ void named_barrier(int id, int threads) {
