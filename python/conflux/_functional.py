@@ -14,9 +14,14 @@ ACTIVATIONS = {
     "sigmoid": (1, 0.0, 0.0, 0.0),
     "tanh": (2, 1.0, 1.0, 0.0),  # α·tanh(β·x)
     "elu": (9, 1.0, 0.0, 0.0),
+    # conflux's extension modes (miopen.h CONFLUX_ACTIVATION_*), PyTorch's formulas.
+    "silu": (100, 0.0, 0.0, 0.0),
+    "hardswish": (101, 0.0, 0.0, 0.0),
+    "hardsigmoid": (102, 0.0, 0.0, 0.0),
+    "gelu": (103, 0.0, 0.0, 0.0),  # erf form, F.gelu(approximate="none")
+    "gelu_tanh": (104, 0.0, 0.0, 0.0),  # F.gelu(approximate="tanh")
+    "mish": (105, 0.0, 0.0, 0.0),
 }
-# Modes a later conflux release adds (fusion-patterns issue): named, not silently mapped.
-PENDING = ("silu", "hardswish", "gelu")
 
 _plans = {}
 _plans_lock = threading.Lock()
@@ -27,8 +32,6 @@ def activation_params(activation):
     if activation is None:
         return None
     name, param = (activation, None) if isinstance(activation, str) else tuple(activation)
-    if name in PENDING:
-        raise NotImplementedError(f"conflux: activation {name!r} is not a conflux fusion mode yet (relu, relu6, leaky_relu, sigmoid, tanh, elu are)")
     if name not in ACTIVATIONS:
         raise ValueError(f"conflux: unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)} or None")
     mode, a, b, g = ACTIVATIONS[name]

@@ -1,6 +1,6 @@
 """Small torchvision-style networks for the fuse() tests: a ResNet with basic and bottleneck
 blocks (strided downsampling), a MobileNetV2-style net (depthwise, ReLU6, inverted
-residuals) and an EfficientNet-style block (SiLU, which conflux does not fuse yet)."""
+residuals) and an EfficientNet-style block (SiLU)."""
 
 import torch
 from torch import nn

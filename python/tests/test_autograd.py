@@ -11,7 +11,8 @@ import conflux
 from conftest import rel_l2
 
 ACTS = {None: lambda t: t, "relu": F.relu, "relu6": F.relu6, "leaky_relu": lambda t: F.leaky_relu(t, 0.01),
-        "sigmoid": torch.sigmoid, "tanh": torch.tanh, "elu": F.elu}
+        "sigmoid": torch.sigmoid, "tanh": torch.tanh, "elu": F.elu, "silu": F.silu, "hardswish": F.hardswish,
+        "hardsigmoid": F.hardsigmoid, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "mish": F.mish}
 
 
 def leaves(device, shape_x, shape_w, k, seed, residual_shape=None):

@@ -17,6 +17,12 @@ ACTS = {
     "sigmoid": torch.sigmoid,
     "tanh": torch.tanh,
     "elu": F.elu,
+    "silu": F.silu,
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "mish": F.mish,
 }
 
 GEOMETRIES = [

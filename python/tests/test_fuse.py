@@ -62,9 +62,10 @@ def test_census_resnet(capsys):
     assert "left in PyTorch: AdaptiveAvgPool2d, Linear, MaxPool2d, flatten" in text
 
 
-def test_census_says_why_silu_is_left():
+def test_efficientnet_silu_chains():
     fused = conflux.torch.fuse(build("efficientnet", "cpu"))
-    assert "activation 'silu' is not a conflux fusion mode yet" in fused.conflux_census
+    assert "stem.0: Conv2d → BatchNorm2d → silu" in fused.conflux_census
+    assert "dw.0: Conv2d → BatchNorm2d → silu" in fused.conflux_census
     assert "se_reduce: Conv2d+bias → relu" in fused.conflux_census
 
 

@@ -2,9 +2,10 @@
 backward-data and backward-weights, every step a conflux kernel (`torch.ops.conflux.*`).
 
 The fused op saves its output y, not the pre-activation: relu, leaky_relu (positive slope),
-sigmoid, tanh and elu have derivatives that y alone determines. relu6 (and a non-positive
-leaky slope) does not, so there the convolution and the activation run as two ops and the
-pre-activation is kept, as PyTorch itself keeps it."""
+sigmoid, tanh and elu have derivatives that y alone determines. relu6, a non-positive leaky
+slope and the modes of modern networks (silu, hard-swish, hard-sigmoid, gelu, mish) do not,
+so there the convolution and the activation run as two ops and the pre-activation is kept,
+as PyTorch itself keeps it."""
 
 import torch
 
@@ -13,8 +14,11 @@ from .. import _arrays
 from . import _ops
 
 
+_NOT_FROM_Y = {"relu6", "silu", "hardswish", "hardsigmoid", "gelu", "gelu_tanh", "mish"}
+
+
 def _needs_preactivation(name, act):
-    return name == "relu6" or (name == "leaky_relu" and act[1] <= 0.0)
+    return name in _NOT_FROM_Y or (name == "leaky_relu" and act[1] <= 0.0)
 
 
 def conv2d(x, w, b, stride, padding, dilation, groups, activation, residual):

@@ -8,7 +8,6 @@ import torch
 from torch import fx, nn
 import torch.nn.functional as F
 
-from .._functional import PENDING
 from ._modules import FusedConv2d
 from ._tune import choose_by_timing, compile_all, summary
 
@@ -29,10 +28,11 @@ def _activation_of_module(m):
         return "tanh", None
     if isinstance(m, nn.ELU):
         return ("elu", m.alpha), None
-    pending = {nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.GELU: "gelu"}
-    for cls, name in pending.items():
+    if isinstance(m, nn.GELU):
+        return ("gelu_tanh" if m.approximate == "tanh" else "gelu"), None
+    for cls, name in ((nn.SiLU, "silu"), (nn.Hardswish, "hardswish"), (nn.Hardsigmoid, "hardsigmoid"), (nn.Mish, "mish")):
         if isinstance(m, cls):
-            return None, f"{type(m).__name__}: activation {name!r} is not a conflux fusion mode yet"
+            return name, None
     return None, None
 
 
@@ -46,7 +46,10 @@ def _activation_of_function(node):
         return "sigmoid"
     if f in (torch.tanh, F.tanh):
         return "tanh"
-    return None
+    if f is F.gelu:
+        return "gelu_tanh" if node.kwargs.get("approximate", "none") == "tanh" else "gelu"
+    named = {F.silu: "silu", F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid", F.mish: "mish"}
+    return named.get(f)
 
 
 class _Census:
@@ -125,8 +128,6 @@ def _fuse_graph(gm, census, constant_weights):
                 act, why_not = _activation_of_module(modules[nxt.target])
             elif nxt.op == "call_function":
                 act = _activation_of_function(nxt)
-                if act is None and nxt.target in (F.silu, F.hardswish, F.gelu):
-                    why_not = f"{nxt.target.__name__}: not a conflux fusion mode yet"
             if act is not None:
                 last = nxt
                 chain.append(act if isinstance(act, str) else act[0])

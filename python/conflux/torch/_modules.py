@@ -16,6 +16,12 @@ EAGER_ACTIVATIONS = {
     "sigmoid": lambda y, p: torch.sigmoid(y),
     "tanh": lambda y, p: torch.tanh(y),
     "elu": lambda y, p: F.elu(y, p),
+    "silu": lambda y, p: F.silu(y),
+    "hardswish": lambda y, p: F.hardswish(y),
+    "hardsigmoid": lambda y, p: F.hardsigmoid(y),
+    "gelu": lambda y, p: F.gelu(y),
+    "gelu_tanh": lambda y, p: F.gelu(y, approximate="tanh"),
+    "mish": lambda y, p: F.mish(y),
 }
 
 
