@@ -8,9 +8,8 @@
 
 mod support;
 
-use conflux::reference::compare::tolerance;
-use conflux::{DataType, Handle, TensorDesc};
-use support::cba::{data, execute, plan_for, Case};
+use conflux::{DataType, Handle};
+use support::cba::check_chosen_fused_plans;
 use support::*;
 
 const SOLVER: &str = "CudaConvGroupedTensorCore";
@@ -88,21 +87,5 @@ cuda_tests!(misaligned_pointers_take_the_cuda_core_kernel, |h: &Handle| {
 });
 
 cuda_tests!(fused_bias_leaky_relu_and_chosen, |h: &Handle| {
-    for (i, spec) in [&CASES[0], &CASES[2], &CASES[6], &CASES[9]].into_iter().enumerate() {
-        let cc = grouped_case(spec);
-        let chosen = conflux::search::choose(h, &cc.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
-        assert_eq!(chosen.name(), SOLVER, "{cc:?}");
-        let b = TensorDesc::new(spec.0, &[1, cc.y.c(), 1, 1]).unwrap();
-        let c = Case { dt: spec.0, conv: cc.conv.clone(), x: cc.x.clone(), w: cc.w.clone(), y: cc.y.clone(), b };
-        for exact in [true, false] {
-            let d = data(h, &c, 60 + i as u64, exact, 1.0, 0.0);
-            let mut plan = plan_for(&c);
-            plan.compile(h).unwrap();
-            assert_eq!(plan.solver_name(), Some(SOLVER));
-            let y = execute(h, &c, &d, &plan);
-            let got = logical(&c.y, &download(h, &y));
-            let tol = if exact && spec.0 == DataType::Half { 0.0 } else { tolerance(spec.0) };
-            assert_close(&format!("fused grouped {i} exact={exact}"), &got, &d.want, tol);
-        }
-    }
+    check_chosen_fused_plans(h, &[&CASES[0], &CASES[2], &CASES[6], &CASES[9]], SOLVER, 60);
 });

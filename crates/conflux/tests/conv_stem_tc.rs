@@ -3,14 +3,13 @@
 //! 5 channels, dilation, more than 128 outputs (two filter tiles), NHWC / NCHW / gapped
 //! tensors, 3-D, f16 and bf16, through `check_solver` (f64 reference, poisoned output,
 //! bit-identical rerun) with exact small-integer data and α/β; every configuration of the
-//! tuning space; a misaligned y takes the CUDA-core kernel; a fused bias + ReLU plan; immediate
+//! tuning space; a misaligned y takes the CUDA-core kernel; a fused bias + leaky-ReLU plan; immediate
 //! choice takes it for stems.
 
 mod support;
 
-use conflux::reference::compare::tolerance;
-use conflux::{DataType, Handle, TensorDesc};
-use support::cba::{data, execute, plan_for, Case};
+use conflux::{DataType, Handle};
+use support::cba::check_chosen_fused_plans;
 use support::*;
 
 const SOLVER: &str = "CudaConvStemTensorCore";
@@ -72,22 +71,6 @@ cuda_tests!(misaligned_pointers_take_the_cuda_core_kernel, |h: &Handle| {
     check_misaligned_forward(h, &grouped_case(&CASES[0]), SOLVER);
 });
 
-cuda_tests!(chosen_for_stems_and_fused_bias_relu, |h: &Handle| {
-    for (i, spec) in [&CASES[0], &CASES[1], &CASES[5]].into_iter().enumerate() {
-        let cc = grouped_case(spec);
-        let chosen = conflux::search::choose(h, &cc.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
-        assert_eq!(chosen.name(), SOLVER, "{cc:?}");
-        let b = TensorDesc::new(spec.0, &[1, cc.y.c(), 1, 1]).unwrap();
-        let c = Case { dt: spec.0, conv: cc.conv.clone(), x: cc.x.clone(), w: cc.w.clone(), y: cc.y.clone(), b };
-        for exact in [true, false] {
-            let d = data(h, &c, 70 + i as u64, exact, 1.0, 0.0);
-            let mut plan = plan_for(&c);
-            plan.compile(h).unwrap();
-            assert_eq!(plan.solver_name(), Some(SOLVER));
-            let y = execute(h, &c, &d, &plan);
-            let got = logical(&c.y, &download(h, &y));
-            let tol = if exact && spec.0 == DataType::Half { 0.0 } else { tolerance(spec.0) };
-            assert_close(&format!("fused stem {i} exact={exact}"), &got, &d.want, tol);
-        }
-    }
+cuda_tests!(chosen_for_stems_and_fused_bias_leaky_relu, |h: &Handle| {
+    check_chosen_fused_plans(h, &[&CASES[0], &CASES[1], &CASES[5]], SOLVER, 70);
 });

@@ -1,7 +1,9 @@
 //! Fused convolution + bias + leaky-ReLU cases shared by the tensor-core test files: the
 //! case, its inputs with the f64 reference output, and the fusion plan that runs it.
 
-use super::{logical, poisoned, random, Dev};
+use super::conv_case::{grouped_case, Dir, GroupedSpec};
+use super::{assert_close, download, logical, poisoned, random, Dev};
+use conflux::reference::compare::tolerance;
 use conflux::reference::{activation, bias, conv as rconv, fill::Fill};
 use conflux::{ActivationDesc, ActivationMode, ConvDesc, DataType, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
 
@@ -63,4 +65,27 @@ pub fn execute(h: &Handle, c: &Case, d: &Data, plan: &FusionPlan) -> Dev {
     let y = poisoned(h, &c.y);
     plan.execute(h, &c.x, d.x.ptr(), &c.y, y.ptr(), &args).unwrap();
     y
+}
+
+/// Each spec in immediate mode chooses solver `name`, and its fused conv + bias + activation
+/// plan (`plan_for`) compiles to `name` and matches the reference: bit for bit on exact f16
+/// data, within the type's tolerance otherwise (seeds from `seed`).
+pub fn check_chosen_fused_plans(h: &Handle, specs: &[&GroupedSpec], name: &str, seed: u64) {
+    for (i, spec) in specs.iter().enumerate() {
+        let cc = grouped_case(spec);
+        let chosen = conflux::search::choose(h, &cc.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
+        assert_eq!(chosen.name(), name, "{cc:?}");
+        let b = TensorDesc::new(spec.0, &[1, cc.y.c(), 1, 1]).unwrap();
+        let c = Case { dt: spec.0, conv: cc.conv.clone(), x: cc.x.clone(), w: cc.w.clone(), y: cc.y.clone(), b };
+        for exact in [true, false] {
+            let d = data(h, &c, seed + i as u64, exact, 1.0, 0.0);
+            let mut plan = plan_for(&c);
+            plan.compile(h).unwrap();
+            assert_eq!(plan.solver_name(), Some(name));
+            let y = execute(h, &c, &d, &plan);
+            let got = logical(&c.y, &download(h, &y));
+            let tol = if exact && spec.0 == DataType::Half { 0.0 } else { tolerance(spec.0) };
+            assert_close(&format!("fused {name} {i} exact={exact}"), &got, &d.want, tol);
+        }
+    }
 }
