@@ -100,7 +100,11 @@ impl Tile {
     /// The filter tile and two patch buffers.
     fn smem_bytes(&self, g: &Geom) -> usize { (self.bn(g) * (Chunking::of(g).chunks(g) | 1) + 2 * self.patch(g).0) * 16 }
 
-    fn fits(&self, g: &Geom) -> bool { self.bm() % (self.warps_m * 16) == 0 && self.accumulators(g) <= 96 && self.smem_bytes(g) <= MAX_SMEM }
+    /// The static chunk-offset table shares the block's shared-memory limit with the dynamic part.
+    fn fits(&self, g: &Geom) -> bool {
+        let table = 4 * Chunking::of(g).chunks(g);
+        self.bm() % (self.warps_m * 16) == 0 && self.accumulators(g) <= 96 && self.smem_bytes(g) + table <= MAX_SMEM
+    }
 
     fn pixel_tiles(&self, g: &Geom) -> usize { g.n * g.output[0] * g.output[1].div_ceil(self.th) * g.output[2].div_ceil(self.tw) }
 
