@@ -57,23 +57,54 @@ impl RowOut<'_> {
 /// channels as vectors.
 fn channels_last_into(out: &mut [f32], ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> [usize; 5] {
     let [_, h, w] = dims;
+    // Planar rows (unit W stride) move as 8 × 8 blocks through an AVX register transpose.
+    #[cfg(target_arch = "x86_64")]
+    let (c8, w8) = if strides[4] == 1 && std::is_x86_feature_detected!("avx") { (c / 8 * 8, w / 8 * 8) } else { (0, 0) };
+    #[cfg(not(target_arch = "x86_64"))]
+    let (c8, w8) = (0, 0);
     out[..n * h * w * c].par_chunks_mut((w * c).max(1)).enumerate().for_each(|(row, dst)| {
         let (ni, hi) = (row / h, row % h);
         let src = (ptr as *const f32).wrapping_add(ni * strides[0] + hi * strides[3]);
-        // 16 channels at a time: each pixel's 16 values are one contiguous store, read from 16
-        // planes streamed side by side.
-        for c0 in (0..c).step_by(16) {
-            let cs = 16.min(c - c0);
-            for wi in 0..w {
-                let d = &mut dst[wi * c + c0..][..cs];
-                for (j, v) in d.iter_mut().enumerate() {
-                    // SAFETY: (ni, c0 + j, hi, wi) is an element of the caller's validated tensor.
-                    *v = unsafe { *src.add((c0 + j) * strides[1] + wi * strides[4]) };
+        #[cfg(target_arch = "x86_64")]
+        if c8 > 0 && w8 > 0 {
+            // SAFETY: AVX is present; blocks lie inside the validated tensor and the row.
+            unsafe { blocks8(dst, src, c, c8, w8, strides[1]) };
+        }
+        // The rest element by element, 16 channels at a time: each pixel's values are one
+        // contiguous run, read from planes streamed side by side.
+        let mut rest = |cr: std::ops::Range<usize>, wr: std::ops::Range<usize>| {
+            for c0 in cr.clone().step_by(16) {
+                let cs = 16.min(cr.end - c0);
+                for wi in wr.clone() {
+                    for (j, v) in dst[wi * c + c0..][..cs].iter_mut().enumerate() {
+                        // SAFETY: (ni, c0 + j, hi, wi) is an element of the caller's validated tensor.
+                        *v = unsafe { *src.add((c0 + j) * strides[1] + wi * strides[4]) };
+                    }
                 }
             }
-        }
+        };
+        rest(0..c8, w8..w);
+        rest(c8..c, 0..w);
     });
     [h * w * c, 1, 0, w * c, c]
+}
+
+/// Channels 0..c8 of pixels 0..w8 of one planar row (`src`, channel planes `cs` apart) into
+/// the channels-last row `dst` (`c` channels per pixel), 8 × 8 blocks at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn blocks8(dst: &mut [f32], src: *const f32, c: usize, c8: usize, w8: usize, cs: usize) {
+    use crate::backend::cpu::x86::transpose::transpose8;
+    use std::arch::x86_64::{_mm256_loadu_ps, _mm256_storeu_ps};
+    debug_assert!(dst.len() >= (w8 - 1) * c + c8);
+    for c0 in (0..c8).step_by(8) {
+        for w0 in (0..w8).step_by(8) {
+            let rows = std::array::from_fn(|j| _mm256_loadu_ps(src.add((c0 + j) * cs + w0)));
+            for (i, px) in transpose8(rows).into_iter().enumerate() {
+                _mm256_storeu_ps(dst.as_mut_ptr().add((w0 + i) * c + c0), px);
+            }
+        }
+    }
 }
 
 /// `f(ptr, strides)` with the tensor at `ptr` as the kernels read it: itself when its channels
