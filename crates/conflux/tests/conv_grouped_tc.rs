@@ -62,11 +62,7 @@ cuda_tests!(every_configuration, |h: &Handle| {
 
 cuda_tests!(refusals_name_the_cause, |h: &Handle| {
     let s = solver(SOLVER);
-    let refused = |spec: &GroupedSpec, needle: &str| {
-        let c = grouped_case(spec);
-        let why = s.check(&c.fused(Dir::Forward), h.device().info()).unwrap_err();
-        assert!(why.contains(needle), "{c:?}: {why}");
-    };
+    let refused = |spec: &GroupedSpec, needle: &str| check_refuses(h, SOLVER, spec, needle);
     refused(&(DataType::Half, &[1, 64, 8, 8], &[64, 64, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast), "ungrouped");
     refused(&(DataType::Half, &[1, 128, 8, 8], &[128, 64, 3, 3], 2, 1, 1, 1, Lay::ChannelsLast), "input channels per group");
     refused(&(DataType::Half, &[1, 64, 8, 8], &[96, 8, 3, 3], 8, 1, 1, 1, Lay::ChannelsLast), "output channels per group");

@@ -55,11 +55,7 @@ cuda_tests!(every_configuration, |h: &Handle| {
 
 cuda_tests!(refusals_name_the_cause, |h: &Handle| {
     let s = solver(SOLVER);
-    let refused = |spec: &GroupedSpec, needle: &str| {
-        let c = grouped_case(spec);
-        let why = s.check(&c.fused(Dir::Forward), h.device().info()).unwrap_err();
-        assert!(why.contains(needle), "{c:?}: {why}");
-    };
+    let refused = |spec: &GroupedSpec, needle: &str| check_refuses(h, SOLVER, spec, needle);
     refused(&(DataType::Half, &[1, 8, 9, 9], &[16, 8, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast), "input channels");
     refused(&(DataType::Half, &[1, 6, 9, 9], &[16, 3, 3, 3], 2, 1, 1, 1, Lay::ChannelsLast), "ungrouped");
     refused(&(DataType::Float, &[1, 3, 9, 9], &[16, 3, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast), "f16 or bf16");

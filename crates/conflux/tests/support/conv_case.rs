@@ -236,6 +236,13 @@ pub fn check_chosen_cases(h: &Handle, cases: &[GroupedSpec], d: Dir, name: &str,
 /// stride, dilation, layout of x, w and y), the same in both spatial axes.
 pub type GroupedSpec = (conflux::DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, super::Lay);
 
+/// Solver `name` refuses `spec` forward with a reason that contains `needle`.
+pub fn check_refuses(h: &Handle, name: &str, spec: &GroupedSpec, needle: &str) {
+    let c = grouped_case(spec);
+    let why = super::solver(name).check(&c.fused(Dir::Forward), h.device().info()).unwrap_err();
+    assert!(why.contains(needle), "{name} {c:?}: {why}");
+}
+
 pub fn grouped_case(&(dt, lx, lw, groups, pad, stride, dil, lay): &GroupedSpec) -> ConvCase {
     let mut conv = ConvDesc::new(conflux::ConvMode::Convolution, &[pad, pad], &[stride, stride], &[dil, dil]).unwrap();
     conv.set_groups(groups as i64).unwrap();
