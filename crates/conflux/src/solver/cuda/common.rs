@@ -6,7 +6,9 @@ use crate::backend::cuda::{preamble, CudaBackend};
 use crate::backend::Device;
 use crate::error::{Error, Result};
 use crate::problem::{FusedKind, FusedProblem, Geom};
-use crate::solver::RunArgs;
+use crate::backend::RunContext;
+use crate::solver::{Invoker, RunArgs, Solver};
+use std::sync::OnceLock;
 use crate::types::Direction;
 use std::sync::Arc;
 
@@ -45,4 +47,21 @@ pub(crate) fn conv_run_params(geom: &Geom, problem: &FusedProblem, a: &RunArgs) 
     p.beta = a.beta as f32;
     p.epi = preamble::epilogue_args(epilogue, a.ops, 1)?;
     Ok(p)
+}
+
+/// The kernel a fast invoker hands a run to when the caller's pointers do not suit its vector
+/// copies or paired stores, built on first need (most callers never pass such pointers).
+pub(crate) struct Fallback {
+    solver: &'static dyn Solver,
+    built: OnceLock<Result<Arc<dyn Invoker>>>,
+}
+
+impl Fallback {
+    pub(crate) fn new(solver: &'static dyn Solver) -> Fallback { Fallback { solver, built: OnceLock::new() } }
+
+    /// Run `problem` on the fallback kernel.
+    pub(crate) fn run(&self, problem: &FusedProblem, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        let inv = self.built.get_or_init(|| self.solver.build(problem, ctx.device())).as_ref().map_err(Clone::clone)?;
+        inv.run(ctx, a)
+    }
 }

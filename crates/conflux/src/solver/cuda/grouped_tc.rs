@@ -5,7 +5,7 @@
 //! only the diagonal blocks of the block-diagonal filter. Groups of 2 or 4 channels are merged
 //! into virtual groups of 8 whose filters are block-diagonal (zeros between the real groups).
 
-use super::common::{conv_run_params, cuda_of};
+use super::common::{conv_run_params, cuda_of, Fallback};
 use super::igemm_simt::CudaConvIgemm;
 use super::tensor_core::{tensor_core_defines, tensor_core_layout};
 use crate::backend::cuda::module::Kernel;
@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
 use crate::solver::{chosen_config, BuildContext, Invoker, RunArgs, Solver};
 use crate::types::{ConvAlgorithm, DataType, Direction};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 const TEMPLATE: &str = concat!(
     include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
@@ -196,7 +196,7 @@ struct GroupedInvoker {
     y_align: u64,
     problem: FusedProblem,
     /// The CUDA-core kernel, built on first need for pointers the 16-byte copies cannot use.
-    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+    fallback: Fallback,
 }
 
 impl Solver for CudaConvGroupedTc {
@@ -269,7 +269,7 @@ impl CudaConvGroupedTc {
         let kernel = be.module("conv_grouped_tc", &src)?.function("conv_fwd_grouped_tc")?;
         let smem = tile.smem_bytes(&g) as u32;
         kernel.reserve_dynamic_smem(&be.dev, smem)?;
-        Ok(Arc::new(GroupedInvoker { be, kernel, geom: Geom::of(conv), vgeom: g, tile, smem, y_align, problem: problem.clone(), fallback: OnceLock::new() }))
+        Ok(Arc::new(GroupedInvoker { be, kernel, geom: Geom::of(conv), vgeom: g, tile, smem, y_align, problem: problem.clone(), fallback: Fallback::new(&CudaConvIgemm) }))
     }
 }
 
@@ -302,8 +302,7 @@ fn kernel_source(problem: &FusedProblem, g: &Geom, sub: usize, tile: Tile) -> Re
 impl Invoker for GroupedInvoker {
     fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         if a.x.0 % 16 != 0 || a.w.0 % 16 != 0 || a.y.0 % self.y_align != 0 {
-            let inv = self.fallback.get_or_init(|| CudaConvIgemm.build(&self.problem, ctx.device())).as_ref().map_err(Clone::clone)?;
-            return inv.run(ctx, a);
+            return self.fallback.run(&self.problem, ctx, a);
         }
         let p = conv_run_params(&self.geom, &self.problem, a)?;
         let grid = self.tile.blocks(&self.vgeom) as u32;

@@ -3,7 +3,7 @@
 //! the 16-byte copies cannot express (channels per group not a multiple of 8, strides that
 //! break the alignment); misaligned pointers at run time go to the CUDA-core kernel.
 
-use super::common::{conv_run_params, cuda_of};
+use super::common::{conv_run_params, cuda_of, Fallback};
 use super::igemm_simt::CudaConvIgemm;
 use super::tensor_core::{tensor_core_check, tensor_core_defines};
 use crate::solver::{Invoker, RunArgs, Solver, chosen_config};
@@ -16,7 +16,7 @@ use crate::problem::FusedProblem;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::solver::BuildContext;
 use crate::types::ConvAlgorithm;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 const TEMPLATE: &str = concat!(
     include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
@@ -101,7 +101,7 @@ pub(crate) struct TcInvoker {
     y_align: u64,
     problem: FusedProblem,
     /// The CUDA-core kernel, built on first need for pointers the 16-byte copies cannot use.
-    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+    fallback: Fallback,
 }
 
 impl Solver for CudaConvIgemmTc {
@@ -158,7 +158,7 @@ impl CudaConvIgemmTc {
 
 impl TcInvoker {
     pub(crate) fn new(be: Arc<CudaBackend>, kernel: Kernel, geom: Geom, launch: TileLaunch, y_align: u64, problem: &FusedProblem) -> TcInvoker {
-        TcInvoker { be, kernel, geom, launch, y_align, problem: problem.clone(), fallback: OnceLock::new() }
+        TcInvoker { be, kernel, geom, launch, y_align, problem: problem.clone(), fallback: Fallback::new(&CudaConvIgemm) }
     }
 
     /// The 16-byte copies need 16-byte aligned x and w; the stores y_align.
@@ -170,8 +170,7 @@ impl TcInvoker {
 impl Invoker for TcInvoker {
     fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         if !self.pointers_fit(a) {
-            let inv = self.fallback.get_or_init(|| CudaConvIgemm.build(&self.problem, ctx.device())).as_ref().map_err(Clone::clone)?;
-            return inv.run(ctx, a);
+            return self.fallback.run(&self.problem, ctx, a);
         }
         let g = &self.geom;
         let p = conv_run_params(g, &self.problem, a)?;

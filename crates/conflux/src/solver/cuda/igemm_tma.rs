@@ -8,7 +8,7 @@
 //! problems run it with every operand split into TF32 high and low parts and three TF32
 //! products per product (`TcPrecision::Tf32x3`), which keeps f32 accuracy.
 
-use super::common::{conv_run_params, cuda_of};
+use super::common::{conv_run_params, cuda_of, Fallback};
 use super::igemm_simt::CudaConvIgemm;
 use super::tensor_core::{tensor_core_defines, tensor_core_layout, tensor_core_precision, Staging, TcPrecision};
 use crate::solver::{Invoker, RunArgs, Solver, chosen_config};
@@ -25,7 +25,7 @@ use crate::problem::FusedProblem;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::solver::BuildContext;
 use crate::types::{ConvAlgorithm, DataType};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 const TEMPLATE: &str = concat!(
     include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
@@ -406,7 +406,7 @@ impl CudaConvIgemmTma {
             filter,
             geom: g,
             problem: problem.clone(),
-            fallback: OnceLock::new(),
+            fallback: Fallback::new(&CudaConvIgemm),
         }))
     }
 }
@@ -439,7 +439,7 @@ struct TmaInvoker {
     geom: Geom,
     problem: FusedProblem,
     /// The CUDA-core kernel, built on first need for pointers the copy engine cannot use.
-    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+    fallback: Fallback,
 }
 
 impl Invoker for TmaInvoker {
@@ -450,8 +450,7 @@ impl Invoker for TmaInvoker {
             if self.filter != FilterSource::Own {
                 return Err(Error::internal("igemm-tma: in-place filter read with pointers the copy engine cannot use"));
             }
-            let inv = self.fallback.get_or_init(|| CudaConvIgemm.build(&self.problem, ctx.device())).as_ref().map_err(Clone::clone)?;
-            return inv.run(ctx, a);
+            return self.fallback.run(&self.problem, ctx, a);
         }
         let g = &self.geom;
         if g.groups > 65535 {

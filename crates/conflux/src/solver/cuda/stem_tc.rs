@@ -6,7 +6,7 @@
 //! per tile into a shared patch laid out so that any stride and dilation gives whole ldmatrix
 //! rows.
 
-use super::common::{conv_run_params, cuda_of, forward_geometry};
+use super::common::{conv_run_params, cuda_of, forward_geometry, Fallback};
 use super::igemm_simt::CudaConvIgemm;
 use super::tensor_core::tensor_core_defines;
 use crate::backend::cuda::module::Kernel;
@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
 use crate::solver::{chosen_config, BuildContext, Invoker, RunArgs, Solver};
 use crate::types::{ConvAlgorithm, DataType};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 const TEMPLATE: &str = concat!(
     include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
@@ -190,7 +190,7 @@ struct StemInvoker {
     y_align: u64,
     problem: FusedProblem,
     /// The CUDA-core kernel, built on first need for a y its paired stores cannot use.
-    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+    fallback: Fallback,
 }
 
 impl Solver for CudaConvStemTc {
@@ -249,7 +249,7 @@ impl CudaConvStemTc {
         let smem = tile.smem_bytes(&g) as u32;
         kernel.reserve_dynamic_smem(&be.dev, smem)?;
         let grid = (tile.grid_x(&g, be.dev.sm_count() as usize) as u32, g.k.div_ceil(tile.bn(&g)) as u32, 1);
-        Ok(Arc::new(StemInvoker { be, kernel, geom: g, tile, grid, smem, y_align, problem: problem.clone(), fallback: OnceLock::new() }))
+        Ok(Arc::new(StemInvoker { be, kernel, geom: g, tile, grid, smem, y_align, problem: problem.clone(), fallback: Fallback::new(&CudaConvIgemm) }))
     }
 }
 
@@ -276,8 +276,7 @@ fn kernel_source(problem: &FusedProblem, g: &Geom, tile: Tile) -> Result<(String
 impl Invoker for StemInvoker {
     fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         if a.x.0 % 2 != 0 || a.w.0 % 2 != 0 || a.y.0 % self.y_align != 0 {
-            let inv = self.fallback.get_or_init(|| CudaConvIgemm.build(&self.problem, ctx.device())).as_ref().map_err(Clone::clone)?;
-            return inv.run(ctx, a);
+            return self.fallback.run(&self.problem, ctx, a);
         }
         let p = conv_run_params(&self.geom, &self.problem, a)?;
         let threads = self.tile.threads() as u32;

@@ -8,7 +8,7 @@
 //! on TF32 tensor cores through their own kernel (cuda_wgrad_tf32.rs): TF32 products when the
 //! descriptor allows TF32, split products with f32 accuracy when it does not.
 
-use super::common::{conv_run_params, cuda_of};
+use super::common::{conv_run_params, cuda_of, Fallback};
 use super::wgrad_simt::CudaConvWgradSimt;
 use super::tensor_core::{tensor_core_defines, tensor_core_precision, TcPrecision};
 use super::igemm_tma::{hopper_check, im2col_boxes, plain_gemm};
@@ -26,7 +26,7 @@ use crate::problem::FusedProblem;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::solver::BuildContext;
 use crate::types::{ConvAlgorithm, DataType, Direction};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 const TEMPLATE: &str = concat!(
     include_str!("../../backend/cuda/kernels/igemm_common.cuh"),
@@ -262,7 +262,7 @@ impl CudaConvWgradTma {
             splits,
             geom: g,
             problem: problem.clone(),
-            fallback: OnceLock::new(),
+            fallback: Fallback::new(&CudaConvWgradSimt),
         }))
     }
 }
@@ -304,15 +304,14 @@ struct WgradInvoker {
     geom: Geom,
     problem: FusedProblem,
     /// The CUDA-core GEMM kernel, built on first need for pointers the copy engine cannot use.
-    fallback: OnceLock<Result<Arc<dyn Invoker>>>,
+    fallback: Fallback,
 }
 
 impl Invoker for WgradInvoker {
     fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         // Backward-weights arguments: x = x, w = dw (written), y = dy.
         if a.x.0 % 16 != 0 || a.y.0 % 16 != 0 {
-            let inv = self.fallback.get_or_init(|| CudaConvWgradSimt.build(&self.problem, ctx.device())).as_ref().map_err(Clone::clone)?;
-            return inv.run(ctx, a);
+            return self.fallback.run(&self.problem, ctx, a);
         }
         let g = &self.geom;
         if g.groups > 65535 {
