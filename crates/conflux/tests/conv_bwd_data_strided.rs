@@ -62,8 +62,9 @@ cuda_tests!(refusals_name_the_cause, |h: &Handle| {
     assert!(why.contains("phase"), "{why}");
 });
 
+// (1×1 strided layers go to the cuBLASLt GEMMs first.)
 cuda_tests!(chosen_for_a_strided_layer, |h: &Handle| {
-    for spec in [&CASES[0], &CASES[1]] {
+    for spec in [&CASES[1], &CASES[2]] {
         let c = case(spec);
         let chosen = conflux::search::choose(h, &c.fused(Dir::BackwardData), conflux::conv::Choice::Auto, 0).unwrap();
         assert_eq!(chosen.name(), SOLVER);

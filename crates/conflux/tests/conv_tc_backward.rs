@@ -2,7 +2,7 @@
 //! filter): 16-bit and f32 problems (strict f32 as split TF32 products, TF32 when the
 //! descriptor allows it) in both layouts, padding, dilation, groups, 2-D and 3-D, against
 //! the f64 reference through the convolution API on every device; on CUDA the test also
-//! checks that the tensor-core solver is chosen and runs every configuration of the kernel
+//! checks that the tensor-core solver (for 1×1 layers the cuBLASLt GEMM) is chosen and runs every configuration of the kernel
 //! it feeds, with α/β.
 
 mod support;
@@ -10,6 +10,7 @@ mod support;
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
 use conflux::fusion::FusedProblem;
 use conflux::reference::{self as r, compare::tolerance, fill::Fill};
+use conflux::solver::cuda::bwd_data_gemm_lt::CudaConvBwdDataGemmLt;
 use conflux::solver::cuda::bwd_data_tc::{reads_filter_in_place, CudaConvBwdDataTc};
 use conflux::solver::{RunArgs, Solver};
 use conflux::{ConvDesc, ConvMode, DataType, DevPtr, Handle, TensorDesc};
@@ -74,7 +75,10 @@ device_tests!(backward_data_through_the_api, |h: &Handle| {
         if h.device_kind() == conflux::handle::DeviceKind::Cuda {
             let fp = FusedProblem::conv(ConvProblem::backward_data(&c.conv, &c.dy, &c.w, &c.dx).unwrap());
             let chosen = conflux::search::choose(h, &fp, Choice::Auto, 0).unwrap();
-            if CudaConvBwdDataTc.check(&fp, h.device().info()).is_ok() {
+            // 1×1 stride-1 layers go to the cuBLASLt GEMM ahead of the tensor-core rewrite.
+            if CudaConvBwdDataGemmLt.check(&fp, h.device().info()).is_ok() {
+                assert_eq!(chosen.name(), CudaConvBwdDataGemmLt.name(), "{}", label(&c, "auto", h));
+            } else if CudaConvBwdDataTc.check(&fp, h.device().info()).is_ok() {
                 assert_eq!(chosen.name(), CudaConvBwdDataTc.name(), "{}", label(&c, "auto", h));
             }
         }

@@ -4,13 +4,14 @@
 //! dilation, groups, 1×1 plain-GEMM loads (for f32 both operand roles: x or dy transposed),
 //! partial channel tiles and dw in any layout, against the f64 reference through the
 //! convolution API on every device; on CUDA the test also checks that the tensor-core solver
-//! (or, for NCHW x and dy, the layout adapter feeding it) is chosen where it applies and runs
-//! every configuration with α/β, twice (the results must be bit-identical).
+//! (or, for NCHW x and dy, the layout adapter feeding it; for 1×1 stride-1 layers the cuBLASLt
+//! GEMM ahead of it) is chosen where it applies and runs every configuration with α/β, twice (the results must be bit-identical).
 
 mod support;
 
 use conflux::conv::{api, Choice, ConvProblem, Workspace};
 use conflux::reference::compare::{rel_l2_error, tolerance, TF32_TOLERANCE};
+use conflux::solver::cuda::wgrad_gemm_lt::CudaConvWgradGemmLt;
 use conflux::solver::cuda::wgrad_simt::CudaConvWgradSimt;
 use conflux::solver::cuda::nchw_tc::CudaConvTcNchw;
 use conflux::solver::cuda::wgrad_tma::CudaConvWgradTma;
@@ -84,7 +85,9 @@ fn through_the_api(h: &Handle, specs: &[Spec], tf32: bool) {
         if h.device_kind() == conflux::handle::DeviceKind::Cuda {
             let fp = problem(&c);
             let chosen = conflux::search::choose(h, &fp, Choice::Auto, 0).unwrap();
-            if CudaConvWgradTma.check(&fp, h.device().info()).is_ok() {
+            if CudaConvWgradGemmLt.check(&fp, h.device().info()).is_ok() {
+                assert_eq!(chosen.name(), CudaConvWgradGemmLt.name(), "{}", label(&c, "auto", h));
+            } else if CudaConvWgradTma.check(&fp, h.device().info()).is_ok() {
                 assert_eq!(chosen.name(), CudaConvWgradTma.name(), "{}", label(&c, "auto", h));
             } else if CudaConvTcNchw.check(&fp, h.device().info()).is_ok() {
                 assert_eq!(chosen.name(), CudaConvTcNchw.name(), "{}", label(&c, "auto", h));

@@ -13,8 +13,8 @@ use super::cpu::{
     CpuAmx1x1, CpuDepthwiseNhwc, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuNaive, CpuPointwise, CpuSinglePixel, CpuSmallGroups, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataFewChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvStemTc, CudaConvTcNchw,
-    CudaConvWgradFewChannels, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
+    CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvStemTc, CudaConvTcNchw,
+    CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
 };
 use super::Solver;
 use crate::backend::{DeviceInfo, DeviceKind};
@@ -72,10 +72,12 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D channels-last groups of 64 channels"),
     entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions of < 8 channels on tensor cores through channel-padded copies: after the stem kernel, for filters too large for its shared memory; Find times both"),
     entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),
+    entry(&CudaConvBwdDataGemmLt, Role::Standalone, "1×1 backward-data as cuBLASLt GEMMs at any column alignment (strided: dx zeroed, one GEMM per output row): ahead of the forward rewrites and the phases, which read w transposed, tile few channels poorly and write each phase separately"),
     entry(&CudaConvBwdDataFewChannels, Role::Standalone, "backward-data of depthwise, few-channels-per-group and few-channel stem layers by phases on the few-channels and few-outputs kernels, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),
     entry(&CudaConvBwdDataStrided, Role::Standalone, "strided backward-data as one stride-1 forward convolution per phase on tensor cores"),
     entry(&CudaConvWgradFewChannels, Role::Standalone, "backward-weights of depthwise, small-group and few-channel stem layers: a long reduction into a small output that GEMM tiles would run nearly empty"),
+    entry(&CudaConvWgradGemmLt, Role::Standalone, "1×1 stride-1 backward-weights as one cuBLASLt GEMM, which splits the long pixel reduction itself: ahead of the TMA kernel and the channel-padding adapter"),
     entry(&CudaConvWgradTma, Role::WeightsTensorCore, "backward-weights on TMA + wgmma"),
     entry(&CudaConvWgradPadChannels, Role::Standalone, "backward-weights whose channels per group do not fill the TMA kernel's boxes, padded to fill them: tensor cores beat the CUDA-core kernel despite the zero channels"),
     entry(&CudaConvWgradSimt, Role::Standalone, "backward-weights on a tiled CUDA-core GEMM: every type and geometry, ahead of the direct kernel"),

@@ -2,8 +2,9 @@
 //! the library's heuristic choice of algorithm) and run many times on the handle's stream.
 //! cuBLASLt is loaded at run time like the driver; without it the planner says so.
 //!
-//! Column-major, as cuBLASLt sees it: D (m × n) = act(α·op(A)·B + β·C + bias), bias of
-//! length m, with op(A) = Aᵀ (A stored k × m) and C = D.
+//! Column-major, as cuBLASLt sees it: D (m × n) = act(α·op(A)·op(B) + β·C + bias), bias of
+//! length m, with C = D; op(A) is Aᵀ (A stored k × m) or A (stored m × k), op(B) is B (stored
+//! k × n) or Bᵀ (stored n × k).
 
 use crate::error::{Error, Result};
 use crate::types::DataType;
@@ -29,11 +30,16 @@ pub enum LtEpilogue {
 }
 
 /// Shape and types of one multiply: D (m × n, leading dimension ldd) from A stored k × m
-/// (lda) and B k × n (ldb), all of `dtype`; `tf32` lets f32 products use TF32 tensor cores.
+/// (`trans_a`) or m × k (lda) and B stored k × n or n × k (`trans_b`; ldb), all of `dtype`;
+/// `tf32` lets f32 products use TF32 tensor cores; `align` (bytes, a power of two of at most
+/// `LT_ALIGN`) divides every pointer and every leading dimension in bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct LtShape {
     pub dtype: DataType,
     pub tf32: bool,
+    pub align: u64,
+    pub trans_a: bool,
+    pub trans_b: bool,
     pub m: u64,
     pub n: u64,
     pub k: u64,
@@ -41,10 +47,31 @@ pub struct LtShape {
     pub ldb: i64,
     pub ldd: i64,
     pub epilogue: LtEpilogue,
+    pub batch: LtBatch,
 }
 
-/// Byte alignment every pointer must have: the planner only admits algorithms that work with it.
+/// A strided batch of multiplies of one shape: matrix i of A, B and D starts i × its stride
+/// elements after the first (a stride of 0 shares one matrix across the batch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LtBatch {
+    pub count: u32,
+    pub stride_a: i64,
+    pub stride_b: i64,
+    pub stride_d: i64,
+}
+
+impl LtBatch {
+    pub const ONE: LtBatch = LtBatch { count: 1, stride_a: 0, stride_b: 0, stride_d: 0 };
+}
+
+/// The pointer and leading-dimension alignment the fastest algorithms need; plans for less
+/// admit only the algorithms that work with it.
 pub const LT_ALIGN: u64 = 16;
+
+/// The largest power of two up to `LT_ALIGN` dividing every one of `bytes`.
+pub fn common_alignment(bytes: &[u64]) -> u64 {
+    bytes.iter().fold(LT_ALIGN, |a, &b| a.min(if b == 0 { LT_ALIGN } else { 1 << b.trailing_zeros() }))
+}
 /// The most workspace an algorithm may ask for (split-K reductions).
 const MAX_WORKSPACE: usize = 8 << 20;
 
@@ -60,6 +87,8 @@ pub struct LtGemm {
     algo: sys::cublasLtMatmulAlgo_t,
     /// Workspace bytes the chosen algorithm needs.
     pub workspace: usize,
+    /// The alignment (bytes) every pointer passed to `run` must have.
+    pub align: u64,
     epilogue: LtEpilogue,
 }
 
@@ -108,23 +137,35 @@ impl LtGemm {
             LtEpilogue::Relu => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU,
             LtEpilogue::BiasRelu => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU_BIAS,
         };
-        const OP_T: i32 = 1; // CUBLAS_OP_T
+        let op = |t: bool| -> i32 { if t { 1 } else { 0 } }; // CUBLAS_OP_T, CUBLAS_OP_N
         // SAFETY: the descriptor was just created; values have the attribute's C types.
         unsafe {
-            set_desc(raw.desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA, &OP_T)?;
+            set_desc(raw.desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA, &op(s.trans_a))?;
+            set_desc(raw.desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB, &op(s.trans_b))?;
             set_desc(raw.desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE, &epi)?;
         }
         let layout = |rows: u64, cols: u64, ld: i64| lt::create_matrix_layout(ty, rows, cols, ld).map_err(|e| lt_err("create layout", e));
-        raw.layouts[0] = layout(s.k, s.m, s.lda)?;
-        raw.layouts[1] = layout(s.k, s.n, s.ldb)?;
+        raw.layouts[0] = if s.trans_a { layout(s.k, s.m, s.lda)? } else { layout(s.m, s.k, s.lda)? };
+        raw.layouts[1] = if s.trans_b { layout(s.n, s.k, s.ldb)? } else { layout(s.k, s.n, s.ldb)? };
         raw.layouts[2] = layout(s.m, s.n, s.ldd)?;
+        if s.batch.count > 1 {
+            let count = i32::try_from(s.batch.count).map_err(|_| Error::unsupported(format!("cuBLASLt GEMM: a batch of {}", s.batch.count)))?;
+            for (l, stride) in raw.layouts.iter().zip([s.batch.stride_a, s.batch.stride_b, s.batch.stride_d]) {
+                // SAFETY: a live layout; i32 / i64 values as the attributes take them.
+                unsafe {
+                    let set = |attr, v: *const c_void, n| lt::set_matrix_layout_attribute(*l, attr, v, n).map_err(|e| lt_err("set layout attribute", e));
+                    set(sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count as *const i32 as *const c_void, 4)?;
+                    set(sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride as *const i64 as *const c_void, 8)?;
+                }
+            }
+        }
         let pref = Pref(lt::create_matmul_pref().map_err(|e| lt_err("create preference", e))?);
         // SAFETY: valid preference; u64 / u32 values as the attributes take them.
         unsafe {
             let set = |attr, v: *const c_void, n| lt::set_matmul_pref_attribute(pref.0, attr, v, n).map_err(|e| lt_err("set preference", e));
             let ws = MAX_WORKSPACE as u64;
             set(sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws as *const u64 as *const c_void, 8)?;
-            let align = LT_ALIGN as u32;
+            let align = s.align as u32;
             for attr in [
                 sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                 sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -137,13 +178,13 @@ impl LtGemm {
         let [a, b, d] = raw.layouts;
         // SAFETY: every object is alive and describes this multiply.
         let found = unsafe { lt::get_matmul_algo_heuristic(raw.handle, raw.desc, a, b, d, d, pref.0) }.map_err(|e| lt_err("algorithm heuristic (no algorithm for this multiply)", e))?;
-        Ok(LtGemm { raw: Mutex::new(raw), algo: found.algo, workspace: found.workspaceSize, epilogue: s.epilogue })
+        Ok(LtGemm { raw: Mutex::new(raw), algo: found.algo, workspace: found.workspaceSize, align: s.align, epilogue: s.epilogue })
     }
 
     /// Whether `run` reads a bias vector.
     pub fn reads_bias(&self) -> bool { matches!(self.epilogue, LtEpilogue::Bias | LtEpilogue::BiasRelu) }
 
-    /// D = act(α·Aᵀ·B + β·D + bias) on `stream`. Pointers must be `LT_ALIGN`-aligned device
+    /// D = act(α·op(A)·op(B) + β·D + bias) on `stream`. Pointers must be `self.align`-aligned device
     /// memory of the planned shapes; `bias` is read only by bias epilogues; `workspace` holds
     /// `self.workspace` bytes.
     ///
@@ -205,5 +246,18 @@ impl Drop for Raw {
             }
             let _ = lt::destroy_handle(self.handle);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_alignment;
+
+    #[test]
+    fn alignment_is_the_largest_common_power_of_two() {
+        assert_eq!(common_alignment(&[64, 128, 4096]), 16);
+        assert_eq!(common_alignment(&[24, 32]), 8);
+        assert_eq!(common_alignment(&[42, 64]), 2);
+        assert_eq!(common_alignment(&[0, 20]), 4);
     }
 }

@@ -65,3 +65,25 @@ impl Fallback {
         inv.run(ctx, a)
     }
 }
+
+/// A tensor as a column-major matrix for cuBLASLt: channels × pixels when its channels are
+/// contiguous, else pixels × channels; `ld` elements between its columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MatrixView {
+    pub channels_contiguous: bool,
+    pub ld: usize,
+}
+
+/// `strides` ([n, c, d, h, w]) of a tensor of `n` images of `spatial` pixels as one matrix whose
+/// pixel index runs over the whole batch, or None when its pixels are not evenly spaced.
+pub(crate) fn matrix_view(strides: [usize; 5], n: usize, [d, h, w]: [usize; 3]) -> Option<MatrixView> {
+    let s = strides;
+    let rows_even = |px: usize| s[3] == w * px && (d == 1 || s[2] == h * s[3]);
+    if s[1] == 1 && rows_even(s[4]) && (n == 1 || s[0] == d * h * s[3]) {
+        return Some(MatrixView { channels_contiguous: true, ld: s[4] });
+    }
+    if s[4] == 1 && rows_even(1) && n == 1 {
+        return Some(MatrixView { channels_contiguous: false, ld: s[1] });
+    }
+    None
+}

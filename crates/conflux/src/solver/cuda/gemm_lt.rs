@@ -12,7 +12,7 @@ use super::igemm_simt::CudaConvIgemm;
 use super::tensor_core::{tensor_core_precision, TcPrecision};
 use super::igemm_tma::{plain_gemm, CudaConvIgemmTma};
 use crate::solver::{Invoker, RunArgs, Solver};
-use crate::backend::cuda::blas_lt::{self, LtEpilogue, LtGemm, LtShape, LT_ALIGN};
+use crate::backend::cuda::blas_lt::{self, LtBatch, LtEpilogue, LtGemm, LtShape, LT_ALIGN};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::problem::Geom;
@@ -75,6 +75,9 @@ fn gemm_shape(problem: &FusedProblem) -> std::result::Result<(LtShape, Geom), St
     let shape = LtShape {
         dtype: conv.dtype(),
         tf32: prec == TcPrecision::Tf32,
+        align: LT_ALIGN,
+        trans_a: true,
+        trans_b: false,
         m: g.k as u64,
         n: (g.n * g.output_size()) as u64,
         k: g.c as u64,
@@ -82,6 +85,7 @@ fn gemm_shape(problem: &FusedProblem) -> std::result::Result<(LtShape, Geom), St
         ldb: xs[4] as i64,
         ldd: ys[4] as i64,
         epilogue,
+        batch: LtBatch::ONE,
     };
     Ok((shape, g))
 }

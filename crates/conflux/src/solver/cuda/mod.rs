@@ -5,6 +5,7 @@
 
 mod adapter;
 pub mod bwd_data_few_channels;
+pub mod bwd_data_gemm_lt;
 pub mod bwd_data_strided;
 pub mod bwd_data_tc;
 mod common;
@@ -24,12 +25,14 @@ pub mod pointwise;
 pub mod stem_tc;
 pub mod tensor_core;
 pub mod wgrad_few_channels;
+pub mod wgrad_gemm_lt;
 pub mod wgrad_pad_channels;
 pub mod wgrad_simt;
 pub mod wgrad_tf32;
 pub mod wgrad_tma;
 
 pub use bwd_data_few_channels::CudaConvBwdDataFewChannels;
+pub use bwd_data_gemm_lt::CudaConvBwdDataGemmLt;
 pub use bwd_data_strided::CudaConvBwdDataStrided;
 pub use bwd_data_tc::CudaConvBwdDataTc;
 pub use direct::CudaConvDirect;
@@ -47,6 +50,7 @@ pub use pointwise::CudaPointwise;
 pub use stem_tc::CudaConvStemTc;
 pub use tensor_core::TcPrecision;
 pub use wgrad_few_channels::CudaConvWgradFewChannels;
+pub use wgrad_gemm_lt::CudaConvWgradGemmLt;
 pub use wgrad_pad_channels::CudaConvWgradPadChannels;
 pub use wgrad_simt::CudaConvWgradSimt;
 pub use wgrad_tma::CudaConvWgradTma;
