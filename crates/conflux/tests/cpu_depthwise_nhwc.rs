@@ -70,8 +70,8 @@ fn refusals_name_the_cause() {
     assert!(why.contains("depthwise"), "{why}");
 }
 
-fn cba_case(spec: &Spec) -> Case {
-    let c = case(spec, Lay::ChannelsLast);
+fn cba_case(spec: &Spec, lay: Lay) -> Case {
+    let c = case(spec, lay);
     let b = TensorDesc::new(DataType::Float, &[1, c.x.c(), 1, 1]).unwrap();
     Case { dt: DataType::Float, conv: c.conv.clone(), x: c.x.clone(), w: c.w.clone(), y: c.y.clone(), b }
 }
@@ -80,7 +80,7 @@ fn cba_case(spec: &Spec) -> Case {
 fn fused_bias_leaky_relu() {
     let h = Handle::cpu();
     for (i, spec) in CASES.iter().enumerate() {
-        let c = cba_case(spec);
+        let c = cba_case(spec, Lay::ChannelsLast);
         for exact in [true, false] {
             let d = data(&h, &c, 60 + i as u64, exact, 1.0, 0.0);
             let mut plan = plan_for(&c);
@@ -95,9 +95,10 @@ fn fused_bias_leaky_relu() {
 
 #[test]
 fn fused_bias_relu_store() {
+    // NCHW y too: rows of ≥ 8 pixels and ≥ 8 channels are stored through 8 × 8 transposes.
     let h = Handle::cpu();
-    for (i, spec) in CASES.iter().enumerate() {
-        let c = cba_case(spec);
+    for (i, (spec, lay)) in CASES.iter().flat_map(|s| [(s, Lay::ChannelsLast), (s, Lay::Packed)]).enumerate() {
+        let c = cba_case(spec, lay);
         let fill = Fill::SmallInt(-2, 2);
         let (x, w, b) = (random(&h, &c.x, fill, 70 + i as u64), random(&h, &c.w, fill, 80 + i as u64), random(&h, &c.b, fill, 90 + i as u64));
         let packed = TensorDesc::new(DataType::Float, c.y.lens()).unwrap();
@@ -111,6 +112,7 @@ fn fused_bias_relu_store() {
         plan.add_bias(&c.b).unwrap();
         plan.add_activation(ActivationMode::Relu).unwrap();
         plan.compile(&h).unwrap();
+        assert_eq!(plan.solver_name(), Some(SOLVER), "{i} {lay:?}");
         let mut args = OpArgs::new();
         args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
         args.set(1, OpArg::Bias { b: b.ptr() });
@@ -118,6 +120,6 @@ fn fused_bias_relu_store() {
         let y = poisoned(&h, &c.y);
         plan.execute(&h, &c.x, x.ptr(), &c.y, y.ptr(), &args).unwrap();
         let got = logical(&c.y, &download(&h, &y));
-        assert_close(&format!("fused depthwise bias+ReLU {i}"), &got, &want, 0.0);
+        assert_close(&format!("fused depthwise bias+ReLU {i} {lay:?}"), &got, &want, 0.0);
     }
 }

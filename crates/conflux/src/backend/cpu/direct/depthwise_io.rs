@@ -25,13 +25,27 @@ impl RowOut<'_> {
     pub unsafe fn write(&self, v: &[f32], n: usize, h: usize) {
         let (cn, width, cs) = (v.len() / self.dims[2], self.dims[2], self.strides[1]);
         let fast = (self.alpha == 1.0 && self.beta == 0.0).then(|| self.epi.bias_relu_all()).flatten();
+        let row = (self.ptr as *mut f32).add(n * self.strides[0] + h * self.strides[3]);
+        // Channels-first rows of unit pixel stride, 8 pixels or more: the first multiple-of-8
+        // channels move as 8 × 8 register transposes (a row's pixels per channel, one store
+        // each). Shorter rows measured slower that way than element by element.
+        let mut c_done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if let Some((bias, relu)) = fast {
+            if cs > 1 && self.strides[4] == 1 && cn >= 8 && width >= 8 && std::is_x86_feature_detected!("avx") {
+                c_done = cn / 8 * 8;
+                // SAFETY: AVX is present; the row's pixels 0..width of channels 0..c_done are
+                // inside the tensor (the caller's promise), v holds width × cn values.
+                store_planar8(v, cn, c_done, width, row, cs, bias, relu);
+            }
+        }
         for w in 0..width {
             let src = &v[w * cn..(w + 1) * cn];
             // Channel c of the pixel; channels-first tensors (cs > 1) take strided stores.
-            let dst = (self.ptr as *mut f32).add(n * self.strides[0] + h * self.strides[3] + w * self.strides[4]);
+            let dst = row.add(w * self.strides[4]);
             match fast {
                 Some((bias, relu)) => {
-                    for c in 0..cn {
+                    for c in c_done..cn {
                         let x = src[c] + bias.map_or(0.0, |b| b[c]);
                         *dst.add(c * cs) = relu.apply(x);
                     }
@@ -52,23 +66,63 @@ impl RowOut<'_> {
     }
 }
 
+/// Blocks of 8 pixels covering a row of `width` ≥ 8: (first pixel, 8). A row that is not a
+/// multiple of 8 ends in a block overlapping the one before (its pixels are written twice with
+/// the same values) rather than a partial one: masked stores are microcoded on AMD CPUs.
+#[cfg(target_arch = "x86_64")]
+fn blocks_of_8(width: usize) -> impl Iterator<Item = (usize, usize)> {
+    debug_assert!(width >= 8);
+    let whole = (0..width / 8).map(|b| (8 * b, 8));
+    let last = (width % 8 != 0).then(|| (width - 8, 8));
+    whole.chain(last)
+}
+
+/// Channels 0..c8 of a channels-last row `v` (`cn` channels per pixel, `width` pixels) stored
+/// to the channels-first row at `row` (channel planes `cs` apart, pixels consecutive) with the
+/// bias and clamp: 8 pixels × 8 channels per register transpose; `width` ≥ 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_planar8(v: &[f32], cn: usize, c8: usize, width: usize, row: *mut f32, cs: usize, bias: Option<&[f32]>, relu: crate::backend::cpu::clamp::Clamp) {
+    use crate::backend::cpu::x86::transpose::transpose8;
+    use std::arch::x86_64::*;
+    debug_assert!(width >= 8 && v.len() >= width * cn && c8 <= cn);
+    let (zero, hi) = (_mm256_setzero_ps(), _mm256_set1_ps(relu.hi));
+    for (w0, _) in blocks_of_8(width) {
+        for c0 in (0..c8).step_by(8) {
+            let px: [__m256; 8] = std::array::from_fn(|i| _mm256_loadu_ps(v.as_ptr().add((w0 + i) * cn + c0)));
+            for (l, col) in transpose8(px).into_iter().enumerate() {
+                let c = c0 + l;
+                let x = match bias {
+                    Some(b) => _mm256_add_ps(col, _mm256_set1_ps(b[c])),
+                    None => col,
+                };
+                // x first: a NaN x gives 0, as `Clamp::apply`.
+                let x = if relu.on { _mm256_min_ps(_mm256_max_ps(x, zero), hi) } else { x };
+                _mm256_storeu_ps(row.add(c * cs + w0), x);
+            }
+        }
+    }
+}
+
 /// out ← a packed channels-last copy of a 2-D tensor (n × c × dims, `strides` N, C, D, H, W)
 /// whose channels are not contiguous; returns the copy's strides. The kernels read a pixel's
 /// channels as vectors.
 fn channels_last_into(out: &mut [f32], ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> [usize; 5] {
     let [_, h, w] = dims;
-    // Planar rows (unit W stride) move as 8 × 8 blocks through an AVX register transpose.
+    // Planar rows (unit W stride) of 8 pixels or more move as 8 × 8 blocks through an AVX
+    // register transpose.
     #[cfg(target_arch = "x86_64")]
-    let (c8, w8) = if strides[4] == 1 && std::is_x86_feature_detected!("avx") { (c / 8 * 8, w / 8 * 8) } else { (0, 0) };
+    let (c8, w_done) = if strides[4] == 1 && w >= 8 && std::is_x86_feature_detected!("avx") { (c / 8 * 8, w) } else { (0, 0) };
     #[cfg(not(target_arch = "x86_64"))]
-    let (c8, w8) = (0, 0);
+    let (c8, w_done) = (0, 0);
     out[..n * h * w * c].par_chunks_mut((w * c).max(1)).enumerate().for_each(|(row, dst)| {
         let (ni, hi) = (row / h, row % h);
         let src = (ptr as *const f32).wrapping_add(ni * strides[0] + hi * strides[3]);
         #[cfg(target_arch = "x86_64")]
-        if c8 > 0 && w8 > 0 {
+        if c8 > 0 && w_done > 0 {
             // SAFETY: AVX is present; blocks lie inside the validated tensor and the row.
-            unsafe { blocks8(dst, src, c, c8, w8, strides[1]) };
+            unsafe { blocks8(dst, src, c, c8, w_done, strides[1]) };
         }
         // The rest element by element, 16 channels at a time: each pixel's values are one
         // contiguous run, read from planes streamed side by side.
@@ -83,22 +137,22 @@ fn channels_last_into(out: &mut [f32], ptr: u64, n: usize, c: usize, dims: [usiz
                 }
             }
         };
-        rest(0..c8, w8..w);
+        rest(0..c8, w_done..w);
         rest(c8..c, 0..w);
     });
     [h * w * c, 1, 0, w * c, c]
 }
 
-/// Channels 0..c8 of pixels 0..w8 of one planar row (`src`, channel planes `cs` apart) into
-/// the channels-last row `dst` (`c` channels per pixel), 8 × 8 blocks at a time.
+/// Channels 0..c8 of pixels 0..w (w ≥ 8) of one planar row (`src`, channel planes `cs` apart)
+/// into the channels-last row `dst` (`c` channels per pixel), 8 × 8 blocks at a time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-unsafe fn blocks8(dst: &mut [f32], src: *const f32, c: usize, c8: usize, w8: usize, cs: usize) {
+unsafe fn blocks8(dst: &mut [f32], src: *const f32, c: usize, c8: usize, w: usize, cs: usize) {
     use crate::backend::cpu::x86::transpose::transpose8;
     use std::arch::x86_64::{_mm256_loadu_ps, _mm256_storeu_ps};
-    debug_assert!(dst.len() >= (w8 - 1) * c + c8);
-    for c0 in (0..c8).step_by(8) {
-        for w0 in (0..w8).step_by(8) {
+    debug_assert!(w >= 8 && dst.len() >= (w - 1) * c + c8);
+    for (w0, _) in blocks_of_8(w) {
+        for c0 in (0..c8).step_by(8) {
             let rows = std::array::from_fn(|j| _mm256_loadu_ps(src.add((c0 + j) * cs + w0)));
             for (i, px) in transpose8(rows).into_iter().enumerate() {
                 _mm256_storeu_ps(dst.as_mut_ptr().add((w0 + i) * c + c0), px);
