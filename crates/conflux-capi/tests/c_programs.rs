@@ -93,6 +93,11 @@ fn c_fusion_cba_example_flow() {
 }
 
 #[test]
+fn c_fusion_horizontal_branches_concatenated() {
+    run_c("fusion_horizontal");
+}
+
+#[test]
 fn c_fusion_cbna_and_na_inference() {
     run_c("fusion_cbna");
 }

@@ -978,6 +978,17 @@ miopenBatchNormalizationBackward_V2(miopenHandle_t handle,
  * conflux fuses: a convolution followed by any chain of bias / BN inference / activation
  * (up to 8 ops), pointwise chains of those without a convolution, BN forward training
  * (+ activation), BN backward (+ activation backward), activation backward alone.
+ * Horizontal plans (miopenHorizontalFusion; MIOpen declares the value but runs none): every
+ * ConvForward op starts a branch that reads the plan's input x; the pointwise ops after it
+ * (bias, BN inference, activation) belong to that branch; the plan's one output is the
+ * branches' outputs concatenated along channels in op order, so the output descriptor given
+ * to miopenExecuteFusionPlan has K = sum of the branches' K, packed in x's layout (NCHW or
+ * NHWC), with the branches' N, H and W. A branch whose output differs from the earlier ones in
+ * N or a spatial size is refused when its ConvForward op is created (BadParm); a plan whose
+ * first op is not a convolution, or a branch holding an op a vertical plan would refuse after
+ * a convolution, is refused at compile (UnsupportedOp, naming the plan's op index). Each
+ * branch runs as its own fused kernel writing its channel slice of the output, in op order,
+ * in one miopenExecuteFusionPlan; every op's arguments are checked before any branch runs.
  * Differences from MIOpen: shapes are checked when an op is added (BadParm, MIOpen defers
  * them); Compile returns UnsupportedOp with a reason for plans no solver fuses and the
  * precise status otherwise (MIOpen: UnknownError); SetOpArgs on an op of another kind is
@@ -986,7 +997,7 @@ miopenBatchNormalizationBackward_V2(miopenHandle_t handle,
 typedef enum
 {
     miopenVerticalFusion   = 0,
-    miopenHorizontalFusion = 1, /* accepted at creation; Compile gives UnsupportedOp */
+    miopenHorizontalFusion = 1, /* branches over the same input, outputs concatenated (above) */
 } miopenFusionDirection_t;
 
 /* Copies inputDesc. */

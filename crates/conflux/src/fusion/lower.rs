@@ -26,10 +26,11 @@ fn epi_of(op: &FusionOp) -> Option<EpiOp> {
     })
 }
 
-/// Lower `ops` (applied to `input`) to one fused problem.
+/// Lower the ops of one chain (applied to `input`: a vertical plan, or one branch of a
+/// horizontal plan) to one fused problem.
 pub fn lower(direction: FusionDirection, input: &TensorDesc, ops: &[FusionOp]) -> Result<FusedProblem> {
     if direction != FusionDirection::Vertical {
-        return Err(Error::unsupported("fusion plan: horizontal fusion is not supported; only vertical plans are"));
+        return Err(Error::unsupported("fusion plan: lowering takes one chain; a horizontal plan lowers per branch (FusionPlan::problems)"));
     }
     if ops.is_empty() {
         return Err(Error::unknown("fusion plan: the plan has no operators"));

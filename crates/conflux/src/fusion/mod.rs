@@ -3,6 +3,7 @@
 //! `search`.
 
 mod cba;
+mod horizontal;
 mod log_cmd;
 mod lower;
 mod plan;

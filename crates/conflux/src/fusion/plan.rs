@@ -1,8 +1,11 @@
 //! `FusionPlan`: an ordered list of ops over an input descriptor. Each op's output descriptor
 //! is derived as it is added, and shapes are checked then (MIOpen defers these checks to
-//! compile or execute; conflux reports them at op creation with BadParm).
+//! compile or execute; conflux reports them at op creation with BadParm). A vertical plan is
+//! one chain; a horizontal plan is one chain per convolution over the same input, its output
+//! the chains' outputs concatenated along channels (`horizontal.rs`).
 
 use crate::problem::{OpArg, OpArgs};
+use super::horizontal::{self, Branch};
 use super::lower::lower;
 use crate::problem::FusedProblem;
 use crate::batchnorm::derive_bn_desc;
@@ -69,10 +72,14 @@ pub struct FusionOp {
     pub output: TensorDesc,
 }
 
+/// One compiled chain: a vertical plan's, or one branch of a horizontal plan (its ops and the
+/// byte offset of its channel slice in the output).
 struct Compiled {
     problem: FusedProblem,
     solver: &'static dyn Solver,
     invoker: Arc<dyn Invoker>,
+    ops: std::ops::Range<usize>,
+    y_offset: u64,
 }
 
 /// `miopenFusionPlanDescriptor_t`.
@@ -82,12 +89,14 @@ pub struct FusionPlan {
     ops: Vec<FusionOp>,
     algo: Option<ConvAlgorithm>,
     find_mode: FindMode,
-    compiled: Option<Compiled>,
+    compiled: Option<Vec<Compiled>>,
+    /// A horizontal plan's output (the branches concatenated), once it has a convolution.
+    concat: Option<TensorDesc>,
 }
 
 impl FusionPlan {
     pub fn new(direction: FusionDirection, input: TensorDesc) -> FusionPlan {
-        FusionPlan { direction, input, ops: Vec::new(), algo: None, find_mode: crate::search::default_find_mode(), compiled: None }
+        FusionPlan { direction, input, ops: Vec::new(), algo: None, find_mode: crate::search::default_find_mode(), compiled: None, concat: None }
     }
 
     pub fn input_desc(&self) -> &TensorDesc { &self.input }
@@ -100,27 +109,40 @@ impl FusionPlan {
             .and_then(|i| self.ops.get(i))
             .ok_or_else(|| Error::bad_parm(format!("fusion plan: op index {index} out of range (plan has {} ops)", self.ops.len())))
     }
-    /// Descriptor of the plan's output (the last op's output, or the input for an empty plan).
+    /// Descriptor of the plan's output: the last op's output, or the input for an empty plan;
+    /// for a horizontal plan the branches' outputs concatenated along channels.
     pub fn output_desc(&self) -> &TensorDesc {
-        self.ops.last().map(|o| &o.output).unwrap_or(&self.input)
+        self.concat.as_ref().or(self.ops.last().map(|o| &o.output)).unwrap_or(&self.input)
     }
 
-    fn push(&mut self, kind: FusionOpKind, output: TensorDesc) -> usize {
-        let input = self.output_desc().clone();
+    fn push(&mut self, kind: FusionOpKind, input: TensorDesc, output: TensorDesc) -> usize {
         self.ops.push(FusionOp { kind, input, output });
+        if self.direction == FusionDirection::Horizontal {
+            self.concat = horizontal::concat_output(&self.input, &self.ops);
+        }
         self.compiled = None;
         self.ops.len() - 1
     }
 
-    fn current(&self) -> &TensorDesc { self.output_desc() }
+    /// The input of the next pointwise op: the last op's output (in a horizontal plan, its
+    /// branch's), or the plan's input.
+    fn current(&self) -> &TensorDesc { self.ops.last().map(|o| &o.output).unwrap_or(&self.input) }
 
-    /// `miopenCreateOpConvForward`. The output shape is computed and validated now.
+    /// A pointwise op on the current tensor.
+    fn push_pointwise(&mut self, kind: FusionOpKind, x: TensorDesc) -> usize { self.push(kind, x.clone(), x) }
+
+    /// `miopenCreateOpConvForward`. The output shape is computed and validated now. In a
+    /// horizontal plan the convolution starts a branch reading the plan's input, whose output
+    /// must equal the earlier branches' but for its channels.
     pub fn add_conv_forward(&mut self, conv: &ConvDesc, w: &TensorDesc) -> Result<usize> {
         let at = self.ops.len();
-        let x = self.current().clone();
+        let x = if self.direction == FusionDirection::Horizontal { self.input.clone() } else { self.current().clone() };
         let y = conv.output_desc(&x, w).map_err(|e| e.context(format!("op {at} (convolution forward)")))?;
         crate::problem::ConvProblem::forward(conv, &x, w, &y).map_err(|e| e.context(format!("op {at} (convolution forward)")))?;
-        Ok(self.push(FusionOpKind::ConvForward { conv: conv.clone(), w: w.clone() }, y))
+        if let Some(concat) = &self.concat {
+            horizontal::check_branch_shape(at, concat, &y)?;
+        }
+        Ok(self.push(FusionOpKind::ConvForward { conv: conv.clone(), w: w.clone() }, x, y))
     }
 
     /// `miopenCreateOpBiasForward`: b must be 1×C×1×1(×1) for the op's input channels C.
@@ -136,17 +158,17 @@ impl FusionPlan {
             x.lens()
         );
         ensure!(b.dtype().is_compute_type(), BadParm, "op {at} (bias forward): bias type {:?} not supported", b.dtype());
-        Ok(self.push(FusionOpKind::BiasForward { b: b.clone() }, x))
+        Ok(self.push_pointwise(FusionOpKind::BiasForward { b: b.clone() }, x))
     }
 
     pub fn add_activation(&mut self, mode: ActivationMode) -> Result<usize> {
         let x = self.current().clone();
-        Ok(self.push(FusionOpKind::ActivationForward { mode }, x))
+        Ok(self.push_pointwise(FusionOpKind::ActivationForward { mode }, x))
     }
 
     pub fn add_activation_backward(&mut self, mode: ActivationMode) -> Result<usize> {
         let x = self.current().clone();
-        Ok(self.push(FusionOpKind::ActivationBackward { mode }, x))
+        Ok(self.push_pointwise(FusionOpKind::ActivationBackward { mode }, x))
     }
 
     /// `miopenCreateOpBatchNormInference`: `param` must have the derived BN shape.
@@ -162,7 +184,7 @@ impl FusionPlan {
             want.lens()
         );
         ensure!(param.dtype().is_compute_type(), BadParm, "op {at} (batch-norm inference): parameter type {:?} not supported", param.dtype());
-        Ok(self.push(FusionOpKind::BnInference { mode, param: param.clone() }, x))
+        Ok(self.push_pointwise(FusionOpKind::BnInference { mode, param: param.clone() }, x))
     }
 
     /// `miopenCreateOpBatchNormForward` (training). Parameters are Float, derived shape.
@@ -170,7 +192,7 @@ impl FusionPlan {
         let at = self.ops.len();
         let x = self.current().clone();
         derive_bn_desc(&x, mode).map_err(|e| e.context(format!("op {at} (batch-norm forward training)")))?;
-        Ok(self.push(FusionOpKind::BnForward { mode, running }, x))
+        Ok(self.push_pointwise(FusionOpKind::BnForward { mode, running }, x))
     }
 
     /// `miopenCreateOpBatchNormBackward`: plan input is dy, output dx.
@@ -178,7 +200,7 @@ impl FusionPlan {
         let at = self.ops.len();
         let x = self.current().clone();
         derive_bn_desc(&x, mode).map_err(|e| e.context(format!("op {at} (batch-norm backward)")))?;
-        Ok(self.push(FusionOpKind::BnBackward { mode }, x))
+        Ok(self.push_pointwise(FusionOpKind::BnBackward { mode }, x))
     }
 
     /// Residual add `out = in + α·z`; z must have the current output's lengths.
@@ -192,7 +214,7 @@ impl FusionPlan {
             z.key(),
             x.key()
         );
-        Ok(self.push(FusionOpKind::AddTensor { z: z.clone() }, x))
+        Ok(self.push_pointwise(FusionOpKind::AddTensor { z: z.clone() }, x))
     }
 
     /// `miopenFusionPlanConvolutionSetAlgo`: restrict the convolution solver's algorithm.
@@ -213,55 +235,98 @@ impl FusionPlan {
     }
     pub fn find_mode(&self) -> FindMode { self.find_mode }
 
-    /// The fused problem this plan lowers to (UnsupportedOp with a reason otherwise).
+    /// The fused problem this plan lowers to (UnsupportedOp with a reason otherwise); a
+    /// horizontal plan of several branches lowers to one problem each (`problems`).
     pub fn problem(&self) -> Result<FusedProblem> {
-        lower(self.direction, &self.input, &self.ops)
+        let mut all = self.problems()?;
+        if all.len() > 1 {
+            bail!(UnsupportedOp, "fusion plan: a horizontal plan of {} branches lowers to one problem per branch", all.len());
+        }
+        Ok(all.remove(0))
     }
 
-    /// `miopenCompileFusionPlan`: lower, select a solver, build (or reuse) its invoker.
+    /// The problem of each chain: one for a vertical plan, one per branch of a horizontal one.
+    pub fn problems(&self) -> Result<Vec<FusedProblem>> { Ok(self.chains()?.into_iter().map(|b| b.problem).collect()) }
+
+    /// The chains compile builds, with their ops and output channel offsets.
+    fn chains(&self) -> Result<Vec<Branch>> {
+        match (self.direction, &self.concat) {
+            (FusionDirection::Vertical, _) => Ok(vec![Branch { ops: 0..self.ops.len(), k_offset: 0, problem: lower(self.direction, &self.input, &self.ops)? }]),
+            (FusionDirection::Horizontal, Some(out)) => horizontal::branches(&self.input, &self.ops, out),
+            (FusionDirection::Horizontal, None) => match self.ops.first() {
+                None => Err(Error::unknown("fusion plan: the plan has no operators")),
+                Some(op) => Err(Error::unsupported(format!(
+                    "op 0 ({}): a horizontal plan starts with a convolution (every convolution starts a branch)",
+                    op.kind.name()
+                ))),
+            },
+        }
+    }
+
+    /// `miopenCompileFusionPlan`: lower, select a solver, build (or reuse) its invoker — per
+    /// branch for a horizontal plan.
     pub fn compile(&mut self, handle: &Handle) -> Result<()> {
         self.compiled = None;
-        let problem = self.problem()?;
-        super::log_cmd::plan("CompileFusionPlan", &self.input, &self.ops, || problem.short_name());
-        let algo = if problem.conv_problem().is_some() { self.algo } else { None };
-        let solver = search::pick_for_plan(handle, &problem, algo, self.find_mode)?;
-        let invoker = handle.invoker(&problem, solver)?;
-        tracing::debug!(plan = %problem.short_name(), solver = solver.name(), "fusion plan compiled");
-        self.compiled = Some(Compiled { problem, solver, invoker });
+        let chains = self.chains()?;
+        let out = self.output_desc().clone();
+        let mut compiled = Vec::with_capacity(chains.len());
+        for chain in chains {
+            let problem = chain.problem;
+            super::log_cmd::plan("CompileFusionPlan", &self.input, &self.ops[chain.ops.clone()], || problem.short_name());
+            let algo = if problem.conv_problem().is_some() { self.algo } else { None };
+            let solver = search::pick_for_plan(handle, &problem, algo, self.find_mode)?;
+            let invoker = handle.invoker(&problem, solver)?;
+            tracing::debug!(plan = %problem.short_name(), solver = solver.name(), "fusion plan compiled");
+            let y_offset = (chain.k_offset * out.strides()[1] * out.dtype().size()) as u64;
+            compiled.push(Compiled { problem, solver, invoker, ops: chain.ops, y_offset });
+        }
+        self.compiled = Some(compiled);
         Ok(())
     }
 
     pub fn is_compiled(&self) -> bool { self.compiled.is_some() }
-    /// Name of the solver chosen at compile time.
-    pub fn solver_name(&self) -> Option<&'static str> { self.compiled.as_ref().map(|c| c.solver.name()) }
+    /// Name of the solver chosen at compile time (a horizontal plan's first branch's).
+    pub fn solver_name(&self) -> Option<&'static str> { self.solver_names().first().copied() }
+    /// The solver of each compiled chain (a horizontal plan's branches in op order).
+    pub fn solver_names(&self) -> Vec<&'static str> { self.compiled.iter().flatten().map(|c| c.solver.name()).collect() }
 
     /// `miopenFusionPlanConvolutionGetAlgo`: the algorithms that have an applicable solver for
-    /// this plan on this handle (MIOpen returns a fixed list).
+    /// this plan on this handle (MIOpen returns a fixed list); for a horizontal plan, those
+    /// every branch has (`set_algo` applies to all of them).
     pub fn convolution_algos(&self, handle: &Handle) -> Result<Vec<ConvAlgorithm>> {
-        let problem = self.problem()?;
-        let mut algos: Vec<ConvAlgorithm> = Vec::new();
-        for s in search::applicable(handle, &problem).unwrap_or_default() {
-            if !algos.contains(&s.algorithm()) {
-                algos.push(s.algorithm());
+        let mut common: Option<Vec<ConvAlgorithm>> = None;
+        for problem in self.problems()? {
+            let mut algos: Vec<ConvAlgorithm> = Vec::new();
+            for s in search::applicable(handle, &problem).unwrap_or_default() {
+                if !algos.contains(&s.algorithm()) {
+                    algos.push(s.algorithm());
+                }
             }
+            common = Some(match common {
+                None => algos,
+                Some(c) => c.into_iter().filter(|a| algos.contains(a)).collect(),
+            });
         }
-        Ok(algos)
+        Ok(common.unwrap_or_default())
     }
 
-    /// `miopenFusionPlanGetWorkSpaceSize`: workspace of the compiled solver (else of the
-    /// solver compile would choose).
+    /// `miopenFusionPlanGetWorkSpaceSize`: workspace of the compiled solvers (else of those
+    /// compile would choose); the largest over a horizontal plan's branches, which run in turn.
     pub fn workspace_size(&self, handle: &Handle) -> Result<usize> {
         if let Some(c) = &self.compiled {
-            return Ok(c.solver.workspace_bytes(&c.problem));
+            return Ok(c.iter().map(|c| c.solver.workspace_bytes(&c.problem)).max().unwrap_or(0));
         }
-        let problem = self.problem()?;
-        Ok(search::first_applicable(handle, &problem, self.algo)?.workspace_bytes(&problem))
+        let mut most = 0;
+        for problem in self.problems()? {
+            most = most.max(search::first_applicable(handle, &problem, self.algo)?.workspace_bytes(&problem));
+        }
+        Ok(most)
     }
 
     /// `miopenExecuteFusionPlan`. Descriptors must equal the compiled ones; every op needs its
     /// arguments. Nothing is written when a check fails.
     pub fn execute(&self, handle: &Handle, x_desc: &TensorDesc, x: DevPtr, y_desc: &TensorDesc, y: DevPtr, args: &OpArgs) -> Result<()> {
-        let Some(c) = &self.compiled else {
+        let Some(compiled) = &self.compiled else {
             bail!(BadParm, "fusion plan: execute before a successful compile");
         };
         ensure!(
@@ -280,10 +345,29 @@ impl FusionPlan {
         );
         ensure!(!x.is_null(), BadParm, "fusion plan: input pointer is NULL");
         ensure!(!y.is_null(), BadParm, "fusion plan: output pointer is NULL");
+        // Every chain's arguments are checked before any chain runs.
+        let runs = compiled.iter().map(|c| self.chain_args(c, args)).collect::<Result<Vec<_>>>()?;
+        for (c, (w, alpha, beta, rest)) in compiled.iter().zip(runs) {
+            let y = DevPtr(y.0 + c.y_offset);
+            // A transpose convolution runs as the backward-data of a normal one, whose "x" is
+            // the plan's output and whose "y" is the plan's input.
+            let (x, y) = match c.problem.direction() {
+                Some(crate::types::Direction::BackwardData) => (y, x),
+                _ => (x, y),
+            };
+            let run = RunArgs { x, w, y, alpha, beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &rest };
+            crate::solver::invoke(&*c.invoker, handle, &run)?;
+        }
+        Ok(())
+    }
+
+    /// One chain's run arguments from the plan's: (weights, α, β, the other ops' arguments).
+    fn chain_args(&self, c: &Compiled, args: &OpArgs) -> Result<(DevPtr, f64, f64, Vec<OpArg>)> {
         let mut w = DevPtr::NULL;
         let (mut alpha, mut beta) = (1.0, 0.0);
-        let mut rest: Vec<OpArg> = Vec::with_capacity(self.ops.len());
-        for (i, op) in self.ops.iter().enumerate() {
+        let mut rest: Vec<OpArg> = Vec::with_capacity(c.ops.len());
+        for i in c.ops.clone() {
+            let op = &self.ops[i];
             let Some(arg) = args.get(i) else {
                 bail!(BadParm, "fusion plan: op {i} ({}) has no arguments set", op.kind.name());
             };
@@ -304,13 +388,6 @@ impl FusionPlan {
                 other => rest.push(*other),
             }
         }
-        // A transpose convolution runs as the backward-data of a normal one, whose "x" is the
-        // plan's output and whose "y" is the plan's input.
-        let (x, y) = match c.problem.direction() {
-            Some(crate::types::Direction::BackwardData) => (y, x),
-            _ => (x, y),
-        };
-        let run = RunArgs { x, w, y, alpha, beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &rest };
-        crate::solver::invoke(&*c.invoker, handle, &run)
+        Ok((w, alpha, beta, rest))
     }
 }
