@@ -34,6 +34,18 @@ const INCEPTION: [BranchSpec; 4] = [
     br(8, 3, 1, 1, 4, false, Some(ActivationMode::Relu)),
 ];
 
+/// Inception's 1×1 branches over one x: the first three merge into one convolution over their
+/// concatenated filters and biases; the 3×3 between runs on its own, as does the last 1×1
+/// (no bias: another chain).
+const MERGING: [BranchSpec; 6] = [
+    br(8, 1, 0, 1, 1, true, Some(ActivationMode::Relu)),
+    br(4, 1, 0, 1, 1, true, Some(ActivationMode::Relu)),
+    br(12, 1, 0, 1, 1, true, Some(ActivationMode::Relu)),
+    br(8, 3, 1, 1, 1, true, Some(ActivationMode::Relu)),
+    br(8, 1, 0, 1, 1, false, Some(ActivationMode::Relu)),
+    br(4, 1, 0, 1, 1, false, Some(ActivationMode::Relu)),
+];
+
 /// Stride-2 downsampling branches of one output size (ResNet's 1×1 s2 beside a 3×3 s2).
 const STRIDED: [BranchSpec; 2] = [br(16, 1, 0, 2, 1, true, Some(ActivationMode::Relu)), br(8, 3, 1, 2, 1, true, Some(ActivationMode::Relu))];
 
@@ -66,12 +78,15 @@ fn build(dt: DataType, x: &TensorDesc, specs: &[BranchSpec], lay: Lay) -> Built 
     Built { plan, convs, ws, bs }
 }
 
-/// Runs a horizontal plan and checks it against the branches' reference chains concatenated.
-fn check(h: &Handle, dt: DataType, lx: &[usize], specs: &[BranchSpec], lay: Lay, exact: bool, seed: u64) {
+/// Runs a horizontal plan and checks it against the branches' reference chains concatenated;
+/// `alpha(i)` is branch i's convolution α.
+fn check(h: &Handle, dt: DataType, lx: &[usize], specs: &[BranchSpec], lay: Lay, exact: bool, seed: u64) { check_scaled(h, dt, lx, specs, lay, exact, seed, |_| 1.0) }
+
+#[allow(clippy::too_many_arguments)]
+fn check_scaled(h: &Handle, dt: DataType, lx: &[usize], specs: &[BranchSpec], lay: Lay, exact: bool, seed: u64, alpha: impl Fn(usize) -> f64) {
     let x = desc(dt, lx, lay);
     let mut b = build(dt, &x, specs, lay);
     b.plan.compile(h).unwrap_or_else(|e| panic!("compile {lay:?} {dt:?}: {e}"));
-    assert_eq!(b.plan.solver_names().len(), specs.len());
     let y = b.plan.output_desc().clone();
     let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
     let xd = random(h, &x, fill, seed);
@@ -83,7 +98,7 @@ fn check(h: &Handle, dt: DataType, lx: &[usize], specs: &[BranchSpec], lay: Lay,
     for (i, s) in specs.iter().enumerate() {
         let wd = random(h, &b.ws[i], fill, seed + 10 + i as u64);
         let bd = random(h, &b.bs[i], fill, seed + 20 + i as u64);
-        args.set(op, OpArg::Conv { w: wd.ptr(), alpha: 1.0, beta: 0.0 });
+        args.set(op, OpArg::Conv { w: wd.ptr(), alpha: alpha(i), beta: 0.0 });
         op += 1;
         // The branch's reference: conv, bias, activation on a packed NCHW output.
         let mut lens = y.lens().to_vec();
@@ -91,6 +106,7 @@ fn check(h: &Handle, dt: DataType, lx: &[usize], specs: &[BranchSpec], lay: Lay,
         let packed = TensorDesc::new(dt, &lens).unwrap();
         let mut v = vec![0.0; packed.element_space()];
         rconv::conv_forward(&b.convs[i], &x, &xd.host, &b.ws[i], &wd.host, &packed, &mut v).unwrap();
+        v.iter_mut().for_each(|e| *e *= alpha(i));
         if s.bias {
             bias::bias_forward(&packed, &mut v, &b.bs[i], &bd.host).unwrap();
             args.set(op, OpArg::Bias { b: bd.ptr() });
@@ -126,6 +142,23 @@ device_tests!(branches_concatenate_along_channels, |h: &Handle| {
                 check(h, dt, &[1, 8, 10, 11], &STRIDED, lay, exact, seed + 50);
             }
         }
+    }
+});
+
+device_tests!(equal_branches_merge_into_one_convolution, |h: &Handle| {
+    for (i, lay) in [Lay::Packed, Lay::ChannelsLast].into_iter().enumerate() {
+        let x = desc(DataType::Float, &[2, 16, 7, 9], lay);
+        let mut b = build(DataType::Float, &x, &MERGING, lay);
+        b.plan.compile(h).unwrap();
+        // Chains: the merged 1×1s, the 3×3, the last two 1×1s merged.
+        assert_eq!(b.plan.solver_names().len(), 3, "{lay:?}");
+        for dt in [DataType::Float, DataType::Half] {
+            for exact in [true, false] {
+                check(h, dt, &[2, 16, 7, 9], &MERGING, lay, exact, 300 + 10 * i as u64 + exact as u64);
+            }
+        }
+        // Branches whose α differ run one by one (same results).
+        check_scaled(h, DataType::Float, &[2, 16, 7, 9], &MERGING, lay, true, 400 + i as u64, |j| if j == 1 { 0.5 } else { 1.0 });
     }
 });
 

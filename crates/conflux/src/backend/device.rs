@@ -118,6 +118,44 @@ impl Device {
         }
     }
 
+    /// `f(address)` with `pieces` (device address, bytes) copied back to back into scratch
+    /// memory of this device (a piece at address 0 leaves a gap): on the GPU stream-ordered
+    /// copies into pool scratch that lives until after the work `f` queues; on the CPU a host
+    /// buffer (64-byte aligned).
+    pub fn with_concatenated<R>(&self, ctx: &dyn crate::backend::RunContext, pieces: &[(u64, usize)], f: impl FnOnce(u64) -> Result<R>) -> Result<R> {
+        let total: usize = pieces.iter().map(|p| p.1).sum();
+        match self {
+            Device::Cpu => {
+                #[derive(Clone, Copy)]
+                #[repr(C, align(64))]
+                struct Line([u8; 64]);
+                let mut buf = vec![Line([0; 64]); total.div_ceil(64).max(1)];
+                let base = buf.as_mut_ptr() as *mut u8;
+                let mut at = 0;
+                for &(src, bytes) in pieces {
+                    if src != 0 {
+                        // SAFETY: each piece is caller memory of `bytes` bytes on this (host)
+                        // device; the buffer holds `total`.
+                        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, base.add(at), bytes) };
+                    }
+                    at += bytes;
+                }
+                f(base as u64)
+            }
+            Device::Cuda(b) => {
+                let scratch = crate::backend::cuda::driver::Scratch::new(ctx, &b.dev, total)?;
+                let mut at = 0;
+                for &(src, bytes) in pieces {
+                    if src != 0 {
+                        b.dev.copy_async(scratch.ptr() + at as u64, src, bytes)?;
+                    }
+                    at += bytes;
+                }
+                f(scratch.ptr())
+            }
+        }
+    }
+
     /// Milliseconds `work` takes on the device: CUDA events around it on the device's stream,
     /// wall-clock time on the CPU (whose invokers return when done).
     pub fn measure_ms(&self, work: impl FnOnce() -> Result<()>) -> Result<f32> {

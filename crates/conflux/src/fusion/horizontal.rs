@@ -93,3 +93,90 @@ fn renumber(mut e: Error, first: usize) -> Error {
     }
     e
 }
+
+/// Branches that merge into one convolution: the same convolution (one group) and filter
+/// shape but for K, filters packed with K outermost in one layout, and the same chain after
+/// it — nothing, a bias, an activation whose formula takes no arguments, or a bias then such
+/// an activation. Their filters (and biases) are concatenated per execute, and one kernel
+/// writes all their channels, reading x once.
+#[derive(Clone, Debug, PartialEq)]
+struct MergeKey {
+    conv: crate::conv_desc::ConvDesc,
+    filter: Vec<usize>,
+    layout: crate::types::Layout,
+    bias: Option<crate::types::DataType>,
+    act: Option<crate::types::ActivationMode>,
+}
+
+fn merge_key(ops: &[FusionOp]) -> Option<MergeKey> {
+    use crate::types::{ActivationMode as A, Layout, ConvMode};
+    let FusionOpKind::ConvForward { conv, w } = &ops.first()?.kind else { return None };
+    let layout = w.packed_layout().filter(|l| !matches!(l, Layout::CHWN))?;
+    if conv.groups() != 1 || conv.mode() != ConvMode::Convolution {
+        return None;
+    }
+    let arg_free = |m: &A| matches!(m, A::PassThru | A::Relu | A::Abs | A::Logistic | A::Silu | A::HardSwish | A::HardSigmoid | A::Gelu | A::GeluTanh | A::Mish);
+    let (bias, act) = match &ops[1..] {
+        [] => (None, None),
+        [FusionOp { kind: FusionOpKind::BiasForward { b }, .. }] => (Some(b.dtype()), None),
+        [FusionOp { kind: FusionOpKind::ActivationForward { mode }, .. }] if arg_free(mode) => (None, Some(*mode)),
+        [FusionOp { kind: FusionOpKind::BiasForward { b }, .. }, FusionOp { kind: FusionOpKind::ActivationForward { mode }, .. }] if arg_free(mode) => (Some(b.dtype()), Some(*mode)),
+        _ => return None,
+    };
+    Some(MergeKey { conv: conv.clone(), filter: w.lens()[1..].to_vec(), layout, bias, act })
+}
+
+/// A run of consecutive branches merged into one chain: the branches, and the merged problem
+/// (a convolution over every filter, writing all their channels).
+#[derive(Clone, Debug)]
+pub struct Merged {
+    pub branches: Range<usize>,
+    pub problem: FusedProblem,
+}
+
+/// The runs of two or more consecutive branches that merge (`MergeKey`) and gain by it, with
+/// their problems.
+pub fn merged_runs(input: &TensorDesc, ops: &[FusionOp], out: &TensorDesc, branches: &[Branch]) -> Result<Vec<Merged>> {
+    let keys: Vec<Option<MergeKey>> = branches.iter().map(|b| merge_key(&ops[b.ops.clone()])).collect();
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < branches.len() {
+        let mut j = i + 1;
+        while j < branches.len() && keys[i].is_some() && keys[j] == keys[i] {
+            j += 1;
+        }
+        // Merging reads x once instead of once per branch, but copies every filter per
+        // execute (the caller may change them between calls): worth it where the x reads
+        // saved outweigh the filter bytes read and written (batch-1 layers with wide filters
+        // measured slower merged).
+        let filters: usize = branches[i..j].iter().map(|b| match &ops[b.ops.start].kind {
+            FusionOpKind::ConvForward { w, .. } => w.element_count(),
+            _ => 0,
+        }).sum();
+        let pays = (j - i).saturating_sub(1) * input.element_count() > 2 * filters;
+        if let (Some(key), true, true) = (&keys[i], j - i >= 2, pays) {
+            let k: usize = branches[i..j].iter().map(|b| ops[b.ops.start].output.c()).sum();
+            let first = &ops[branches[i].ops.start];
+            let dt = first.output.dtype();
+            let mut lens = out.lens().to_vec();
+            lens[1] = k;
+            let slice = TensorDesc::with_strides(out.dtype(), &lens, out.strides())?;
+            let mut wl = vec![k];
+            wl.extend(&key.filter);
+            let w = TensorDesc::with_layout(dt, key.layout, &wl)?;
+            let mut local = vec![FusionOp { kind: FusionOpKind::ConvForward { conv: key.conv.clone(), w }, input: input.clone(), output: slice.clone() }];
+            if let Some(bdt) = key.bias {
+                let mut bl = vec![1; out.rank()];
+                bl[1] = k;
+                local.push(FusionOp { kind: FusionOpKind::BiasForward { b: TensorDesc::new(bdt, &bl)? }, input: slice.clone(), output: slice.clone() });
+            }
+            if let Some(mode) = key.act {
+                local.push(FusionOp { kind: FusionOpKind::ActivationForward { mode }, input: slice.clone(), output: slice.clone() });
+            }
+            let problem = lower(FusionDirection::Vertical, input, &local)?;
+            runs.push(Merged { branches: i..j, problem });
+        }
+        i = j;
+    }
+    Ok(runs)
+}

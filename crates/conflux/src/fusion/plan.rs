@@ -5,7 +5,7 @@
 //! the chains' outputs concatenated along channels (`horizontal.rs`).
 
 use crate::problem::{OpArg, OpArgs};
-use super::horizontal::{self, Branch};
+use super::horizontal::{self, Branch, Merged};
 use super::lower::lower;
 use crate::problem::FusedProblem;
 use crate::batchnorm::derive_bn_desc;
@@ -72,6 +72,20 @@ pub struct FusionOp {
     pub output: TensorDesc,
 }
 
+/// What execute runs: one chain, or a horizontal plan's run of merging branches.
+enum Chain {
+    One(Compiled),
+    Merged(MergedChain),
+}
+
+/// Consecutive horizontal branches run as one convolution over their concatenated filters
+/// (`horizontal::merged_runs`); the branches compiled on their own too, for runs whose
+/// arguments differ between branches (α, β or activation arguments).
+struct MergedChain {
+    merged: Compiled,
+    branches: Vec<Compiled>,
+}
+
 /// One compiled chain: a vertical plan's, or one branch of a horizontal plan (its ops and the
 /// byte offset of its channel slice in the output).
 struct Compiled {
@@ -89,7 +103,7 @@ pub struct FusionPlan {
     ops: Vec<FusionOp>,
     algo: Option<ConvAlgorithm>,
     find_mode: FindMode,
-    compiled: Option<Vec<Compiled>>,
+    compiled: Option<Vec<Chain>>,
     /// A horizontal plan's output (the branches concatenated), once it has a convolution.
     concat: Option<TensorDesc>,
 }
@@ -264,31 +278,55 @@ impl FusionPlan {
     }
 
     /// `miopenCompileFusionPlan`: lower, select a solver, build (or reuse) its invoker — per
-    /// branch for a horizontal plan.
+    /// branch for a horizontal plan, and per run of branches that merge.
     pub fn compile(&mut self, handle: &Handle) -> Result<()> {
         self.compiled = None;
         let chains = self.chains()?;
         let out = self.output_desc().clone();
-        let mut compiled = Vec::with_capacity(chains.len());
-        for chain in chains {
-            let problem = chain.problem;
-            super::log_cmd::plan("CompileFusionPlan", &self.input, &self.ops[chain.ops.clone()], || problem.short_name());
-            let algo = if problem.conv_problem().is_some() { self.algo } else { None };
-            let solver = search::pick_for_plan(handle, &problem, algo, self.find_mode)?;
-            let invoker = handle.invoker(&problem, solver)?;
-            tracing::debug!(plan = %problem.short_name(), solver = solver.name(), "fusion plan compiled");
-            let y_offset = (chain.k_offset * out.strides()[1] * out.dtype().size()) as u64;
-            compiled.push(Compiled { problem, solver, invoker, ops: chain.ops, y_offset });
+        let runs = match (self.direction, &self.concat) {
+            (FusionDirection::Horizontal, Some(out)) => horizontal::merged_runs(&self.input, &self.ops, out, &chains)?,
+            _ => Vec::new(),
+        };
+        let offset = |k: usize| (k * out.strides()[1] * out.dtype().size()) as u64;
+        let mut one = Vec::with_capacity(chains.len());
+        for chain in &chains {
+            one.push(self.compile_chain(handle, chain.problem.clone(), chain.ops.clone(), offset(chain.k_offset))?);
         }
+        let mut compiled = Vec::new();
+        let mut singles = one.into_iter().enumerate().peekable();
+        for Merged { branches, problem } in runs {
+            while let Some((_, c)) = singles.next_if(|(i, _)| *i < branches.start) {
+                compiled.push(Chain::One(c));
+            }
+            let ops = chains[branches.start].ops.start..chains[branches.end - 1].ops.end;
+            let merged = self.compile_chain(handle, problem, ops, offset(chains[branches.start].k_offset))?;
+            let parts = (0..branches.len()).filter_map(|_| singles.next().map(|(_, c)| c)).collect();
+            compiled.push(Chain::Merged(MergedChain { merged, branches: parts }));
+        }
+        compiled.extend(singles.map(|(_, c)| Chain::One(c)));
         self.compiled = Some(compiled);
         Ok(())
+    }
+
+    fn compile_chain(&self, handle: &Handle, problem: FusedProblem, ops: std::ops::Range<usize>, y_offset: u64) -> Result<Compiled> {
+        super::log_cmd::plan("CompileFusionPlan", &self.input, &self.ops[ops.clone()], || problem.short_name());
+        let algo = if problem.conv_problem().is_some() { self.algo } else { None };
+        let solver = search::pick_for_plan(handle, &problem, algo, self.find_mode)?;
+        let invoker = handle.invoker(&problem, solver)?;
+        tracing::debug!(plan = %problem.short_name(), solver = solver.name(), "fusion plan compiled");
+        Ok(Compiled { problem, solver, invoker, ops, y_offset })
     }
 
     pub fn is_compiled(&self) -> bool { self.compiled.is_some() }
     /// Name of the solver chosen at compile time (a horizontal plan's first branch's).
     pub fn solver_name(&self) -> Option<&'static str> { self.solver_names().first().copied() }
-    /// The solver of each compiled chain (a horizontal plan's branches in op order).
-    pub fn solver_names(&self) -> Vec<&'static str> { self.compiled.iter().flatten().map(|c| c.solver.name()).collect() }
+    /// The solver of each compiled chain in op order (a run of merged horizontal branches once).
+    pub fn solver_names(&self) -> Vec<&'static str> {
+        self.compiled.iter().flatten().map(|c| match c {
+            Chain::One(c) => c.solver.name(),
+            Chain::Merged(m) => m.merged.solver.name(),
+        }).collect()
+    }
 
     /// `miopenFusionPlanConvolutionGetAlgo`: the algorithms that have an applicable solver for
     /// this plan on this handle (MIOpen returns a fixed list); for a horizontal plan, those
@@ -313,8 +351,13 @@ impl FusionPlan {
     /// `miopenFusionPlanGetWorkSpaceSize`: workspace of the compiled solvers (else of those
     /// compile would choose); the largest over a horizontal plan's branches, which run in turn.
     pub fn workspace_size(&self, handle: &Handle) -> Result<usize> {
-        if let Some(c) = &self.compiled {
-            return Ok(c.iter().map(|c| c.solver.workspace_bytes(&c.problem)).max().unwrap_or(0));
+        if let Some(chains) = &self.compiled {
+            let each = |c: &Compiled| c.solver.workspace_bytes(&c.problem);
+            let most = chains.iter().map(|c| match c {
+                Chain::One(c) => each(c),
+                Chain::Merged(m) => m.branches.iter().map(each).fold(each(&m.merged), usize::max),
+            });
+            return Ok(most.max().unwrap_or(0));
         }
         let mut most = 0;
         for problem in self.problems()? {
@@ -345,28 +388,84 @@ impl FusionPlan {
         );
         ensure!(!x.is_null(), BadParm, "fusion plan: input pointer is NULL");
         ensure!(!y.is_null(), BadParm, "fusion plan: output pointer is NULL");
-        // Every chain's arguments are checked before any chain runs.
-        let runs = compiled.iter().map(|c| self.chain_args(c, args)).collect::<Result<Vec<_>>>()?;
-        for (c, (w, alpha, beta, rest)) in compiled.iter().zip(runs) {
-            let y = DevPtr(y.0 + c.y_offset);
-            // A transpose convolution runs as the backward-data of a normal one, whose "x" is
-            // the plan's output and whose "y" is the plan's input.
-            let (x, y) = match c.problem.direction() {
-                Some(crate::types::Direction::BackwardData) => (y, x),
-                _ => (x, y),
-            };
-            let run = RunArgs { x, w, y, alpha, beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &rest };
-            crate::solver::invoke(&*c.invoker, handle, &run)?;
+        // Every op's arguments are checked before any chain runs.
+        let mut runs = Vec::with_capacity(compiled.len());
+        for chain in compiled {
+            runs.push(match chain {
+                Chain::One(c) => vec![self.chain_args(c.ops.clone(), args)?],
+                Chain::Merged(m) => m.branches.iter().map(|c| self.chain_args(c.ops.clone(), args)).collect::<Result<Vec<_>>>()?,
+            });
+        }
+        for (chain, run) in compiled.iter().zip(runs) {
+            match chain {
+                Chain::One(c) => Self::run_chain(handle, c, x, y, &run[0])?,
+                Chain::Merged(m) => {
+                    let (_, alpha, beta, rest) = &run[0];
+                    let same = run.iter().all(|(_, a, b, r)| a == alpha && b == beta && same_pointwise_args(r, rest));
+                    if !same {
+                        for (c, r) in m.branches.iter().zip(&run) {
+                            Self::run_chain(handle, c, x, y, r)?;
+                        }
+                        continue;
+                    }
+                    self.run_merged(handle, m, x, y, &run)?;
+                }
+            }
         }
         Ok(())
     }
 
+    /// One compiled chain with its arguments (weights, α, β, the other ops').
+    fn run_chain(handle: &Handle, c: &Compiled, x: DevPtr, y: DevPtr, (w, alpha, beta, rest): &(DevPtr, f64, f64, Vec<OpArg>)) -> Result<()> {
+        let y = DevPtr(y.0 + c.y_offset);
+        // A transpose convolution runs as the backward-data of a normal one, whose "x" is the
+        // plan's output and whose "y" is the plan's input.
+        let (x, y) = match c.problem.direction() {
+            Some(crate::types::Direction::BackwardData) => (y, x),
+            _ => (x, y),
+        };
+        let run = RunArgs { x, w: *w, y, alpha: *alpha, beta: *beta, workspace: DevPtr::NULL, workspace_bytes: 0, ops: rest };
+        crate::solver::invoke(&*c.invoker, handle, &run)
+    }
+
+    /// A run of merged branches: their filters, then (256-byte aligned) their biases, copied
+    /// into one scratch block; the merged chain reads them there.
+    fn run_merged(&self, handle: &Handle, m: &MergedChain, x: DevPtr, y: DevPtr, run: &[(DevPtr, f64, f64, Vec<OpArg>)]) -> Result<()> {
+        let mut pieces = Vec::new();
+        for (c, (w, ..)) in m.branches.iter().zip(run) {
+            let FusionOpKind::ConvForward { w: wd, .. } = &self.ops[c.ops.start].kind else {
+                bail!(InternalError, "fusion plan: a merged branch does not start with its convolution");
+            };
+            pieces.push((w.0, wd.num_bytes()));
+        }
+        let w_bytes: usize = pieces.iter().map(|p| p.1).sum();
+        pieces.push((0, w_bytes.next_multiple_of(256) - w_bytes));
+        let b_at = w_bytes.next_multiple_of(256) as u64;
+        let mut has_bias = false;
+        for (c, (_, _, _, rest)) in m.branches.iter().zip(run) {
+            for (op, arg) in self.ops[c.ops.start + 1..c.ops.end].iter().zip(rest) {
+                if let (FusionOpKind::BiasForward { b }, OpArg::Bias { b: bp }) = (&op.kind, arg) {
+                    pieces.push((bp.0, b.num_bytes()));
+                    has_bias = true;
+                }
+            }
+        }
+        let (_, alpha, beta, rest) = &run[0];
+        handle.device().with_concatenated(handle, &pieces, |base| {
+            let ops: Vec<OpArg> = rest.iter().map(|a| match a {
+                OpArg::Bias { .. } if has_bias => OpArg::Bias { b: DevPtr(base + b_at) },
+                other => *other,
+            }).collect();
+            Self::run_chain(handle, &m.merged, x, y, &(DevPtr(base), *alpha, *beta, ops))
+        })
+    }
+
     /// One chain's run arguments from the plan's: (weights, α, β, the other ops' arguments).
-    fn chain_args(&self, c: &Compiled, args: &OpArgs) -> Result<(DevPtr, f64, f64, Vec<OpArg>)> {
+    fn chain_args(&self, ops: std::ops::Range<usize>, args: &OpArgs) -> Result<(DevPtr, f64, f64, Vec<OpArg>)> {
         let mut w = DevPtr::NULL;
         let (mut alpha, mut beta) = (1.0, 0.0);
-        let mut rest: Vec<OpArg> = Vec::with_capacity(c.ops.len());
-        for i in c.ops.clone() {
+        let mut rest: Vec<OpArg> = Vec::with_capacity(ops.len());
+        for i in ops {
             let op = &self.ops[i];
             let Some(arg) = args.get(i) else {
                 bail!(BadParm, "fusion plan: op {i} ({}) has no arguments set", op.kind.name());
@@ -390,4 +489,10 @@ impl FusionPlan {
         }
         Ok((w, alpha, beta, rest))
     }
+}
+
+/// Whether two merged branches' pointwise arguments give the same results: equal but for the
+/// bias pointers (which are concatenated).
+fn same_pointwise_args(a: &[OpArg], b: &[OpArg]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| matches!((x, y), (OpArg::Bias { .. }, OpArg::Bias { .. })) || x == y)
 }

@@ -261,6 +261,13 @@ impl Drop for Scratch {
 }
 
 impl CudaDevice {
+    /// Copy `bytes` from device address `src` to `dst` asynchronously on the handle's stream.
+    pub fn copy_async(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        self.bind()?;
+        // SAFETY: both are device allocations of at least `bytes` (caller's promise).
+        unsafe { cu::memcpy_dtod_async(dst, src, bytes, self.stream()) }.map_err(|e| driver_err("cuMemcpyDtoDAsync", e))
+    }
+
     /// Zero `bytes` at `ptr` asynchronously on the handle's stream.
     pub fn memset_async(&self, ptr: u64, bytes: usize) -> Result<()> {
         self.bind()?;
