@@ -283,8 +283,11 @@ impl FusionPlan {
         self.compiled = None;
         let chains = self.chains()?;
         let out = self.output_desc().clone();
-        let runs = match (self.direction, &self.concat) {
-            (FusionDirection::Horizontal, Some(out)) => horizontal::merged_runs(&self.input, &self.ops, out, &chains)?,
+        // Merged branches copy their filters together per execute: on the GPU six small copies
+        // cost more than the x reads they save (bench/results/2026-11-28-horizontal-fusion.md),
+        // so only the CPU merges.
+        let runs = match (self.direction, &self.concat, handle.device_kind()) {
+            (FusionDirection::Horizontal, Some(out), crate::handle::DeviceKind::Cpu) => horizontal::merged_runs(&self.input, &self.ops, out, &chains)?,
             _ => Vec::new(),
         };
         let offset = |k: usize| (k * out.strides()[1] * out.dtype().size()) as u64;
