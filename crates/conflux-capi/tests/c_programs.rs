@@ -98,6 +98,11 @@ fn c_fusion_horizontal_branches_concatenated() {
 }
 
 #[test]
+fn c_fusion_prologue_before_the_convolution() {
+    run_c("fusion_prologue");
+}
+
+#[test]
 fn c_fusion_cbna_and_na_inference() {
     run_c("fusion_cbna");
 }

@@ -151,16 +151,17 @@ device_tests!(compile_refusals_name_the_op, |h: &Handle| {
     p.add_conv_forward(&conv3x3(), &w).unwrap();
     refused(h, "two convolutions", p, un, &["op 1", "convolution"]);
 
+    // (Pointwise ops before the convolution are a prologue: fusion_prologue.rs.)
     let mut p = plan(&x);
-    p.add_activation(Relu).unwrap();
+    p.add_bn_forward(BnMode::Spatial, true).unwrap();
     p.add_conv_forward(&conv3x3(), &w).unwrap();
-    refused(h, "conv after activation", p, un, &["op 1", "convolution", "first"]);
+    refused(h, "conv after batch-norm training", p, un, &["op 0", "batch-norm forward training", "precede a convolution"]);
 
     let mut p = plan(&x);
     p.add_bias(&t(&[1, 4, 1, 1])).unwrap();
-    p.add_activation(Relu).unwrap();
+    p.add_activation_backward(Relu).unwrap();
     p.add_conv_forward(&conv3x3(), &w).unwrap();
-    refused(h, "conv third", p, un, &["op 2", "convolution"]);
+    refused(h, "activation backward in a prologue", p, un, &["op 1", "activation backward", "precede a convolution"]);
 
     let mut p = plan(&x);
     p.add_conv_forward(&conv3x3(), &w).unwrap();
@@ -272,9 +273,9 @@ device_tests!(convolution_algos_are_the_compilable_ones, |h: &Handle| {
     p.compile(h).unwrap();
     // A plan that does not lower has no algorithms.
     let mut p = plan(&x);
-    p.add_activation(ActivationMode::Relu).unwrap();
+    p.add_bn_forward(BnMode::Spatial, true).unwrap();
     p.add_conv_forward(&conv3x3(), &t(&[4, 3, 3, 3])).unwrap();
-    expect_err("algos of a refused plan", p.convolution_algos(h), Status::UnsupportedOp, &["op 1"]);
+    expect_err("algos of a refused plan", p.convolution_algos(h), Status::UnsupportedOp, &["op 0"]);
 });
 
 // ---------------------------------------------------------------------------------------

@@ -978,6 +978,13 @@ miopenBatchNormalizationBackward_V2(miopenHandle_t handle,
  * conflux fuses: a convolution followed by any chain of bias / BN inference / activation
  * (up to 8 ops), pointwise chains of those without a convolution, BN forward training
  * (+ activation), BN backward (+ activation backward), activation backward alone.
+ * Prologues (MIOpen refuses them): in a vertical plan, bias / BN inference / activation /
+ * tensor-add ops placed before the ConvForward op are applied to x first, and the convolution
+ * (with any epilogue after it) reads the transformed tensor; its padding is zeros of the
+ * transformed tensor, as frameworks compute BN -> ReLU -> conv (pre-activation ResNet,
+ * DenseNet). conflux runs the prologue as one pointwise pass into scratch memory, then the
+ * convolution: two kernels, not yet one. Other ops before a convolution are UnsupportedOp at
+ * compile, naming the op.
  * Horizontal plans (miopenHorizontalFusion; MIOpen declares the value but runs none): every
  * ConvForward op starts a branch that reads the plan's input x; the pointwise ops after it
  * (bias, BN inference, activation) belong to that branch; the plan's one output is the

@@ -82,8 +82,8 @@ pub fn branches(input: &TensorDesc, ops: &[FusionOp], out: &TensorDesc) -> Resul
     Ok(all)
 }
 
-/// A branch-local refusal ("op i (…)") with i made the plan's index.
-fn renumber(mut e: Error, first: usize) -> Error {
+/// A chain-local refusal ("op i (…)") with i made the plan's index.
+pub(super) fn renumber(mut e: Error, first: usize) -> Error {
     if let Some(rest) = e.reason.strip_prefix("op ") {
         if let Some((num, tail)) = rest.split_once(' ') {
             if let Ok(i) = num.parse::<usize>() {

@@ -7,6 +7,7 @@
 use crate::problem::{OpArg, OpArgs};
 use super::horizontal::{self, Branch, Merged};
 use super::lower::lower;
+use super::prologue;
 use crate::problem::FusedProblem;
 use crate::batchnorm::derive_bn_desc;
 use crate::conv_desc::ConvDesc;
@@ -72,10 +73,12 @@ pub struct FusionOp {
     pub output: TensorDesc,
 }
 
-/// What execute runs: one chain, or a horizontal plan's run of merging branches.
+/// What execute runs: one chain, a horizontal plan's run of merging branches, or a vertical
+/// plan's prologue (x → t) then its convolution chain (t → y).
 enum Chain {
     One(Compiled),
     Merged(MergedChain),
+    Prologue { pre: Compiled, main: Compiled, t_bytes: usize },
 }
 
 /// Consecutive horizontal branches run as one convolution over their concatenated filters
@@ -254,13 +257,27 @@ impl FusionPlan {
     pub fn problem(&self) -> Result<FusedProblem> {
         let mut all = self.problems()?;
         if all.len() > 1 {
-            bail!(UnsupportedOp, "fusion plan: a horizontal plan of {} branches lowers to one problem per branch", all.len());
+            bail!(UnsupportedOp, "fusion plan: this plan lowers to {} problems (horizontal branches, or a prologue and its convolution)", all.len());
         }
         Ok(all.remove(0))
     }
 
-    /// The problem of each chain: one for a vertical plan, one per branch of a horizontal one.
-    pub fn problems(&self) -> Result<Vec<FusedProblem>> { Ok(self.chains()?.into_iter().map(|b| b.problem).collect()) }
+    /// The problem of each chain: one for a vertical plan (two with a prologue: the pointwise
+    /// pass, then the convolution), one per branch of a horizontal one.
+    pub fn problems(&self) -> Result<Vec<FusedProblem>> {
+        if let Some(p) = self.prologue()? {
+            return Ok(vec![p.pre, p.main]);
+        }
+        Ok(self.chains()?.into_iter().map(|b| b.problem).collect())
+    }
+
+    /// A vertical plan's prologue split (`prologue.rs`), if it has one.
+    fn prologue(&self) -> Result<Option<prologue::Prologue>> {
+        if self.direction != FusionDirection::Vertical {
+            return Ok(None);
+        }
+        prologue::split(&self.input, &self.ops)
+    }
 
     /// The chains compile builds, with their ops and output channel offsets.
     fn chains(&self) -> Result<Vec<Branch>> {
@@ -281,6 +298,12 @@ impl FusionPlan {
     /// branch for a horizontal plan, and per run of branches that merge.
     pub fn compile(&mut self, handle: &Handle) -> Result<()> {
         self.compiled = None;
+        if let Some(p) = self.prologue()? {
+            let pre = self.compile_chain(handle, p.pre, 0..p.conv_at, 0)?;
+            let main = self.compile_chain(handle, p.main, p.conv_at..self.ops.len(), 0)?;
+            self.compiled = Some(vec![Chain::Prologue { pre, main, t_bytes: p.t.num_bytes() }]);
+            return Ok(());
+        }
         let chains = self.chains()?;
         let out = self.output_desc().clone();
         // Merged branches copy their filters together per execute: on the GPU six small copies
@@ -326,7 +349,7 @@ impl FusionPlan {
     /// The solver of each compiled chain in op order (a run of merged horizontal branches once).
     pub fn solver_names(&self) -> Vec<&'static str> {
         self.compiled.iter().flatten().map(|c| match c {
-            Chain::One(c) => c.solver.name(),
+            Chain::One(c) | Chain::Prologue { main: c, .. } => c.solver.name(),
             Chain::Merged(m) => m.merged.solver.name(),
         }).collect()
     }
@@ -336,7 +359,10 @@ impl FusionPlan {
     /// every branch has (`set_algo` applies to all of them).
     pub fn convolution_algos(&self, handle: &Handle) -> Result<Vec<ConvAlgorithm>> {
         let mut common: Option<Vec<ConvAlgorithm>> = None;
-        for problem in self.problems()? {
+        // A prologue's pointwise pass has no convolution: the convolution's algorithms count.
+        let problems = self.problems()?;
+        let with_conv = problems.iter().any(|p| p.conv_problem().is_some());
+        for problem in problems.into_iter().filter(|p| !with_conv || p.conv_problem().is_some()) {
             let mut algos: Vec<ConvAlgorithm> = Vec::new();
             for s in search::applicable(handle, &problem).unwrap_or_default() {
                 if !algos.contains(&s.algorithm()) {
@@ -359,6 +385,7 @@ impl FusionPlan {
             let most = chains.iter().map(|c| match c {
                 Chain::One(c) => each(c),
                 Chain::Merged(m) => m.branches.iter().map(each).fold(each(&m.merged), usize::max),
+                Chain::Prologue { pre, main, .. } => each(pre).max(each(main)),
             });
             return Ok(most.max().unwrap_or(0));
         }
@@ -397,11 +424,16 @@ impl FusionPlan {
             runs.push(match chain {
                 Chain::One(c) => vec![self.chain_args(c.ops.clone(), args)?],
                 Chain::Merged(m) => m.branches.iter().map(|c| self.chain_args(c.ops.clone(), args)).collect::<Result<Vec<_>>>()?,
+                Chain::Prologue { pre, main, .. } => vec![self.chain_args(pre.ops.clone(), args)?, self.chain_args(main.ops.clone(), args)?],
             });
         }
         for (chain, run) in compiled.iter().zip(runs) {
             match chain {
                 Chain::One(c) => Self::run_chain(handle, c, x, y, &run[0])?,
+                Chain::Prologue { pre, main, t_bytes } => handle.device().with_concatenated(handle, &[(0, *t_bytes)], |t| {
+                    Self::run_chain(handle, pre, x, DevPtr(t), &run[0])?;
+                    Self::run_chain(handle, main, DevPtr(t), y, &run[1])
+                })?,
                 Chain::Merged(m) => {
                     let (_, alpha, beta, rest) = &run[0];
                     let same = run.iter().all(|(_, a, b, r)| a == alpha && b == beta && same_pointwise_args(r, rest));
