@@ -10,16 +10,15 @@
 //! the descriptor allows TF32, else as an f32 GEMM.
 
 use super::common::{cuda_of, matrix_view, Fallback};
+use super::lt_backward::{self, BackwardLtInvoker, Operands};
 use super::bwd_data_strided::CudaConvBwdDataStrided;
 use super::direct::CudaConvDirect;
 use super::tensor_core::{tensor_core_precision, TcPrecision};
 use crate::backend::cuda::blas_lt::{self, LtBatch, LtEpilogue, LtGemm, LtShape};
-use crate::backend::cuda::driver::Scratch;
-use crate::backend::cuda::{timed, CudaBackend};
-use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::backend::{DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
-use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
+use crate::solver::{BuildContext, Invoker, Solver};
 use crate::types::{ConvAlgorithm, DataType, Direction};
 use std::sync::Arc;
 
@@ -143,15 +142,7 @@ impl Solver for CudaConvBwdDataGemmLt {
         Ok(())
     }
 
-    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
-        let Some(c) = problem.conv_problem() else { return f64::MAX };
-        let rate = match tensor_core_precision(c) {
-            Ok(TcPrecision::Bits16) => 450e12,
-            Ok(TcPrecision::Tf32) => 225e12,
-            _ => 50e12,
-        };
-        2.0 * c.macs() / rate * 1e3 + 0.004
-    }
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 { lt_backward::estimate_ms(problem, 0.004) }
 
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
@@ -162,50 +153,14 @@ impl Solver for CudaConvBwdDataGemmLt {
         // runs those calls where it applies.
         let phases = CudaConvBwdDataStrided.check(problem, ctx.device().info()).is_ok();
         let beta_fallback = Fallback::new(if phases { &CudaConvBwdDataStrided } else { &CudaConvDirect });
-        Ok(Arc::new(BwdDataLtInvoker {
+        Ok(Arc::new(BackwardLtInvoker {
             be,
             gemm,
-            a_is_dy: plan.a_is_dy,
+            operands: if plan.a_is_dy { Operands::DyWDx } else { Operands::WDyDx },
             zero_bytes: plan.zero_bytes,
             problem: problem.clone(),
             fallback: Fallback::new(&CudaConvDirect),
-            beta_fallback,
+            beta_fallback: (plan.zero_bytes > 0).then_some(beta_fallback),
         }))
-    }
-}
-
-struct BwdDataLtInvoker {
-    be: Arc<CudaBackend>,
-    gemm: LtGemm,
-    a_is_dy: bool,
-    zero_bytes: usize,
-    problem: FusedProblem,
-    /// The direct kernel, for pointers the planned algorithm cannot take.
-    fallback: Fallback,
-    /// For a strided problem's calls with β ≠ 0.
-    beta_fallback: Fallback,
-}
-
-impl Invoker for BwdDataLtInvoker {
-    fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
-        // Backward-data arguments: x = dx (written), w = w, y = dy.
-        if [a.x.0, a.w.0, a.y.0].iter().any(|p| p % self.gemm.align != 0) {
-            return self.fallback.run(&self.problem, ctx, a);
-        }
-        if self.zero_bytes > 0 && a.beta != 0.0 {
-            return self.beta_fallback.run(&self.problem, ctx, a);
-        }
-        let (ma, mb) = if self.a_is_dy { (a.y.0, a.w.0) } else { (a.w.0, a.y.0) };
-        timed(ctx, &self.be, || {
-            let ws = if self.gemm.workspace > 0 { Some(Scratch::new(ctx, &self.be.dev, self.gemm.workspace)?) } else { None };
-            if self.zero_bytes > 0 {
-                // dx is dense (checked by the plan): exactly its bytes.
-                self.be.dev.memset_async(a.x.0, self.zero_bytes)?;
-            }
-            // SAFETY: dx, w and dy are the caller's device tensors, validated against the
-            // problem the plan was made for and aligned as planned; the workspace lives
-            // (stream-ordered) until after the multiply.
-            unsafe { self.gemm.run(self.be.dev.stream_raw(), a.alpha as f32, a.beta as f32, ma, mb, a.x.0, 0, ws.as_ref().map_or(0, Scratch::ptr)) }
-        })
     }
 }

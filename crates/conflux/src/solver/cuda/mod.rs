@@ -18,6 +18,7 @@ pub mod igemm_mma;
 pub mod igemm_simt;
 pub mod igemm_tma;
 pub mod igemm_wgmma;
+mod lt_backward;
 pub mod nchw_tc;
 pub mod pad_channels;
 mod phased;

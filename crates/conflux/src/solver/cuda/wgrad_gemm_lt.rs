@@ -9,15 +9,14 @@
 //! cuBLASLt's split reductions run in a fixed order: reruns give the same bits.
 
 use super::common::{cuda_of, matrix_view, Fallback};
+use super::lt_backward::{self, BackwardLtInvoker, Operands};
 use super::tensor_core::{tensor_core_precision, TcPrecision};
 use super::wgrad_simt::CudaConvWgradSimt;
 use crate::backend::cuda::blas_lt::{self, LtBatch, LtEpilogue, LtGemm, LtShape};
-use crate::backend::cuda::driver::Scratch;
-use crate::backend::cuda::{timed, CudaBackend};
-use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::backend::{DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
-use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
+use crate::solver::{BuildContext, Invoker, Solver};
 use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
@@ -84,45 +83,21 @@ impl Solver for CudaConvWgradGemmLt {
         Ok(())
     }
 
-    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
-        let Some(c) = problem.conv_problem() else { return f64::MAX };
-        let rate = match tensor_core_precision(c) {
-            Ok(TcPrecision::Bits16) => 450e12,
-            Ok(TcPrecision::Tf32) => 225e12,
-            _ => 50e12,
-        };
-        2.0 * c.macs() / rate * 1e3 + 0.006
-    }
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 { lt_backward::estimate_ms(problem, 0.006) }
 
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
         let shape = gemm_shape(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         be.dev.bind()?;
         let gemm = LtGemm::plan(&shape).map_err(|e| e.context(self.name()))?;
-        Ok(Arc::new(WgradLtInvoker { be, gemm, problem: problem.clone(), fallback: Fallback::new(&CudaConvWgradSimt) }))
-    }
-}
-
-struct WgradLtInvoker {
-    be: Arc<CudaBackend>,
-    gemm: LtGemm,
-    problem: FusedProblem,
-    /// The CUDA-core GEMM kernel, for pointers the planned algorithm cannot take.
-    fallback: Fallback,
-}
-
-impl Invoker for WgradLtInvoker {
-    fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
-        // Backward-weights arguments: x = x, w = dw (written), y = dy.
-        if [a.x.0, a.w.0, a.y.0].iter().any(|p| p % self.gemm.align != 0) {
-            return self.fallback.run(&self.problem, ctx, a);
-        }
-        timed(ctx, &self.be, || {
-            let ws = if self.gemm.workspace > 0 { Some(Scratch::new(ctx, &self.be.dev, self.gemm.workspace)?) } else { None };
-            // SAFETY: x, dy and dw are the caller's device tensors, validated against the
-            // problem the plan was made for and aligned as planned; the workspace lives
-            // (stream-ordered) until after the multiply.
-            unsafe { self.gemm.run(self.be.dev.stream_raw(), a.alpha as f32, a.beta as f32, a.x.0, a.y.0, a.w.0, 0, ws.as_ref().map_or(0, Scratch::ptr)) }
-        })
+        Ok(Arc::new(BackwardLtInvoker {
+            be,
+            gemm,
+            operands: Operands::XDyDw,
+            zero_bytes: 0,
+            problem: problem.clone(),
+            fallback: Fallback::new(&CudaConvWgradSimt),
+            beta_fallback: None,
+        }))
     }
 }
