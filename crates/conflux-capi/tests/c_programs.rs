@@ -103,6 +103,11 @@ fn c_fusion_prologue_before_the_convolution() {
 }
 
 #[test]
+fn c_fusion_conv_then_batch_norm_training() {
+    run_c("fusion_conv_bn_training");
+}
+
+#[test]
 fn c_fusion_cbna_and_na_inference() {
     run_c("fusion_cbna");
 }

@@ -163,10 +163,12 @@ device_tests!(compile_refusals_name_the_op, |h: &Handle| {
     p.add_conv_forward(&conv3x3(), &w).unwrap();
     refused(h, "activation backward in a prologue", p, un, &["op 1", "activation backward", "precede a convolution"]);
 
+    // (BN training right after the convolution runs: fusion_conv_bn_training.rs.)
     let mut p = plan(&x);
     p.add_conv_forward(&conv3x3(), &w).unwrap();
+    p.add_bias(&t(&[1, 4, 1, 1])).unwrap();
     p.add_bn_forward(BnMode::Spatial, true).unwrap();
-    refused(h, "BN training after conv", p, un, &["op 1", "batch-norm forward training"]);
+    refused(h, "BN training after conv and bias", p, un, &["op 2", "batch-norm forward training"]);
 
     let mut p = plan(&x);
     p.add_conv_forward(&conv3x3(), &w).unwrap();

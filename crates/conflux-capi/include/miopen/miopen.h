@@ -985,6 +985,10 @@ miopenBatchNormalizationBackward_V2(miopenHandle_t handle,
  * DenseNet). conflux runs the prologue as one pointwise pass into scratch memory, then the
  * convolution: two kernels, not yet one. Other ops before a convolution are UnsupportedOp at
  * compile, naming the op.
+ * Convolution -> BN forward training (-> activation) (MIOpen refuses it): the batch
+ * statistics of the whole convolution output; conflux runs the convolution into scratch
+ * memory, then BN training of it (saved mean / inverse variance, running statistics as for a
+ * BN-training plan). BN training anywhere else after a convolution is UnsupportedOp.
  * Horizontal plans (miopenHorizontalFusion; MIOpen declares the value but runs none): every
  * ConvForward op starts a branch that reads the plan's input x; the pointwise ops after it
  * (bias, BN inference, activation) belong to that branch; the plan's one output is the

@@ -111,7 +111,7 @@ pub fn lower(direction: FusionDirection, input: &TensorDesc, ops: &[FusionOp]) -
 fn after_conv_reason(kind: &FusionOpKind) -> &'static str {
     match kind {
         FusionOpKind::ConvForward { .. } => "a plan holds one convolution; a second one cannot be fused",
-        FusionOpKind::BnForward { .. } => "batch-norm forward training needs batch statistics of the whole conv output; it cannot follow a convolution",
+        FusionOpKind::BnForward { .. } => "batch-norm forward training follows a convolution only directly (convolution → BN training → activation), as its own pass over the whole output",
         FusionOpKind::BnBackward { .. } => "batch-norm backward cannot follow a forward convolution",
         FusionOpKind::ActivationBackward { .. } => "activation backward cannot follow a forward convolution",
         _ => "not fusable after a convolution",

@@ -7,7 +7,7 @@ mod horizontal;
 mod log_cmd;
 mod lower;
 mod plan;
-mod prologue;
+mod staged;
 
 pub use crate::problem::{OpArg, OpArgs};
 pub use cba::conv_bias_activation_forward;

@@ -7,7 +7,7 @@
 use crate::problem::{OpArg, OpArgs};
 use super::horizontal::{self, Branch, Merged};
 use super::lower::lower;
-use super::prologue;
+use super::staged;
 use crate::problem::FusedProblem;
 use crate::batchnorm::derive_bn_desc;
 use crate::conv_desc::ConvDesc;
@@ -74,11 +74,11 @@ pub struct FusionOp {
 }
 
 /// What execute runs: one chain, a horizontal plan's run of merging branches, or a vertical
-/// plan's prologue (x → t) then its convolution chain (t → y).
+/// plan's two chains through scratch (x → t → y; `staged.rs`).
 enum Chain {
     One(Compiled),
     Merged(MergedChain),
-    Prologue { pre: Compiled, main: Compiled, t_bytes: usize },
+    Staged { first: Compiled, second: Compiled, t_bytes: usize },
 }
 
 /// Consecutive horizontal branches run as one convolution over their concatenated filters
@@ -262,21 +262,21 @@ impl FusionPlan {
         Ok(all.remove(0))
     }
 
-    /// The problem of each chain: one for a vertical plan (two with a prologue: the pointwise
-    /// pass, then the convolution), one per branch of a horizontal one.
+    /// The problem of each chain: one for a vertical plan (two for a prologue and its
+    /// convolution, or a convolution and BN training), one per branch of a horizontal one.
     pub fn problems(&self) -> Result<Vec<FusedProblem>> {
-        if let Some(p) = self.prologue()? {
-            return Ok(vec![p.pre, p.main]);
+        if let Some(p) = self.staged()? {
+            return Ok(vec![p.first, p.second]);
         }
         Ok(self.chains()?.into_iter().map(|b| b.problem).collect())
     }
 
-    /// A vertical plan's prologue split (`prologue.rs`), if it has one.
-    fn prologue(&self) -> Result<Option<prologue::Prologue>> {
+    /// A vertical plan's two-chain split (`staged.rs`), if it has one.
+    fn staged(&self) -> Result<Option<staged::Staged>> {
         if self.direction != FusionDirection::Vertical {
             return Ok(None);
         }
-        prologue::split(&self.input, &self.ops)
+        staged::split(&self.input, &self.ops)
     }
 
     /// The chains compile builds, with their ops and output channel offsets.
@@ -298,10 +298,10 @@ impl FusionPlan {
     /// branch for a horizontal plan, and per run of branches that merge.
     pub fn compile(&mut self, handle: &Handle) -> Result<()> {
         self.compiled = None;
-        if let Some(p) = self.prologue()? {
-            let pre = self.compile_chain(handle, p.pre, 0..p.conv_at, 0)?;
-            let main = self.compile_chain(handle, p.main, p.conv_at..self.ops.len(), 0)?;
-            self.compiled = Some(vec![Chain::Prologue { pre, main, t_bytes: p.t.num_bytes() }]);
+        if let Some(p) = self.staged()? {
+            let first = self.compile_chain(handle, p.first, 0..p.split_at, 0)?;
+            let second = self.compile_chain(handle, p.second, p.split_at..self.ops.len(), 0)?;
+            self.compiled = Some(vec![Chain::Staged { first, second, t_bytes: p.t.num_bytes() }]);
             return Ok(());
         }
         let chains = self.chains()?;
@@ -349,7 +349,8 @@ impl FusionPlan {
     /// The solver of each compiled chain in op order (a run of merged horizontal branches once).
     pub fn solver_names(&self) -> Vec<&'static str> {
         self.compiled.iter().flatten().map(|c| match c {
-            Chain::One(c) | Chain::Prologue { main: c, .. } => c.solver.name(),
+            Chain::One(c) => c.solver.name(),
+            Chain::Staged { first, second, .. } => if first.problem.conv_problem().is_some() { first.solver.name() } else { second.solver.name() },
             Chain::Merged(m) => m.merged.solver.name(),
         }).collect()
     }
@@ -385,7 +386,7 @@ impl FusionPlan {
             let most = chains.iter().map(|c| match c {
                 Chain::One(c) => each(c),
                 Chain::Merged(m) => m.branches.iter().map(each).fold(each(&m.merged), usize::max),
-                Chain::Prologue { pre, main, .. } => each(pre).max(each(main)),
+                Chain::Staged { first, second, .. } => each(first).max(each(second)),
             });
             return Ok(most.max().unwrap_or(0));
         }
@@ -424,15 +425,15 @@ impl FusionPlan {
             runs.push(match chain {
                 Chain::One(c) => vec![self.chain_args(c.ops.clone(), args)?],
                 Chain::Merged(m) => m.branches.iter().map(|c| self.chain_args(c.ops.clone(), args)).collect::<Result<Vec<_>>>()?,
-                Chain::Prologue { pre, main, .. } => vec![self.chain_args(pre.ops.clone(), args)?, self.chain_args(main.ops.clone(), args)?],
+                Chain::Staged { first, second, .. } => vec![self.chain_args(first.ops.clone(), args)?, self.chain_args(second.ops.clone(), args)?],
             });
         }
         for (chain, run) in compiled.iter().zip(runs) {
             match chain {
                 Chain::One(c) => Self::run_chain(handle, c, x, y, &run[0])?,
-                Chain::Prologue { pre, main, t_bytes } => handle.device().with_concatenated(handle, &[(0, *t_bytes)], |t| {
-                    Self::run_chain(handle, pre, x, DevPtr(t), &run[0])?;
-                    Self::run_chain(handle, main, DevPtr(t), y, &run[1])
+                Chain::Staged { first, second, t_bytes } => handle.device().with_concatenated(handle, &[(0, *t_bytes)], |t| {
+                    Self::run_chain(handle, first, x, DevPtr(t), &run[0])?;
+                    Self::run_chain(handle, second, DevPtr(t), y, &run[1])
                 })?,
                 Chain::Merged(m) => {
                     let (_, alpha, beta, rest) = &run[0];
