@@ -96,3 +96,53 @@ device_tests!(dilation_near_int_max, |h: &Handle| {
     assert!(!perf.is_empty());
     assert_close("near-INT_MAX dilation, Find", &download(h, &yd), &want, 0.0);
 });
+
+// Tensor ops on ranks 1 to 8 (issue 33 item 3): op-tensor with a broadcast B, set, scale and
+// transform compute every element; batch norm, defined on 4-D and 5-D tensors, refuses the
+// other ranks with BadParm and writes nothing.
+device_tests!(tensor_ops_and_batch_norm_on_every_rank, |h: &Handle| {
+    use conflux::ops::{bn_forward_inference, op_tensor, scale_tensor, set_tensor, transform_tensor, BnInferenceArgs};
+    use conflux::{BnMode, TensorOp};
+    let shapes: [&[usize]; 8] = [&[7], &[3, 5], &[2, 3, 4], &[2, 3, 2, 2], &[1, 2, 2, 3, 2], &[2, 2, 2, 2, 2, 2], &[1, 2, 3, 1, 2, 2, 2], &[2, 1, 2, 2, 1, 2, 2, 2]];
+    for lens in shapes {
+        let d = TensorDesc::new(DataType::Float, lens).unwrap();
+        // B broadcasts along every dimension but the last.
+        let mut bl = vec![1; lens.len()];
+        bl[lens.len() - 1] = lens[lens.len() - 1];
+        let bd = TensorDesc::new(DataType::Float, &bl).unwrap();
+        let (a, b) = (random(h, &d, Fill::SmallInt(-3, 3), 1), random(h, &bd, Fill::SmallInt(-3, 3), 2));
+        let c = poisoned(h, &d);
+        op_tensor(h, TensorOp::Add, 2.0, &d, a.ptr(), 1.0, &bd, b.ptr(), 0.0, &d, c.ptr()).unwrap();
+        let last = lens[lens.len() - 1];
+        let want: Vec<f64> = a.host.iter().enumerate().map(|(i, &v)| 2.0 * v + b.host[i % last]).collect();
+        assert_close(&format!("op tensor on {lens:?}"), &download(h, &c), &want, 0.0);
+        scale_tensor(h, &d, c.ptr(), 0.5).unwrap();
+        let half: Vec<f64> = want.iter().map(|v| 0.5 * v).collect();
+        assert_close(&format!("scale tensor on {lens:?}"), &download(h, &c), &half, 0.0);
+        let y = poisoned(h, &d);
+        transform_tensor(h, 1.0, &d, c.ptr(), 0.0, &d, y.ptr()).unwrap();
+        assert_close(&format!("transform tensor on {lens:?}"), &download(h, &y), &half, 0.0);
+        set_tensor(h, &d, y.ptr(), 3.0).unwrap();
+        assert_close(&format!("set tensor on {lens:?}"), &download(h, &y), &vec![3.0; d.element_count()], 0.0);
+
+        // Batch-norm inference: parameters 1×C×1… of the tensor's rank.
+        let mut pl = vec![1; lens.len()];
+        if lens.len() > 1 {
+            pl[1] = lens[1];
+        }
+        let pd = TensorDesc::new(DataType::Float, &pl).unwrap();
+        let p = random(h, &pd, Fill::Uniform(0.5, 1.5), 3);
+        let out = poisoned(h, &d);
+        let before = download(h, &out);
+        let args = BnInferenceArgs { scale: p.ptr(), bias: p.ptr(), mean: p.ptr(), var: p.ptr(), eps: 1e-5 };
+        let r = bn_forward_inference(h, BnMode::Spatial, &d, a.ptr(), &d, out.ptr(), &[&pd, &pd, &pd, &pd], &args);
+        if lens.len() == 4 || lens.len() == 5 {
+            r.unwrap_or_else(|e| panic!("BN inference on {lens:?}: {e}"));
+        } else {
+            let e = r.unwrap_err();
+            assert_eq!(e.status, Status::BadParm, "BN inference on {lens:?}: {e}");
+            assert!(e.reason.contains("4-D or 5-D"), "{e}");
+            assert!(download(h, &out).iter().zip(&before).all(|(x, y)| x.to_bits() == y.to_bits()), "BN inference on {lens:?} wrote y");
+        }
+    }
+});
