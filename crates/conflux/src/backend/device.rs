@@ -1,6 +1,7 @@
 //! The device a session runs on, what solvers may know about it (`DeviceInfo`), and the narrow
 //! interface invokers and backends get from the session (`RunContext`) instead of the Handle.
 
+use crate::backend::cpu::gemm::scratch::{with_scratch_aligned, Slot};
 use super::cuda::driver::{DeviceMemory, EventTimer};
 use super::cuda::CudaBackend;
 use crate::error::{Error, Result};
@@ -119,17 +120,13 @@ impl Device {
     }
 
     /// `f(address)` with `pieces` (device address, bytes) copied back to back into scratch
-    /// memory of this device (a piece at address 0 leaves a gap): on the GPU stream-ordered
-    /// copies into pool scratch that lives until after the work `f` queues; on the CPU a host
-    /// buffer (64-byte aligned).
+    /// memory of this device (a piece at address 0 leaves a gap of unspecified bytes): on the
+    /// GPU stream-ordered copies into pool scratch that lives until after the work `f` queues;
+    /// on the CPU this thread's fusion scratch (64-byte aligned, reused across calls).
     pub fn with_concatenated<R>(&self, ctx: &dyn crate::backend::RunContext, pieces: &[(u64, usize)], f: impl FnOnce(u64) -> Result<R>) -> Result<R> {
         let total: usize = pieces.iter().map(|p| p.1).sum();
         match self {
-            Device::Cpu => {
-                #[derive(Clone, Copy)]
-                #[repr(C, align(64))]
-                struct Line([u8; 64]);
-                let mut buf = vec![Line([0; 64]); total.div_ceil(64).max(1)];
+            Device::Cpu => with_scratch_aligned(Slot::Fusion, total.div_ceil(4).max(1), |buf| {
                 let base = buf.as_mut_ptr() as *mut u8;
                 let mut at = 0;
                 for &(src, bytes) in pieces {
@@ -141,7 +138,7 @@ impl Device {
                     at += bytes;
                 }
                 f(base as u64)
-            }
+            }),
             Device::Cuda(b) => {
                 let scratch = crate::backend::cuda::driver::Scratch::new(ctx, &b.dev, total)?;
                 let mut at = 0;

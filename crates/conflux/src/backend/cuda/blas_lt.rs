@@ -20,6 +20,11 @@ pub fn available() -> bool {
     *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
+/// A solver's refusal when libcublasLt cannot be loaded.
+pub fn check_available() -> std::result::Result<(), String> {
+    if available() { Ok(()) } else { Err("libcublasLt not found".into()) }
+}
+
 /// The epilogues conflux maps onto cuBLASLt's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LtEpilogue {

@@ -136,10 +136,7 @@ impl Solver for CudaConvBwdDataGemmLt {
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
         plan(problem)?;
-        if !blas_lt::available() {
-            return Err("libcublasLt not found".into());
-        }
-        Ok(())
+        blas_lt::check_available()
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 { lt_backward::estimate_ms(problem, 0.004) }

@@ -98,10 +98,7 @@ impl Solver for CudaConvGemmLt {
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
         gemm_shape(problem)?;
-        if !blas_lt::available() {
-            return Err("libcublasLt not found".into());
-        }
-        Ok(())
+        blas_lt::check_available()
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {

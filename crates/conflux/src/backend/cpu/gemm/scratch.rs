@@ -18,12 +18,15 @@ pub enum Slot {
     PackBAll = 6,
     /// A task's own transformed input (the Winograd driver's `Blocks::input_in_tasks`).
     TaskInput = 7,
+    /// The fusion API's intermediates on the calling thread (a two-chain plan's t, merged
+    /// horizontal branches' filters).
+    Fusion = 8,
 }
 
 thread_local! {
-    static SCRATCH: [RefCell<Vec<f32>>; 8] = Default::default();
+    static SCRATCH: [RefCell<Vec<f32>>; 9] = Default::default();
     /// Consecutive uses of each slot that needed under a quarter of its buffer.
-    static SMALL_USES: [Cell<u32>; 8] = Default::default();
+    static SMALL_USES: [Cell<u32>; 9] = Default::default();
 }
 
 /// A buffer above this many f32 (64 MiB) is given back once `SHRINK_AFTER` consecutive uses
