@@ -24,3 +24,4 @@ pub mod activation;
 pub mod batchnorm;
 pub mod fusion;
 pub mod progress;
+pub mod not_implemented;

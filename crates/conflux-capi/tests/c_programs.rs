@@ -132,14 +132,22 @@ fn c_abi_layout_and_tensor_helpers() {
     run_c("abi_layout");
 }
 
-/// Function names declared in miopen.h (every `MIOPEN_EXPORT` declaration).
+/// Function names declared by miopen.h and the headers it includes (every `MIOPEN_EXPORT`
+/// declaration of `include/miopen`).
 fn header_functions() -> Vec<String> {
-    let text = std::fs::read_to_string(include_dir().join("miopen/miopen.h")).unwrap();
     let mut names = Vec::new();
-    for decl in text.split("MIOPEN_EXPORT").skip(1) {
-        let head = &decl[..decl.find('(').expect("declaration has a parameter list")];
-        let name = head.split(|c: char| !(c.is_alphanumeric() || c == '_')).rfind(|s| !s.is_empty()).unwrap();
-        names.push(name.to_string());
+    for entry in std::fs::read_dir(include_dir().join("miopen")).unwrap() {
+        let path = entry.unwrap().path();
+        // export.h and config.h hold macros, not declarations.
+        if !path.file_name().unwrap().to_string_lossy().starts_with("miopen") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for decl in text.split("MIOPEN_EXPORT").skip(1) {
+            let Some(open) = decl.find('(') else { continue };
+            let name = decl[..open].split(|c: char| !(c.is_alphanumeric() || c == '_')).rfind(|s| !s.is_empty()).unwrap();
+            names.push(name.to_string());
+        }
     }
     names
 }
