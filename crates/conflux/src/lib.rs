@@ -12,6 +12,8 @@ pub mod problem;
 pub mod conv;
 pub mod activation;
 pub mod batchnorm;
+pub mod pooling;
+pub mod softmax;
 pub mod handle;
 pub mod reference;
 

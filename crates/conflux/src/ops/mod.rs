@@ -5,10 +5,14 @@
 
 mod activation;
 mod batchnorm;
+mod pooling;
+mod softmax;
 mod tensor;
 
 pub use activation::{activation_backward, activation_forward};
 pub use batchnorm::{bn_backward, bn_forward_inference, bn_forward_training, BnBackwardArgs, BnInferenceArgs, BnTrainingArgs};
+pub use pooling::{pooling_backward, pooling_forward, PoolWorkspace};
+pub use softmax::{softmax_backward, softmax_forward};
 pub use tensor::{op_tensor, scale_tensor, set_tensor, transform_tensor};
 
 use crate::ensure;
@@ -26,6 +30,13 @@ fn run(handle: &Handle, problem: &FusedProblem, x: DevPtr, y: DevPtr, ops: &[OpA
     let invoker = handle.invoker(problem, solver)?;
     let args = RunArgs { x, w: DevPtr::NULL, y, alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops };
     crate::solver::invoke(&*invoker, handle, &args)
+}
+
+/// Run `problem` with arguments laid out by the caller (the layers' roles: `problem/layer.rs`).
+fn run_with(handle: &Handle, problem: &FusedProblem, args: &RunArgs) -> Result<()> {
+    let solver = first_applicable(handle, problem, None)?;
+    let invoker = handle.invoker(problem, solver)?;
+    crate::solver::invoke(&*invoker, handle, args)
 }
 
 /// Element-wise operands (equal lengths) as the 4-D or 5-D tensors the pointwise paths index:

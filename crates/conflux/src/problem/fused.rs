@@ -2,7 +2,7 @@
 //! fused problem with an empty epilogue. Everything here is compile-time data (it goes into
 //! the cache key); per-execute values (pointers, scalars, epsilon) travel in `OpArg`s.
 
-use super::ConvProblem;
+use super::{ConvProblem, LayerOp};
 use crate::tensor::TensorDesc;
 use crate::types::{ActivationMode, BnMode, DataType, Direction};
 
@@ -43,6 +43,8 @@ pub enum FusedKind {
     BnTrain { x: TensorDesc, y: TensorDesc, mode: BnMode, act: Option<ActivationMode>, running: bool },
     /// Batch-norm backward, optionally preceded (in math order) by an activation backward.
     BnBackward { dy: TensorDesc, dx: TensorDesc, mode: BnMode, act: Option<ActivationMode> },
+    /// A pooling or softmax layer (never part of a fusion plan).
+    Layer(LayerOp),
 }
 
 /// A problem a solver can be asked to compute.
@@ -82,6 +84,7 @@ impl FusedProblem {
             FusedKind::Conv { conv, .. } => conv.dtype(),
             FusedKind::Pointwise { x, .. } | FusedKind::BnTrain { x, .. } => x.dtype(),
             FusedKind::ActivationBackward { dy, .. } | FusedKind::BnBackward { dy, .. } => dy.dtype(),
+            FusedKind::Layer(op) => op.dtype(),
         }
     }
 
@@ -95,6 +98,7 @@ impl FusedProblem {
                 format!("bntrain[x {}|y {}|{:?}|{:?}|run{}]", x.key(), y.key(), mode, act, *running as u8)
             }
             FusedKind::BnBackward { dy, dx, mode, act } => format!("bnbwd[dy {}|dx {}|{:?}|{:?}]", dy.key(), dx.key(), mode, act),
+            FusedKind::Layer(op) => op.key(),
         }
     }
 
@@ -111,6 +115,7 @@ impl FusedProblem {
             FusedKind::ActivationBackward { .. } => "A(bwd)".into(),
             FusedKind::BnTrain { act, .. } => format!("N(train){}", if act.is_some() { "+A" } else { "" }),
             FusedKind::BnBackward { act, .. } => format!("N(bwd){}", if act.is_some() { "+A(bwd)" } else { "" }),
+            FusedKind::Layer(op) => op.short_name().into(),
         }
     }
 }

@@ -7,11 +7,13 @@ mod args;
 mod conv;
 mod fused;
 mod geom;
+mod layer;
 mod phases;
 pub(crate) mod op_args;
 
 pub use args::{OpArg, OpArgs};
 pub use conv::ConvProblem;
 pub use fused::{EpiOp, FusedKind, FusedProblem};
+pub use layer::{LayerOp, PoolGeom};
 pub use geom::{shape5, spatial3, strides5, Geom};
 pub use phases::{backward_data_phases, Phase, TapAxis, TapMap};

@@ -12,6 +12,7 @@ pub mod direct;
 pub mod fft;
 pub mod gemm;
 pub mod im2col;
+pub mod layers;
 pub mod pointwise;
 mod pool;
 pub mod tensor_io;

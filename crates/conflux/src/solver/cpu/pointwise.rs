@@ -28,6 +28,7 @@ impl Solver for CpuPointwise {
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> Result<(), String> {
         match &problem.kind {
             FusedKind::Conv { .. } => Err("has a convolution".into()),
+            FusedKind::Layer(_) => Err("a pooling or softmax layer".into()),
             _ => Ok(()),
         }
     }
@@ -80,7 +81,7 @@ impl Invoker for PointwiseInvoker {
                 };
                 bn::backward(dy, dx, *mode, &p, r.eps, r.act.as_ref().map(|(d, _)| d));
             }
-            FusedKind::Conv { .. } => return Err(Error::internal("CpuPointwise: convolution problem")),
+            FusedKind::Conv { .. } | FusedKind::Layer(_) => return Err(Error::internal("CpuPointwise: not a pointwise problem")),
         }
         Ok(())
     }

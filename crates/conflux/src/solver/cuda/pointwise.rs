@@ -107,6 +107,9 @@ impl Solver for CudaPointwise {
         if problem.conv_problem().is_some() {
             return Err("has a convolution".into());
         }
+        if matches!(problem.kind, FusedKind::Layer(_)) {
+            return Err("a pooling or softmax layer".into());
+        }
         check_dtype(problem)
     }
 
@@ -143,7 +146,7 @@ impl Solver for CudaPointwise {
                 let act = Some(act.unwrap_or(ActivationMode::PassThru));
                 (preamble::source(dt, &[], &Extra { act, defines: &defs }, BN)?, Path::Generic)
             }
-            FusedKind::Conv { .. } => return Err(Error::internal("CudaPointwise: convolution problem")),
+            FusedKind::Conv { .. } | FusedKind::Layer(_) => return Err(Error::internal("CudaPointwise: not a pointwise problem")),
         };
         let name = if matches!(problem.kind, FusedKind::BnTrain { .. } | FusedKind::BnBackward { .. }) { "bn" } else { "pointwise" };
         let module = be.module(name, &src)?;
@@ -252,7 +255,7 @@ impl Invoker for PwInvoker {
                     self.launch("bn_bwd", count as u64, true, &p)
                 })
             }
-            FusedKind::Conv { .. } => Err(Error::internal("CudaPointwise: convolution problem")),
+            FusedKind::Conv { .. } | FusedKind::Layer(_) => Err(Error::internal("CudaPointwise: not a pointwise problem")),
         }
     }
 }
