@@ -25,3 +25,6 @@ pub mod batchnorm;
 pub mod fusion;
 pub mod progress;
 pub mod not_implemented;
+pub mod pooling;
+pub mod softmax;
+pub mod lrn;

@@ -128,6 +128,11 @@ fn c_bad_input_statuses() {
 }
 
 #[test]
+fn c_pooling_and_softmax_forward_backward() {
+    run_c("pooling_softmax");
+}
+
+#[test]
 fn c_abi_layout_and_tensor_helpers() {
     run_c("abi_layout");
 }

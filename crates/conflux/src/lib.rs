@@ -14,6 +14,7 @@ pub mod activation;
 pub mod batchnorm;
 pub mod pooling;
 pub mod softmax;
+pub mod lrn;
 pub mod handle;
 pub mod reference;
 

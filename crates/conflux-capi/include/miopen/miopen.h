@@ -1275,5 +1275,6 @@ MIOPEN_EXPORT miopenStatus_t confluxSetFindProgressCallback(miopenHandle_t handl
 #include <miopen/miopen_reduce.h>
 #include <miopen/miopen_beta_ops.h>
 #include <miopen/miopen_graph.h>
+#include <miopen/miopen_layers.h>
 
 #endif /* MIOPEN_GUARD_MIOPEN_H_ */
