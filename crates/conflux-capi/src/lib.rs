@@ -25,6 +25,7 @@ pub mod batchnorm;
 pub mod fusion;
 pub mod progress;
 pub mod not_implemented;
+pub mod find2;
 pub mod pooling;
 pub mod softmax;
 pub mod lrn;

@@ -137,6 +137,17 @@ fn c_abi_layout_and_tensor_helpers() {
     run_c("abi_layout");
 }
 
+#[test]
+fn c_find2_solution_saved_then_loaded_by_another_process() {
+    let name = "find2_save_load";
+    let exe = build(&crate_dir().join("tests/c").join(format!("{name}.c")), name);
+    let blob = out_dir().join("find2_solution.blob");
+    for mode in ["find", "load"] {
+        let text = run_checked(program(&exe).env("CONFLUX_DEVICE", "cpu").arg(mode).arg(&blob), &format!("{name} {mode}"));
+        assert!(text.contains(&format!("{name}: ok")), "{name} {mode} did not report ok:\n{text}");
+    }
+}
+
 /// Function names declared by miopen.h and the headers it includes (every `MIOPEN_EXPORT`
 /// declaration of `include/miopen`).
 fn header_functions() -> Vec<String> {

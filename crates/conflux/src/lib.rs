@@ -28,6 +28,7 @@ pub mod memory;
 pub mod cache;
 pub mod fusion;
 pub mod ops;
+pub mod find2;
 pub mod search;
 pub mod solver;
 pub mod backend;

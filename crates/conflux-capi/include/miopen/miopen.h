@@ -1271,10 +1271,11 @@ MIOPEN_EXPORT miopenStatus_t confluxSetFindProgressCallback(miopenHandle_t handl
 #endif
 
 /* The rest of MIOpen's public API, by area. Each header says what conflux computes there. */
+#include <miopen/miopen_layers.h>
+#include <miopen/miopen_find2.h>
 #include <miopen/miopen_rnn.h>
 #include <miopen/miopen_reduce.h>
 #include <miopen/miopen_beta_ops.h>
 #include <miopen/miopen_graph.h>
-#include <miopen/miopen_layers.h>
 
 #endif /* MIOPEN_GUARD_MIOPEN_H_ */

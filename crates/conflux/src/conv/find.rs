@@ -14,13 +14,19 @@ use crate::error::Result;
 use crate::handle::Handle;
 use crate::memory::DevPtr;
 use crate::problem::FusedProblem;
-use crate::search::{best_per_algorithm, find_db, time_solvers, ConvPerf};
+use crate::search::{best_per_algorithm, find_db, time_solvers, ConvPerf, FindEntry};
 use crate::solver::{Invoker, RunArgs};
 use crate::tensor::TensorDesc;
 
-/// Find on a bound convolution.
+/// Find on a bound convolution: the fastest solver of each algorithm.
 fn find(handle: &Handle, b: &Bound, request_count: usize, exhaustive: bool, ws: Workspace) -> Result<Vec<ConvPerf>> {
     ensure!(request_count >= 1, BadParm, "find {}: request count must be at least 1", b.op);
+    Ok(best_per_algorithm(&find_all(handle, b, exhaustive, ws)?, request_count))
+}
+
+/// Time every applicable solver of a bound convolution that fits in `ws`, fastest first
+/// (Find 2.0 lists solvers, not algorithms). The output holds the fastest solver's result.
+pub fn find_all(handle: &Handle, b: &Bound, exhaustive: bool, ws: Workspace) -> Result<Vec<FindEntry>> {
     check_workspace(b.op, ws)?;
     let fp = FusedProblem::conv(b.problem.clone());
     let run = |inv: &dyn Invoker| {
@@ -29,7 +35,7 @@ fn find(handle: &Handle, b: &Bound, request_count: usize, exhaustive: bool, ws: 
     let measured = time_solvers(handle, &fp, None, ws.bytes, exhaustive, &run).map_err(|e| e.context(format!("find {}", b.op)))?;
     handle.synchronize()?;
     find_db::store(handle, &fp, &measured);
-    Ok(best_per_algorithm(&measured, request_count))
+    Ok(measured)
 }
 
 /// `miopenFindConvolutionForwardAlgorithm`: y is written with conv(x, w).

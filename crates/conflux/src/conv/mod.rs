@@ -10,7 +10,7 @@ mod immediate;
 pub use crate::search::{find_db, Choice, ConvPerf, FindProgress, FindProgressFn};
 pub use api::{backward_data, backward_weights, forward, Workspace};
 pub use crate::conv_desc::{output_desc_like, ConvDesc};
-pub use find::{find_backward_data, find_backward_weights, find_forward};
+pub use find::{find_all, find_backward_data, find_backward_weights, find_forward};
 pub use crate::problem::{shape5, spatial3, strides5, Geom};
 pub use immediate::{compile_solution, solution_count, solution_workspace, solutions, workspace_size, ConvSolution};
 pub use crate::problem::ConvProblem;

@@ -105,6 +105,8 @@ pub struct FusionPlan {
     input: TensorDesc,
     ops: Vec<FusionOp>,
     algo: Option<ConvAlgorithm>,
+    /// A solution id compile must use (Find 2.0 runs the solution it found or loaded).
+    solution: Option<u64>,
     find_mode: FindMode,
     compiled: Option<Vec<Chain>>,
     /// A horizontal plan's output (the branches concatenated), once it has a convolution.
@@ -113,7 +115,7 @@ pub struct FusionPlan {
 
 impl FusionPlan {
     pub fn new(direction: FusionDirection, input: TensorDesc) -> FusionPlan {
-        FusionPlan { direction, input, ops: Vec::new(), algo: None, find_mode: crate::search::default_find_mode(), compiled: None, concat: None }
+        FusionPlan { direction, input, ops: Vec::new(), algo: None, solution: None, find_mode: crate::search::default_find_mode(), compiled: None, concat: None }
     }
 
     pub fn input_desc(&self) -> &TensorDesc { &self.input }
@@ -252,6 +254,13 @@ impl FusionPlan {
     }
     pub fn find_mode(&self) -> FindMode { self.find_mode }
 
+    /// Compile with solution `id` (BadParm at compile when it does not apply), or choose as
+    /// usual (None). Applies to plans that lower to one problem.
+    pub fn set_solution(&mut self, id: Option<u64>) {
+        self.solution = id;
+        self.compiled = None;
+    }
+
     /// The fused problem this plan lowers to (UnsupportedOp with a reason otherwise); a
     /// horizontal plan of several branches lowers to one problem each (`problems`).
     pub fn problem(&self) -> Result<FusedProblem> {
@@ -337,7 +346,10 @@ impl FusionPlan {
     fn compile_chain(&self, handle: &Handle, problem: FusedProblem, ops: std::ops::Range<usize>, y_offset: u64) -> Result<Compiled> {
         super::log_cmd::plan("CompileFusionPlan", &self.input, &self.ops[ops.clone()], || problem.short_name());
         let algo = if problem.conv_problem().is_some() { self.algo } else { None };
-        let solver = search::pick_for_plan(handle, &problem, algo, self.find_mode)?;
+        let solver = match self.solution {
+            Some(id) => search::solution(handle, &problem, id, usize::MAX)?,
+            None => search::pick_for_plan(handle, &problem, algo, self.find_mode)?,
+        };
         let invoker = handle.invoker(&problem, solver)?;
         tracing::debug!(plan = %problem.short_name(), solver = solver.name(), "fusion plan compiled");
         Ok(Compiled { problem, solver, invoker, ops, y_offset })

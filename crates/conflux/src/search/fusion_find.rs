@@ -52,8 +52,9 @@ fn scratch(s: &dyn Session, desc: &TensorDesc) -> Result<Buffer> {
     s.device().alloc(desc.num_bytes())
 }
 
-/// Time the plan's solvers on zeroed scratch tensors and parameters.
-fn benchmark(s: &dyn Session, problem: &FusedProblem, algo: Option<ConvAlgorithm>) -> Result<Vec<find_db::FindEntry>> {
+/// Time the plan's solvers on zeroed scratch tensors and parameters (also Find 2.0's timing
+/// of fused problems, which come without buffers).
+pub fn benchmark(s: &dyn Session, problem: &FusedProblem, algo: Option<ConvAlgorithm>) -> Result<Vec<find_db::FindEntry>> {
     let conv = problem.conv_problem().ok_or_else(|| Error::internal("fusion find: no convolution"))?;
     let (x, w, y) = (scratch(s, &conv.x)?, scratch(s, &conv.w)?, scratch(s, &conv.y)?);
     // The epilogue follows the tensor the plan writes: y forward, x for a transpose plan.

@@ -18,7 +18,7 @@ mod session;
 
 pub use find::{best_per_algorithm, time_solvers, ConvPerf};
 pub use find_db::{FindEntry, FindRecord};
-pub use fusion_find::{default_find_mode, pick_for_plan};
+pub use fusion_find::{benchmark as time_plan_on_scratch, default_find_mode, pick_for_plan};
 pub use progress::{FindProgress, FindProgressFn};
 pub use select::{applicable, choose, first_applicable, solution, support_matrix, Choice};
 pub use session::{cached_invoker, invoker, replace_invoker, SearchState, Session};
