@@ -14,7 +14,7 @@ use super::cpu::{
 };
 use super::cuda::{
     CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvStemTc, CudaConvTcNchw,
-    CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise,
+    CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise, CudaPooling, CudaSoftmax,
 };
 use super::Solver;
 use crate::backend::{DeviceInfo, DeviceKind};
@@ -67,6 +67,8 @@ static CPU: &[Entry] = &[
 
 static CUDA: &[Entry] = &[
     entry(&CudaPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution"),
+    entry(&CudaPooling, Role::Standalone, "pooling layers only; the one CUDA pooling solver"),
+    entry(&CudaSoftmax, Role::Standalone, "softmax layers only; the one CUDA softmax solver"),
     entry(&CudaConvGroupedTc, Role::ChannelsLastTensorCore, "groups of 2–32 channels (ResNeXt, RegNet) on tensor cores, several whole groups per block (groups of 2 and 4 merged into block-diagonal groups of 8): ahead of the few-channels kernel, which it beats on ResNeXt's groups of 4, and of the other tensor-core kernels (a tile per group), also as the backward-data adapters' inner kernel"),
     entry(&CudaConvStemTc, Role::Standalone, "ungrouped 16-bit convolutions of < 8 input channels (3-channel stems) on tensor cores, several taps per 16-byte chunk: ahead of the few-channels kernel and the channel-padding adapter, which multiply 3-channel taps on CUDA cores or padded to 8 channels"),
     entry(&CudaConvFewChannels, Role::Standalone, "groups of ≤ 4 input channels (depthwise, ResNeXt) and 3-channel 3×3 stems: memory-bound layers a GEMM tile would run nearly empty"),
