@@ -208,13 +208,16 @@ pub unsafe extern "C" fn miopenGetTensorDescriptor(t: MiopenTensor, data_type: *
             write_opt(data_type, DataType::Float as i32);
             return Ok(());
         };
+        // Convert everything first: a stride past INT_MAX fails before anything is written.
+        let lens = d.lens().iter().map(|l| to_int(*l, "length")).collect::<Result<Vec<i32>>>()?;
+        let strides = d.strides().iter().map(|s| to_int(*s, "stride")).collect::<Result<Vec<i32>>>()?;
         write_opt(data_type, d.dtype() as i32);
         for i in 0..d.rank() {
             if !dims_a.is_null() {
-                *dims_a.add(i) = to_int(d.lens()[i], "length")?;
+                *dims_a.add(i) = lens[i];
             }
             if !strides_a.is_null() {
-                *strides_a.add(i) = to_int(d.strides()[i], "stride")?;
+                *strides_a.add(i) = strides[i];
             }
         }
         Ok(())

@@ -215,3 +215,18 @@ fn a_cpu_handle_keeps_the_stream_it_is_given() {
         assert_eq!(miopenDestroy(h), SUCCESS);
     }
 }
+
+/// Fuzzer finding (seed 1): lengths whose packed strides pass INT_MAX cannot be read back
+/// through `int` arrays; the getter failed after writing the type and the first lengths.
+#[test]
+fn a_descriptor_getter_that_cannot_answer_writes_nothing() {
+    let mut t = null_mut();
+    assert_eq!(unsafe { miopenCreateTensorDescriptor(&mut t) }, SUCCESS);
+    let lens = [3, i32::MAX, 7, 1 << 20, 3];
+    assert_eq!(unsafe { miopenSetTensorDescriptor(t, 1, 5, lens.as_ptr(), null()) }, SUCCESS);
+    let (mut dt, mut dims, mut strides) = (-7, [-7i32; 5], [-7i32; 5]);
+    assert_eq!(unsafe { miopenGetTensorDescriptor(t, &mut dt, dims.as_mut_ptr(), strides.as_mut_ptr()) }, BAD_PARM);
+    assert!(last_error().contains("stride"), "{}", last_error());
+    assert_eq!((dt, dims, strides), (-7, [-7; 5], [-7; 5]), "outputs written on failure");
+    assert_eq!(unsafe { miopenDestroyTensorDescriptor(t) }, SUCCESS);
+}

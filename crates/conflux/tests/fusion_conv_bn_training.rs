@@ -13,7 +13,12 @@ use conflux::{ActivationDesc, ActivationMode, BnMode, ConvDesc, ConvMode, DataTy
 use support::*;
 
 fn case(h: &Handle, dt: DataType, lay: Lay, mode: BnMode, act: Option<ActivationMode>, seed: u64) {
-    let x = desc(dt, &[2, 6, 8, 9], lay);
+    // Per-activation statistics average over the batch alone: with two images a variance can
+    // come out near zero, where 1/sqrt(var + eps) magnifies the convolution's f32 rounding past
+    // any fixed tolerance (a solver summing in another order then fails). Eight images keep
+    // every variance well away from zero.
+    let n = if mode == BnMode::PerActivation { 8 } else { 2 };
+    let x = desc(dt, &[n, 6, 8, 9], lay);
     let w = desc(dt, &[5, 6, 3, 3], lay);
     let conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 1], &[1, 1]).unwrap();
     let mut plan = FusionPlan::new(FusionDirection::Vertical, x.clone());

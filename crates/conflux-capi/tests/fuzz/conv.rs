@@ -1,0 +1,256 @@
+//! Fuzzed convolutions through the C API: random small geometries (groups, padding, strides,
+//! dilations, strided layouts), sometimes hostile (huge or negative sizes, a wrong output
+//! descriptor, too little workspace), in the three directions through immediate mode, Find
+//! and `miopenConvolutionForward` with a random algorithm, every success checked against the
+//! f64 reference.
+
+use super::harness::*;
+use conflux::{ConvDesc, ConvMode};
+use std::ptr::null_mut;
+use MIOpen::conv::*;
+use MIOpen::conv_run::backward_data::*;
+use MIOpen::conv_run::backward_weights::*;
+use MIOpen::conv_run::forward::*;
+use MIOpen::conv_run::ConvSolutionC;
+use MIOpen::handle::MiopenHandle;
+use MIOpen::tensor::*;
+
+/// A C tensor descriptor from lengths and strides (its status is part of the run).
+pub fn c_tensor(s: &mut Stats, lens: &[i64], strides: &[i64]) -> Option<MiopenTensor> {
+    let mut t = null_mut();
+    s.call("miopenCreateTensorDescriptor", || unsafe { miopenCreateTensorDescriptor(&mut t) });
+    let (l, st): (Vec<i32>, Vec<i32>) = (lens.iter().map(|v| *v as i32).collect(), strides.iter().map(|v| *v as i32).collect());
+    let status = s.call("miopenSetTensorDescriptor", || unsafe { miopenSetTensorDescriptor(t, 1, l.len() as i32, l.as_ptr(), st.as_ptr()) });
+    if status == 0 {
+        Some(t)
+    } else {
+        unsafe { miopenDestroyTensorDescriptor(t) };
+        None
+    }
+}
+
+fn as_i64(v: &[usize]) -> Vec<i64> {
+    v.iter().map(|x| *x as i64).collect()
+}
+
+/// Elements a strided tensor spans.
+pub fn space(lens: &[usize], strides: &[usize]) -> usize {
+    1 + lens.iter().zip(strides).map(|(l, s)| (l - 1) * s).sum::<usize>()
+}
+
+struct Geometry {
+    n: usize,
+    c: usize,
+    hw: [usize; 2],
+    k: usize,
+    rs: [usize; 2],
+    pad: [i64; 2],
+    stride: [i64; 2],
+    dil: [i64; 2],
+    groups: i64,
+    /// Why the generator knows the request is invalid (None: valid, or for conflux to judge).
+    invalid: Option<&'static str>,
+}
+
+fn geometry(r: &mut Rng) -> Geometry {
+    let groups = r.pick(&[1, 1, 1, 2, 3]);
+    let g = groups as usize;
+    let mut geo = Geometry {
+        n: r.range(1, 2) as usize,
+        c: g * r.range(1, 3) as usize,
+        hw: [r.range(1, 8) as usize, r.range(1, 8) as usize],
+        k: g * r.range(1, 3) as usize,
+        rs: [r.range(1, 3) as usize, r.range(1, 3) as usize],
+        pad: [r.range(0, 2), r.range(0, 2)],
+        stride: [r.range(1, 3), r.range(1, 3)],
+        dil: [r.range(1, 2), r.range(1, 2)],
+        groups,
+        invalid: None,
+    };
+    if r.chance(0.15) {
+        // Valid but extreme: the output stays small, internal buffers must not explode.
+        let huge = r.pick(&[1i64 << 30, (1i64 << 31) - 1, 1 << 20]);
+        match r.range(0, 2) {
+            0 => geo.pad[r.range(0, 1) as usize] = huge,
+            1 => geo.stride[r.range(0, 1) as usize] = huge,
+            _ => geo.dil[r.range(0, 1) as usize] = huge,
+        }
+    }
+    if r.chance(0.05) {
+        geo.pad[0] = -1;
+        geo.invalid = Some("a negative padding");
+    } else if r.chance(0.05) {
+        geo.groups = geo.c as i64 + 1;
+        geo.invalid = Some("a group count that divides neither C nor K");
+    }
+    geo
+}
+
+/// One fuzzed convolution in a random direction through a random entry point.
+pub fn convolution(r: &mut Rng, s: &mut Stats, h: MiopenHandle) {
+    let geo = geometry(r);
+    let mut conv = null_mut();
+    s.call("miopenCreateConvolutionDescriptor", || unsafe { miopenCreateConvolutionDescriptor(&mut conv) });
+    let status = s.call("miopenInitConvolutionDescriptor", || unsafe {
+        miopenInitConvolutionDescriptor(conv, 0, geo.pad[0] as i32, geo.pad[1] as i32, geo.stride[0] as i32, geo.stride[1] as i32, geo.dil[0] as i32, geo.dil[1] as i32)
+    });
+    let status = if status == 0 { s.call("miopenSetConvolutionGroupCount", || unsafe { miopenSetConvolutionGroupCount(conv, geo.groups as i32) }) } else { status };
+    if status == 0 {
+        run_with(r, s, h, &geo, conv);
+    } else if geo.invalid.is_none() {
+        s.finding(format!("a valid convolution descriptor was refused: {}", last_error()));
+    }
+    unsafe { miopenDestroyConvolutionDescriptor(conv) };
+}
+
+fn run_with(r: &mut Rng, s: &mut Stats, h: MiopenHandle, geo: &Geometry, conv: MiopenConv) {
+    let xl = [geo.n, geo.c, geo.hw[0], geo.hw[1]];
+    let cg = (geo.c as i64 / geo.groups.max(1)).max(1) as usize;
+    let wl = [geo.k, cg, geo.rs[0], geo.rs[1]];
+    let (xs, ws) = (strides_for(r, &xl), strides_for(r, &wl));
+    let (Some(xd), Some(wd)) = (c_tensor(s, &as_i64(&xl), &as_i64(&xs)), c_tensor(s, &as_i64(&wl), &as_i64(&ws))) else {
+        s.finding("small valid tensors were refused".into());
+        return;
+    };
+    let mut out = [0i32; 4];
+    let status = s.call("miopenGetConvolutionForwardOutputDim", || unsafe {
+        miopenGetConvolutionForwardOutputDim(conv, xd, wd, &mut out[0], &mut out[1], &mut out[2], &mut out[3])
+    });
+    if let Some(why) = geo.invalid {
+        s.expect_failure("miopenGetConvolutionForwardOutputDim", status, why);
+    }
+    if status == 0 {
+        let mut yl: Vec<usize> = out.iter().map(|v| *v as usize).collect();
+        // A huge padding with a small stride is valid and has a huge output: no buffer for it.
+        if yl.iter().try_fold(1usize, |a, l| a.checked_mul(*l)).is_none_or(|n| n > 1 << 20) {
+            unsafe {
+                miopenDestroyTensorDescriptor(xd);
+                miopenDestroyTensorDescriptor(wd);
+            }
+            return;
+        }
+        let mut invalid = geo.invalid;
+        if r.chance(0.08) {
+            yl[3] += 1;
+            invalid = Some("an output descriptor of the wrong width");
+        }
+        let ys = strides_for(r, &yl);
+        if let Some(yd) = c_tensor(s, &as_i64(&yl), &as_i64(&ys)) {
+            let tensors = Tensors { xl: xl.to_vec(), xs, wl: wl.to_vec(), ws, yl, ys, xd, wd, yd };
+            let rust = ConvDesc::new(ConvMode::Convolution, &geo.pad, &geo.stride, &geo.dil).and_then(|mut c| c.set_groups(geo.groups).map(|_| c));
+            match rust {
+                Ok(rc) => direction(r, s, h, conv, &rc, &tensors, invalid),
+                Err(e) => s.finding(format!("the C API accepted a convolution the Rust API refuses: {e}")),
+            }
+            unsafe { miopenDestroyTensorDescriptor(yd) };
+        }
+    }
+    unsafe {
+        miopenDestroyTensorDescriptor(xd);
+        miopenDestroyTensorDescriptor(wd);
+    }
+}
+
+struct Tensors {
+    xl: Vec<usize>,
+    xs: Vec<usize>,
+    wl: Vec<usize>,
+    ws: Vec<usize>,
+    yl: Vec<usize>,
+    ys: Vec<usize>,
+    xd: MiopenTensor,
+    wd: MiopenTensor,
+    yd: MiopenTensor,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Dir {
+    Forward,
+    BackwardData,
+    BackwardWeights,
+}
+
+fn direction(r: &mut Rng, s: &mut Stats, h: MiopenHandle, conv: MiopenConv, rc: &ConvDesc, t: &Tensors, invalid: Option<&'static str>) {
+    let dir = r.pick(&[Dir::Forward, Dir::BackwardData, Dir::BackwardWeights]);
+    let (xn, wn, yn) = (space(&t.xl, &t.xs), space(&t.wl, &t.ws), space(&t.yl, &t.ys));
+    let mut x = HostBuf::filled(xn, || r.small_int(2));
+    let mut w = HostBuf::filled(wn, || r.small_int(2));
+    let mut y = HostBuf::filled(yn, || r.small_int(2));
+    // The output starts poisoned; the inputs hold data.
+    let out = match dir {
+        Dir::Forward => &mut y,
+        Dir::BackwardData => &mut x,
+        Dir::BackwardWeights => &mut w,
+    };
+    *out = HostBuf::poisoned(out.body().len());
+    let before = out.bits();
+    let (rx, rw, ry) = (rust_desc(&t.xl, &t.xs), rust_desc(&t.wl, &t.ws), rust_desc(&t.yl, &t.ys));
+    let mut want = match dir {
+        Dir::Forward => want_from(&y),
+        Dir::BackwardData => want_from(&x),
+        Dir::BackwardWeights => want_from(&w),
+    };
+    // Solutions in immediate mode, in the normal problem's terms.
+    let mut sols = [ConvSolutionC::default(); 8];
+    let mut count = 0usize;
+    let name = match dir {
+        Dir::Forward => "miopenConvolutionForwardGetSolution",
+        Dir::BackwardData => "miopenConvolutionBackwardDataGetSolution",
+        Dir::BackwardWeights => "miopenConvolutionBackwardWeightsGetSolution",
+    };
+    let status = s.call(name, || unsafe {
+        match dir {
+            Dir::Forward => miopenConvolutionForwardGetSolution(h, t.wd, t.xd, conv, t.yd, 8, &mut count, sols.as_mut_ptr()),
+            Dir::BackwardData => miopenConvolutionBackwardDataGetSolution(h, t.yd, t.wd, conv, t.xd, 8, &mut count, sols.as_mut_ptr()),
+            Dir::BackwardWeights => miopenConvolutionBackwardWeightsGetSolution(h, t.yd, t.xd, conv, t.wd, 8, &mut count, sols.as_mut_ptr()),
+        }
+    });
+    if let Some(why) = invalid {
+        s.expect_failure(name, status, why);
+    }
+    if status != 0 || count == 0 {
+        return;
+    }
+    let sol = sols[r.range(0, count as i64 - 1) as usize];
+    // Sometimes less workspace than the solution needs: that must fail cleanly.
+    let short = sol.workspace_size > 0 && r.chance(0.2);
+    let ws_bytes = if short { sol.workspace_size - 1 } else { sol.workspace_size };
+    let mut ws = HostBuf::poisoned(ws_bytes.div_ceil(4));
+    let ws_ptr = if ws_bytes == 0 { null_mut() } else { ws.ptr() };
+    let (px, pw, py) = (x.ptr(), w.ptr(), y.ptr());
+    let name = match dir {
+        Dir::Forward => "miopenConvolutionForwardImmediate",
+        Dir::BackwardData => "miopenConvolutionBackwardDataImmediate",
+        Dir::BackwardWeights => "miopenConvolutionBackwardWeightsImmediate",
+    };
+    let status = s.call(name, || unsafe {
+        match dir {
+            Dir::Forward => miopenConvolutionForwardImmediate(h, t.wd, pw, t.xd, px, conv, t.yd, py, ws_ptr, ws_bytes, sol.solution_id),
+            Dir::BackwardData => miopenConvolutionBackwardDataImmediate(h, t.yd, py, t.wd, pw, conv, t.xd, px, ws_ptr, ws_bytes, sol.solution_id),
+            Dir::BackwardWeights => miopenConvolutionBackwardWeightsImmediate(h, t.yd, py, t.xd, px, conv, t.wd, pw, ws_ptr, ws_bytes, sol.solution_id),
+        }
+    });
+    if short {
+        s.expect_failure(name, status, "less workspace than the solution needs");
+    }
+    let out = match dir {
+        Dir::Forward => &y,
+        Dir::BackwardData => &x,
+        Dir::BackwardWeights => &w,
+    };
+    if status != 0 {
+        s.unchanged(name, out, &before);
+        return;
+    }
+    let (xv, wv, yv) = (x.f64s(), w.f64s(), y.f64s());
+    let reference = match dir {
+        Dir::Forward => conflux::reference::conv_forward(rc, &rx, &xv, &rw, &wv, &ry, &mut want),
+        Dir::BackwardData => conflux::reference::conv_backward_data(rc, &ry, &yv, &rw, &wv, &rx, &mut want),
+        Dir::BackwardWeights => conflux::reference::conv_backward_weights(rc, &ry, &yv, &rx, &xv, &rw, &mut want),
+    };
+    match reference {
+        // Small integers: every sum is exact in f32.
+        Ok(()) => s.matches(name, out, &before, &want, 0.0),
+        Err(e) => s.finding(format!("{name} succeeded where the reference refuses: {e}")),
+    }
+}
