@@ -151,20 +151,20 @@ fn run_with(r: &mut Rng, s: &mut Stats, h: MiopenHandle, geo: &Geometry, conv: M
     }
 }
 
-struct Tensors {
-    xl: Vec<usize>,
-    xs: Vec<usize>,
-    wl: Vec<usize>,
-    ws: Vec<usize>,
-    yl: Vec<usize>,
-    ys: Vec<usize>,
-    xd: MiopenTensor,
-    wd: MiopenTensor,
-    yd: MiopenTensor,
+pub struct Tensors {
+    pub xl: Vec<usize>,
+    pub xs: Vec<usize>,
+    pub wl: Vec<usize>,
+    pub ws: Vec<usize>,
+    pub yl: Vec<usize>,
+    pub ys: Vec<usize>,
+    pub xd: MiopenTensor,
+    pub wd: MiopenTensor,
+    pub yd: MiopenTensor,
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Dir {
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Dir {
     Forward,
     BackwardData,
     BackwardWeights,
@@ -190,7 +190,44 @@ fn direction(r: &mut Rng, s: &mut Stats, h: MiopenHandle, conv: MiopenConv, rc: 
         Dir::BackwardData => want_from(&x),
         Dir::BackwardWeights => want_from(&w),
     };
-    // Solutions in immediate mode, in the normal problem's terms.
+    let (name, status, scale) = match r.range(0, 2) {
+        0 => immediate(r, s, h, conv, t, dir, (&mut x, &mut w, &mut y), invalid),
+        1 => super::conv_find::find_then_run(r, s, h, conv, t, dir, (&mut x, &mut w, &mut y), invalid),
+        _ => super::conv_find::find2(s, h, conv, t, dir, (&mut x, &mut w, &mut y), invalid),
+    };
+    let Some(status) = status else { return };
+    let out = match dir {
+        Dir::Forward => &y,
+        Dir::BackwardData => &x,
+        Dir::BackwardWeights => &w,
+    };
+    if status != 0 {
+        s.unchanged(name, out, &before);
+        return;
+    }
+    let (xv, wv, yv) = (x.f64s(), w.f64s(), y.f64s());
+    let reference = match dir {
+        Dir::Forward => conflux::reference::conv_forward(rc, &rx, &xv, &rw, &wv, &ry, &mut want),
+        Dir::BackwardData => conflux::reference::conv_backward_data(rc, &ry, &yv, &rw, &wv, &rx, &mut want),
+        Dir::BackwardWeights => conflux::reference::conv_backward_weights(rc, &ry, &yv, &rx, &xv, &rw, &mut want),
+    };
+    match reference {
+        // Small integers and power-of-two scales: every sum is exact in f32. The entry
+        // point's scaling of the result: α, or α + β after a Find that wrote it first.
+        Ok(()) => {
+            want.iter_mut().filter(|v| !v.is_nan()).for_each(|v| *v *= scale);
+            s.matches(name, out, &before, &want, 0.0)
+        }
+        Err(e) => s.finding(format!("{name} succeeded where the reference refuses: {e}")),
+    }
+}
+
+pub type Bufs<'a> = (&'a mut HostBuf, &'a mut HostBuf, &'a mut HostBuf);
+
+/// Immediate mode: list the solutions, run one (sometimes with one byte too little workspace).
+/// Returns the call's name, its status (None: nothing ran) and the result's scale.
+#[allow(clippy::too_many_arguments)]
+fn immediate(r: &mut Rng, s: &mut Stats, h: MiopenHandle, conv: MiopenConv, t: &Tensors, dir: Dir, (x, w, y): Bufs, invalid: Option<&'static str>) -> (&'static str, Option<i32>, f64) {
     let mut sols = [ConvSolutionC::default(); 8];
     let mut count = 0usize;
     let name = match dir {
@@ -209,10 +246,9 @@ fn direction(r: &mut Rng, s: &mut Stats, h: MiopenHandle, conv: MiopenConv, rc: 
         s.expect_failure(name, status, why);
     }
     if status != 0 || count == 0 {
-        return;
+        return (name, None, 1.0);
     }
     let sol = sols[r.range(0, count as i64 - 1) as usize];
-    // Sometimes less workspace than the solution needs: that must fail cleanly.
     let short = sol.workspace_size > 0 && r.chance(0.2);
     let ws_bytes = if short { sol.workspace_size - 1 } else { sol.workspace_size };
     let mut ws = HostBuf::poisoned(ws_bytes.div_ceil(4));
@@ -233,24 +269,5 @@ fn direction(r: &mut Rng, s: &mut Stats, h: MiopenHandle, conv: MiopenConv, rc: 
     if short {
         s.expect_failure(name, status, "less workspace than the solution needs");
     }
-    let out = match dir {
-        Dir::Forward => &y,
-        Dir::BackwardData => &x,
-        Dir::BackwardWeights => &w,
-    };
-    if status != 0 {
-        s.unchanged(name, out, &before);
-        return;
-    }
-    let (xv, wv, yv) = (x.f64s(), w.f64s(), y.f64s());
-    let reference = match dir {
-        Dir::Forward => conflux::reference::conv_forward(rc, &rx, &xv, &rw, &wv, &ry, &mut want),
-        Dir::BackwardData => conflux::reference::conv_backward_data(rc, &ry, &yv, &rw, &wv, &rx, &mut want),
-        Dir::BackwardWeights => conflux::reference::conv_backward_weights(rc, &ry, &yv, &rx, &xv, &rw, &mut want),
-    };
-    match reference {
-        // Small integers: every sum is exact in f32.
-        Ok(()) => s.matches(name, out, &before, &want, 0.0),
-        Err(e) => s.finding(format!("{name} succeeded where the reference refuses: {e}")),
-    }
+    (name, Some(status), 1.0)
 }

@@ -87,8 +87,8 @@ impl HostBuf {
 pub struct Stats {
     pub calls: u64,
     pub successes: u64,
-    /// Successful calls whose output was compared with the reference.
-    pub checked: u64,
+    /// Successful calls whose output was compared with the reference, by entry point.
+    pub checked: std::collections::BTreeMap<String, u64>,
     pub by_status: [u64; 11],
     pub findings: Vec<String>,
     /// The scenario being run (named in findings).
@@ -146,7 +146,7 @@ impl Stats {
     /// After a successful call: every element the reference wrote matches, every other one
     /// (gaps between strided rows) is untouched, and the guard zones are intact.
     pub fn matches(&mut self, name: &str, got: &HostBuf, before: &[u32], want: &[f64], tol: f64) {
-        self.checked += 1;
+        *self.checked.entry(name.to_string()).or_default() += 1;
         if !got.guards_intact() {
             self.finding(format!("{name} wrote outside its output"));
             return;

@@ -10,6 +10,7 @@
 //!     cargo test --release -p conflux-capi --test fuzz -- --nocapture
 
 mod conv;
+mod conv_find;
 mod fusion_run;
 mod harness;
 mod layers;
@@ -49,13 +50,13 @@ fn random_c_api_calls_crash_nothing_and_never_succeed_wrongly() {
     unsafe { miopenDestroy(h) };
     let _ = std::fs::remove_dir_all(&cache);
     println!(
-        "fuzz seed {seed}: {scenarios} scenarios, {} calls in {:.1} s, {} successes ({} compared with the reference), statuses {:?}, {} findings",
+        "fuzz seed {seed}: {scenarios} scenarios, {} calls in {:.1} s, {} successes, statuses {:?}, {} findings; compared with the reference: {:?}",
         s.calls,
         start.elapsed().as_secs_f64(),
         s.successes,
-        s.checked,
         s.by_status,
-        s.findings.len()
+        s.findings.len(),
+        s.checked
     );
     assert!(s.findings.is_empty(), "findings:\n{}", s.findings.join("\n"));
 }
