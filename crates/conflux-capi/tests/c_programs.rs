@@ -216,14 +216,18 @@ fn header_compiles_as_c99_and_cxx() {
 fn header_takes_hip_streams_of_both_platforms() {
     // hipStream_t as HIP's headers declare it on each platform, then the stream calls in C++
     // (no implicit pointer conversions): both compile against miopen.h unchanged.
+    // A third case: AMD's type declared after miopen.h with the platform macro undefined (a
+    // program that includes miopen.h first and is compiled without hipcc).
     let platforms = [
-        ("-D__HIP_PLATFORM_AMD__", "struct ihipStream_t;\ntypedef struct ihipStream_t* hipStream_t;\n"),
-        ("-D__HIP_PLATFORM_NVIDIA__", "struct CUstream_st;\ntypedef struct CUstream_st* cudaStream_t;\ntypedef cudaStream_t hipStream_t;\n"),
+        ("-D__HIP_PLATFORM_AMD__", "struct ihipStream_t;\ntypedef struct ihipStream_t* hipStream_t;\n", true),
+        ("-D__HIP_PLATFORM_NVIDIA__", "struct CUstream_st;\ntypedef struct CUstream_st* cudaStream_t;\ntypedef cudaStream_t hipStream_t;\n", true),
+        ("-U__HIP_PLATFORM_AMD__", "struct ihipStream_t;\ntypedef struct ihipStream_t* hipStream_t;\n", false),
     ];
-    for (define, types) in platforms {
+    for (define, types, types_first) in platforms {
         let probe = out_dir().join("hip_stream_probe.cpp");
         let body = "int probe(miopenHandle_t* h, hipStream_t s) {\n  hipStream_t out = s;\n  miopenCreateWithStream(h, s);\n  miopenSetStream(*h, s);\n  return (int)miopenGetStream(*h, &out);\n}\n";
-        std::fs::write(&probe, format!("{types}#include <miopen/miopen.h>\n{body}")).unwrap();
+        let text = if types_first { format!("{types}#include <miopen/miopen.h>\n{body}") } else { format!("#include <miopen/miopen.h>\n{types}{body}") };
+        std::fs::write(&probe, text).unwrap();
         run_checked(
             Command::new(cxx()).args(["-std=c++11", "-pedantic-errors", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", define]).arg("-I").arg(include_dir()).arg(&probe),
             &format!("HIP stream types ({define})"),

@@ -1270,6 +1270,25 @@ MIOPEN_EXPORT miopenStatus_t confluxSetFindProgressCallback(miopenHandle_t handl
 }
 #endif
 
+#if defined(__cplusplus) && !defined(__HIP_PLATFORM_AMD__) && !defined(__HIP_PLATFORM_HCC__)
+/* HIP's AMD stream type for a C++ program that includes this header before HIP's and is
+ * compiled without __HIP_PLATFORM_AMD__ (real MIOpen includes HIP itself, so include order
+ * never matters there). Such a stream can only be given to a CPU handle. */
+struct ihipStream_t;
+inline miopenStatus_t miopenCreateWithStream(miopenHandle_t* handle, ihipStream_t* stream)
+{
+    return miopenCreateWithStream(handle, reinterpret_cast<miopenAcceleratorQueue_t>(stream));
+}
+inline miopenStatus_t miopenSetStream(miopenHandle_t handle, ihipStream_t* stream)
+{
+    return miopenSetStream(handle, reinterpret_cast<miopenAcceleratorQueue_t>(stream));
+}
+inline miopenStatus_t miopenGetStream(miopenHandle_t handle, ihipStream_t** stream)
+{
+    return miopenGetStream(handle, reinterpret_cast<miopenAcceleratorQueue_t*>(stream));
+}
+#endif
+
 /* The rest of MIOpen's public API, by area. Each header says what conflux computes there. */
 #include <miopen/miopen_layers.h>
 #include <miopen/miopen_find2.h>
