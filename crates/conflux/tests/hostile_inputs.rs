@@ -146,3 +146,32 @@ device_tests!(tensor_ops_and_batch_norm_on_every_rank, |h: &Handle| {
         }
     }
 });
+
+// Fuzzer finding (C API fuzzer, seed 2, scenario 19760): a grouped 1×3 filter with a width
+// dilation of 2³⁰ over a 4×4 image. Every solver must either run it with a bounded workspace
+// or refuse it; Find 2.0 (which allocates the workspace it times with) must not abort.
+device_tests!(dilation_of_2_pow_30_with_groups, |h: &Handle| {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 2], &[1, 1 << 30]).unwrap();
+    conv.set_groups(2).unwrap();
+    let x = TensorDesc::new(DataType::Float, &[1, 2, 4, 4]).unwrap();
+    let w = TensorDesc::new(DataType::Float, &[2, 1, 1, 3]).unwrap();
+    let y = conv.output_desc(&x, &w).unwrap();
+    let problem = conflux::ConvProblem::forward(&conv, &x, &w, &y).unwrap();
+    for s in conflux::conv::solutions(h, &problem, 64).unwrap() {
+        assert!(s.workspace_bytes < 1 << 30, "solution {} asks for {} workspace bytes", s.solution_id, s.workspace_bytes);
+    }
+    let (xd, wd) = (random(h, &x, Fill::SmallInt(-2, 2), 7), random(h, &w, Fill::SmallInt(-2, 2), 8));
+    let mut want = vec![0.0; y.element_space()];
+    rconv::conv_forward(&conv, &x, &xd.host, &w, &wd.host, &y, &mut want).unwrap();
+    let mut p = conflux::find2::Problem::new(conflux::find2::Operator::Conv(conv.clone()), conflux::find2::ProblemDirection::Forward).unwrap();
+    p.set_tensor(conflux::find2::arg::CONV_X, x.clone()).unwrap();
+    p.set_tensor(conflux::find2::arg::CONV_W, w.clone()).unwrap();
+    let found = conflux::find2::find_solutions(h, &p, &Default::default(), 8).unwrap();
+    let yd = poisoned(h, &y);
+    let mut args = conflux::find2::RunTensors::default();
+    for (id, d) in [(conflux::find2::arg::CONV_X, &xd), (conflux::find2::arg::CONV_W, &wd), (conflux::find2::arg::CONV_Y, &yd)] {
+        args.tensors.insert(id, (None, d.ptr()));
+    }
+    conflux::find2::run(h, &found[0], &args, Workspace::default()).unwrap();
+    assert_close("dilation 2^30, Find 2.0", &download(h, &yd), &want, 0.0);
+});

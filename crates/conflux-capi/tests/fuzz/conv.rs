@@ -38,6 +38,7 @@ pub fn space(lens: &[usize], strides: &[usize]) -> usize {
     1 + lens.iter().zip(strides).map(|(l, s)| (l - 1) * s).sum::<usize>()
 }
 
+#[derive(Debug)]
 struct Geometry {
     n: usize,
     c: usize,
@@ -89,6 +90,9 @@ fn geometry(r: &mut Rng) -> Geometry {
 /// One fuzzed convolution in a random direction through a random entry point.
 pub fn convolution(r: &mut Rng, s: &mut Stats, h: MiopenHandle) {
     let geo = geometry(r);
+    if tracing() {
+        eprintln!("  {geo:?}");
+    }
     let mut conv = null_mut();
     s.call("miopenCreateConvolutionDescriptor", || unsafe { miopenCreateConvolutionDescriptor(&mut conv) });
     let status = s.call("miopenInitConvolutionDescriptor", || unsafe {
@@ -190,7 +194,11 @@ fn direction(r: &mut Rng, s: &mut Stats, h: MiopenHandle, conv: MiopenConv, rc: 
         Dir::BackwardData => want_from(&x),
         Dir::BackwardWeights => want_from(&w),
     };
-    let (name, status, scale) = match r.range(0, 2) {
+    let entry = r.range(0, 2);
+    if tracing() {
+        eprintln!("  {dir:?} entry {entry}: x {:?}/{:?} w {:?}/{:?} y {:?}/{:?}", t.xl, t.xs, t.wl, t.ws, t.yl, t.ys);
+    }
+    let (name, status, scale) = match entry {
         0 => immediate(r, s, h, conv, t, dir, (&mut x, &mut w, &mut y), invalid),
         1 => super::conv_find::find_then_run(r, s, h, conv, t, dir, (&mut x, &mut w, &mut y), invalid),
         _ => super::conv_find::find2(s, h, conv, t, dir, (&mut x, &mut w, &mut y), invalid),
@@ -249,6 +257,10 @@ fn immediate(r: &mut Rng, s: &mut Stats, h: MiopenHandle, conv: MiopenConv, t: &
         return (name, None, 1.0);
     }
     let sol = sols[r.range(0, count as i64 - 1) as usize];
+    if sol.workspace_size > MAX_WORKSPACE {
+        s.finding(format!("{dir:?}: solution {} asks for {} workspace bytes", sol.solution_id, sol.workspace_size));
+        return (name, None, 1.0);
+    }
     let short = sol.workspace_size > 0 && r.chance(0.2);
     let ws_bytes = if short { sol.workspace_size - 1 } else { sol.workspace_size };
     let mut ws = HostBuf::poisoned(ws_bytes.div_ceil(4));

@@ -31,6 +31,10 @@ pub fn find_then_run(r: &mut Rng, s: &mut Stats, h: MiopenHandle, conv: MiopenCo
     if status != 0 {
         return ("GetWorkSpaceSize", None, 1.0);
     }
+    if ws_bytes > MAX_WORKSPACE {
+        s.finding(format!("{dir:?}: GetWorkSpaceSize asks for {ws_bytes} bytes"));
+        return ("GetWorkSpaceSize", None, 1.0);
+    }
     let mut ws = HostBuf::poisoned(ws_bytes.div_ceil(4));
     let ws_ptr = if ws_bytes == 0 { null_mut() } else { ws.ptr() };
     let (px, pw, py) = (x.ptr(), w.ptr(), y.ptr());
@@ -109,6 +113,10 @@ pub fn find2(s: &mut Stats, h: MiopenHandle, conv: MiopenConv, t: &Tensors, dir:
     }
     let mut ws_bytes = 0usize;
     s.call("miopenGetSolutionWorkspaceSize", || unsafe { miopenGetSolutionWorkspaceSize(sols[0], &mut ws_bytes) });
+    if ws_bytes > MAX_WORKSPACE {
+        s.finding(format!("{dir:?}: a Find 2.0 solution asks for {ws_bytes} bytes"));
+        return ("miopenGetSolutionWorkspaceSize", None, 1.0);
+    }
     let mut ws = HostBuf::poisoned(ws_bytes.div_ceil(4));
     let ws_ptr = if ws_bytes == 0 { null_mut() } else { ws.ptr() };
     let args = [

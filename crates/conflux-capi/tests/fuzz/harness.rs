@@ -161,6 +161,16 @@ impl Stats {
     }
 }
 
+/// CONFLUX_FUZZ_TRACE=1: scenarios describe themselves on stderr before they run.
+pub fn tracing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("CONFLUX_FUZZ_TRACE").is_ok_and(|v| v == "1"))
+}
+
+/// Tensors here hold at most ~10⁶ elements: a workspace past this is a finding, and the fuzzer
+/// does not allocate it.
+pub const MAX_WORKSPACE: usize = 1 << 30;
+
 pub fn last_error() -> String {
     unsafe { CStr::from_ptr(confluxGetLastErrorMessage()) }.to_string_lossy().into_owned()
 }

@@ -8,6 +8,7 @@
 //! CI runs a bounded number of scenarios. A long run:
 //!   CONFLUX_FUZZ_SCENARIOS=200000 CONFLUX_FUZZ_SEED=7 \
 //!     cargo test --release -p conflux-capi --test fuzz -- --nocapture
+//! CONFLUX_FUZZ_TRACE=1 names each scenario on stderr before it runs (to locate an abort).
 
 mod conv;
 mod conv_find;
@@ -39,6 +40,10 @@ fn random_c_api_calls_crash_nothing_and_never_succeed_wrongly() {
     for i in 0..scenarios {
         let which = r.range(0, 9);
         s.context = format!("seed {seed} scenario {i}");
+        if harness::tracing() {
+            // An abort cannot be caught: the last line names the scenario that caused it.
+            eprintln!("{} ({which})", s.context);
+        }
         match which {
             0..=3 => conv::convolution(&mut r, &mut s, h),
             4 | 5 => layers::activation(&mut r, &mut s, h),

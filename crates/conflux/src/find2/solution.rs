@@ -18,6 +18,9 @@ use crate::{bail, ensure};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+/// Workspace Find 2.0 falls back to when the largest any solver needs cannot be allocated.
+const FALLBACK_WORKSPACE: usize = 256 << 20;
+
 /// `miopenFindOptions_t`.
 #[derive(Clone, Debug)]
 pub struct FindOptions {
@@ -129,8 +132,13 @@ pub fn find_solutions(handle: &Handle, problem: &Problem, options: &FindOptions,
             let ws = match options.workspace {
                 Some((ptr, bytes)) => Workspace { ptr, bytes: bytes.min(options.workspace_limit) },
                 None => {
-                    let bytes = workspace_size(handle, &b.problem)?.min(options.workspace_limit);
-                    let buf = handle.alloc(bytes.max(1))?;
+                    // The most any solver asks for; when that much cannot be had, a smaller
+                    // workspace times the solvers that fit in it (the rest are skipped).
+                    let need = workspace_size(handle, &b.problem)?.min(options.workspace_limit);
+                    let (buf, bytes) = [need, need.min(FALLBACK_WORKSPACE), 0]
+                        .into_iter()
+                        .find_map(|bytes| handle.alloc(bytes.max(1)).ok().map(|b| (b, bytes)))
+                        .ok_or_else(|| Error::alloc("find solutions: not even one byte of workspace could be allocated"))?;
                     let ptr = buf.ptr();
                     scratch.owned.push(buf);
                     Workspace { ptr, bytes }

@@ -44,6 +44,9 @@ impl Solver for CpuDepthwiseNhwc {
             // The copy grows with the plane; the planar kernel's rows fill their lanes.
             return Err(format!("channels-first tensors with a {}×{} output plane: the planar direct solver runs it without copies", g.output[1], g.output[2]));
         }
+        if conv.direction == Direction::Forward && kernels::staged_floats(&g).is_none_or(|f| f > kernels::MAX_STAGED) {
+            return Err(format!("a staged input row would exceed {} floats (stride {:?}, dilation {:?})", kernels::MAX_STAGED, g.stride, g.dilation));
+        }
         if conv.direction == Direction::Forward && g.filter[1] > kernels::MAX_FILTER_ROWS {
             return Err(format!("forward with {} filter rows (at most {})", g.filter[1], kernels::MAX_FILTER_ROWS));
         }

@@ -279,6 +279,16 @@ pub const MAX_FILTER_ROWS: usize = 16;
 /// Input columns output row reads, padding included.
 fn staged_span(g: &Geom) -> usize { (g.output[2] - 1) * g.stride[2] + (g.filter[2] - 1) * g.dilation[2] + 1 }
 
+/// Floats a forward task stages (the filter rows' spans of the padded input row, one vector of
+/// channels each), None when that overflows. The solver refuses past `MAX_STAGED`: a dilation
+/// or stride near 2³⁰ on a narrow output would ask for terabytes.
+pub fn staged_floats(g: &Geom) -> Option<usize> {
+    let span = (g.output[2] - 1).checked_mul(g.stride[2])?.checked_add((g.filter[2] - 1).checked_mul(g.dilation[2])?)?.checked_add(1)?;
+    g.filter[1].checked_mul(span)?.checked_mul(LANES)
+}
+
+pub const MAX_STAGED: usize = 1 << 26;
+
 /// Output row (n, oh) read from x in place. Interior outputs (every horizontal tap inside the
 /// image) read one tap list shifted by stride·pixel per output, four at a time; the few border
 /// outputs get lists of their own.
