@@ -6,6 +6,7 @@
 pub mod error;
 pub mod types;
 pub mod element;
+pub mod quant;
 pub mod tensor;
 pub mod conv_desc;
 pub mod problem;
