@@ -84,7 +84,17 @@ pub fn write_entry(dir: &Path, name: &str, magic: &[u8; 8], payload: &[u8]) -> s
     data.extend_from_slice(payload);
     let tmp = dir.join(format!(".{name}.{}.{:?}.tmp", std::process::id(), std::thread::current().id()));
     std::fs::write(&tmp, &data)?;
-    std::fs::rename(&tmp, dir.join(name)).inspect_err(|_| {
+    let target = dir.join(name);
+    let renamed = std::fs::rename(&tmp, &target).or_else(|e| {
+        // A directory squatting on the record's name (a damaged cache) would block the record
+        // forever: an empty one is removed and the rename retried.
+        if target.is_dir() && std::fs::remove_dir(&target).is_ok() {
+            std::fs::rename(&tmp, &target)
+        } else {
+            Err(e)
+        }
+    });
+    renamed.inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
 }
@@ -153,5 +163,15 @@ mod tests {
         }
         assert!(started.elapsed().as_secs() < 5);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An empty directory in a record's place (a damaged cache) is replaced by the record.
+    #[test]
+    fn a_directory_in_a_records_place_is_replaced() {
+        let dir = std::env::temp_dir().join(format!("conflux-squat-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("rec")).unwrap();
+        write_entry(&dir, "rec", b"TESTMAGC", b"payload").unwrap();
+        assert_eq!(read_entry(&dir, "rec", b"TESTMAGC").as_deref(), Some(&b"payload"[..]));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
