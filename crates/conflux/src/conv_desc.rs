@@ -221,8 +221,10 @@ impl ConvDesc {
             x.rank(),
             w.rank()
         );
+        // fp8 inputs may mix formats (e4m3 data with e5m2 filters); other types must match.
+        let fp8 = |t: &TensorDesc| matches!(t.dtype(), crate::types::DataType::Float8 | crate::types::DataType::BFloat8);
         ensure!(
-            x.dtype() == w.dtype(),
+            x.dtype() == w.dtype() || (fp8(x) && fp8(w)),
             BadParm,
             "convolution: input type {:?} differs from filter type {:?}",
             x.dtype(),
@@ -273,10 +275,15 @@ impl ConvDesc {
         Ok(out)
     }
 
-    /// The forward output descriptor: same type as x, packed, same layout family as x.
+    /// The forward output descriptor: same type as x (Float for Int8 x, as in MIOpen), packed,
+    /// same layout family as x.
     pub fn output_desc(&self, x: &TensorDesc, w: &TensorDesc) -> Result<TensorDesc> {
         let lens = self.output_lens(x, w)?;
-        output_desc_like(x, &lens)
+        let y = output_desc_like(x, &lens)?;
+        if x.dtype() == crate::types::DataType::Int8 {
+            return y.with_dtype(crate::types::DataType::Float);
+        }
+        Ok(y)
     }
 
     /// Short text of the geometry for keys and logs.

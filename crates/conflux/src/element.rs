@@ -63,7 +63,14 @@ pub fn encode(dtype: DataType, values: &[f64]) -> Vec<u8> {
         DataType::Double => enc::<f64>(values),
         DataType::Half => enc::<f16>(values),
         DataType::BFloat16 => enc::<bf16>(values),
-        other => panic!("encode: {other:?} is not a floating-point compute type"),
+        DataType::Int32 => values.iter().flat_map(|&v| crate::quant::to_i32(v as f32).to_le_bytes()).collect(),
+        // Quantized types store the nearest code (round half to even, saturating).
+        DataType::Int8 => values.iter().map(|&v| crate::quant::to_i8(v as f32) as u8).collect(),
+        DataType::Float8 | DataType::BFloat8 => {
+            let f = crate::quant::Fp8::of(dtype).expect("an fp8 type");
+            values.iter().map(|&v| f.encode(v as f32, crate::quant::Rounding::Nearest)).collect()
+        }
+        other => panic!("encode: {other:?} is not a type conflux computes with"),
     }
 }
 
@@ -84,7 +91,13 @@ pub fn decode(dtype: DataType, bytes: &[u8]) -> Vec<f64> {
         DataType::Double => dec::<f64>(bytes),
         DataType::Half => dec::<f16>(bytes),
         DataType::BFloat16 => dec::<bf16>(bytes),
-        other => panic!("decode: {other:?} is not a floating-point compute type"),
+        DataType::Int32 => bytes.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect(),
+        DataType::Int8 => bytes.iter().map(|&b| b as i8 as f64).collect(),
+        DataType::Float8 | DataType::BFloat8 => {
+            let f = crate::quant::Fp8::of(dtype).expect("an fp8 type");
+            bytes.iter().map(|&b| f.decode(b) as f64).collect()
+        }
+        other => panic!("decode: {other:?} is not a type conflux computes with"),
     }
 }
 
@@ -94,6 +107,12 @@ pub fn round_to(dtype: DataType, v: f64) -> f64 {
         DataType::Float => v as f32 as f64,
         DataType::Half => f16::from_f64(v).to_f64(),
         DataType::BFloat16 => bf16::from_f64(v).to_f64(),
+        DataType::Int8 => v.round_ties_even().clamp(-128.0, 127.0),
+        DataType::Int32 => v.round_ties_even().clamp(i32::MIN as f64, i32::MAX as f64),
+        DataType::Float8 | DataType::BFloat8 => {
+            let f = crate::quant::Fp8::of(dtype).expect("an fp8 type");
+            f.decode(f.encode(v as f32, crate::quant::Rounding::Nearest)) as f64
+        }
         _ => v,
     }
 }

@@ -55,7 +55,9 @@ impl ConvProblem {
     }
 
     fn make(op: &str, direction: Direction, x: &TensorDesc, w: &TensorDesc, y: &TensorDesc, conv: &ConvDesc) -> Result<ConvProblem> {
-        for (name, t) in [("x", x), ("w", w), ("y", y)] {
+        // int8 / fp8 (forward only, with their own output types): `quant.rs` has the rules.
+        let quantized = crate::quant::conv_types(op, direction, x, w, y)?.is_some();
+        for (name, t) in [("x", x), ("w", w), ("y", y)].into_iter().filter(|_| !quantized) {
             ensure!(
                 matches!(t.dtype(), DataType::Float | DataType::Half | DataType::BFloat16),
                 NotImplemented,
@@ -64,7 +66,7 @@ impl ConvProblem {
             );
         }
         ensure!(
-            x.dtype() == w.dtype() && x.dtype() == y.dtype(),
+            quantized || (x.dtype() == w.dtype() && x.dtype() == y.dtype()),
             BadParm,
             "{op}: tensor types differ (x {:?}, w {:?}, y {:?})",
             x.dtype(),
@@ -78,6 +80,10 @@ impl ConvProblem {
     }
 
     pub fn dtype(&self) -> DataType { self.x.dtype() }
+    /// The int8 / fp8 kind of a quantized forward convolution (None for Float, Half, BFloat16).
+    pub fn quant(&self) -> Option<crate::quant::Quant> {
+        crate::quant::conv_types("convolution", self.direction, &self.x, &self.w, &self.y).ok().flatten()
+    }
     pub fn groups(&self) -> usize { self.conv.groups() }
     pub fn spatial_dims(&self) -> usize { self.conv.spatial_dims() }
     /// K (output channels of the normal convolution).

@@ -38,6 +38,8 @@ pub enum ChainOp<'a> {
     },
     /// y = f(x).
     Activation(ActivationDesc),
+    /// y = x + α·z (residual add; z has the current lengths, read through its strides).
+    AddTensor { z_desc: &'a TensorDesc, z: &'a [f64], alpha: f64 },
 }
 
 /// Packed descriptor with `like`'s type and the given lengths.
@@ -88,6 +90,13 @@ pub fn forward_chain(x_desc: &TensorDesc, x: &[f64], ops: &mut [ChainOp], y_desc
             ChainOp::Activation(act) => {
                 let inp = cur.clone();
                 activation_forward(act, &desc, &inp, &desc, &mut cur)?;
+            }
+            ChainOp::AddTensor { z_desc, z, alpha } => {
+                check_same_lens("reference residual add", "z", z_desc, "input", &desc)?;
+                check_slice("z", z_desc, z.len())?;
+                for (c, zv) in cur.iter_mut().zip(gather(z_desc, z)) {
+                    *c += *alpha * zv;
+                }
             }
         }
     }

@@ -14,6 +14,7 @@ pub mod conv;
 pub mod fill;
 pub mod fused;
 pub mod pooling;
+pub mod quantized;
 pub mod softmax;
 pub mod strided;
 
@@ -28,5 +29,6 @@ pub use conv::{
 pub use fill::{exact_integer_limit, fill_for, fill_normal, fill_small_int, fill_uniform, poisoned, Fill, SplitMix64};
 pub use fused::{bn_bwd_act_backward, conv_bias_act_forward, forward_chain, ChainOp};
 pub use pooling::{pooling_backward, pooling_forward};
+pub use quantized::{quantize_output, quantized_conv_forward};
 pub use softmax::{softmax_backward, softmax_forward};
 pub use strided::{check_same_lens, check_slice, dot, gather, offsets, scatter};

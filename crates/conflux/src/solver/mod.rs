@@ -78,6 +78,9 @@ pub trait Solver: Send + Sync {
     /// Build the invoker (compiles kernels on GPU backends). Only called after `check` passed.
     /// Tunable solvers use their tuned configuration when there is one, else their heuristic.
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>>;
+    /// Does this solver compute int8 / fp8 convolutions (`quant.rs`)? Every other solver is
+    /// refused them by `registry::verdict`, whatever its own `check` says.
+    fn computes_quantized(&self) -> bool { false }
     /// Labels of the configurations an exhaustive Find may time (empty: not tunable).
     fn tuning_space(&self, _problem: &FusedProblem) -> Vec<String> { Vec::new() }
     /// Build with one configuration of `tuning_space`.

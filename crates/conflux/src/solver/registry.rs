@@ -131,6 +131,14 @@ pub fn verdict(solver: &dyn Solver, problem: &FusedProblem, device: &DeviceInfo)
     if disabled(solver) {
         return Err("disabled by CONFLUX_DISABLE_SOLVERS".into());
     }
+    if let Some(q) = problem.conv_problem().and_then(|c| c.quant()) {
+        if !solver.computes_quantized() {
+            return Err(match solver.device() {
+                DeviceKind::Cuda => format!("{q:?} convolutions have no CUDA kernel yet (the CPU computes them)"),
+                DeviceKind::Cpu => format!("{q:?} convolutions run on the quantized solvers only"),
+            });
+        }
+    }
     solver.check(problem, device)
 }
 
