@@ -199,12 +199,14 @@ impl PoolGeom {
         count.max(1)
     }
 
-    /// Input positions [lo, hi) along axis `a` covered by output position `o`.
+    /// Input positions [lo, hi) along axis `a` covered by output position `o`; empty (lo = hi)
+    /// for a window wholly in the padding, which a padding of at least the window allows (a max
+    /// over it is -inf, an average 0).
     #[inline(always)]
     pub fn window_range(&self, a: usize, o: usize, input: usize) -> (usize, usize) {
-        let start = (o * self.stride[a]) as i64 - self.pad[a] as i64;
-        let end = (start + self.window[a] as i64).min(input as i64);
-        (start.max(0) as usize, end.max(0) as usize)
+        let start = ((o * self.stride[a]) as i64 - self.pad[a] as i64).max(0);
+        let end = ((o * self.stride[a]) as i64 - self.pad[a] as i64 + self.window[a] as i64).min(input as i64);
+        (start as usize, end.max(start) as usize)
     }
 
     /// Output positions [lo, hi) along axis `a` whose windows cover input position `i`.

@@ -175,3 +175,26 @@ device_tests!(dilation_of_2_pow_30_with_groups, |h: &Handle| {
     conflux::find2::run(h, &found[0], &args, Workspace::default()).unwrap();
     assert_close("dilation 2^30, Find 2.0", &download(h, &yd), &want, 0.0);
 });
+
+// Fuzzer finding (C API fuzzer with pooling, seed 1): a padding of at least the window puts
+// whole windows in the padding; the CPU kernel's window length underflowed (a caught panic).
+// Such a window's max is -inf and its average 0, on every device, as the reference defines.
+device_tests!(pooling_windows_wholly_in_the_padding, |h: &Handle| {
+    use conflux::pooling::{PoolingDesc, PoolingMode};
+    let x = TensorDesc::new(DataType::Float, &[1, 3, 2, 3]).unwrap();
+    for mode in [PoolingMode::Max, PoolingMode::Average, PoolingMode::AverageInclusive] {
+        let p = PoolingDesc::new(mode, &[1, 2], &[2, 2], &[1, 1]).unwrap();
+        let y = TensorDesc::new(DataType::Float, &p.output_lens(&x).unwrap()).unwrap();
+        let xd = random(h, &x, Fill::SmallInt(-4, 4), 9);
+        let yd = poisoned(h, &y);
+        let none = conflux::ops::PoolWorkspace { ptr: conflux::DevPtr::NULL, bytes: 0 };
+        conflux::ops::pooling_forward(h, &p, (1.0, 0.0), &x, xd.ptr(), &y, yd.ptr(), false, none).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        let mut want = vec![f64::NAN; y.element_space()];
+        conflux::reference::pooling_forward(&p, (1.0, 0.0), &x, &xd.host, &y, &mut want).unwrap();
+        assert!(want.iter().any(|v| v.is_infinite() || *v == 0.0), "{mode:?}: no window lies in the padding");
+        let got = download(h, &yd);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(g == w || (g - w).abs() <= 1e-6 * w.abs().max(1.0), "{mode:?} element {i}: {g} vs {w}");
+        }
+    }
+});

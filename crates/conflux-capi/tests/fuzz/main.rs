@@ -15,6 +15,7 @@ mod conv_find;
 mod fusion_run;
 mod harness;
 mod layers;
+mod pooling;
 
 use harness::{Rng, Stats};
 use std::ptr::null_mut;
@@ -38,7 +39,7 @@ fn random_c_api_calls_crash_nothing_and_never_succeed_wrongly() {
     assert_eq!(unsafe { miopenCreate(&mut h) }, 0);
     let start = std::time::Instant::now();
     for i in 0..scenarios {
-        let which = r.range(0, 9);
+        let which = r.range(0, 10);
         s.context = format!("seed {seed} scenario {i}");
         if harness::tracing() {
             // An abort cannot be caught: the last line names the scenario that caused it.
@@ -49,7 +50,8 @@ fn random_c_api_calls_crash_nothing_and_never_succeed_wrongly() {
             4 | 5 => layers::activation(&mut r, &mut s, h),
             6 => layers::softmax(&mut r, &mut s, h),
             7 | 8 => layers::fusion(&mut r, &mut s, h),
-            _ => layers::descriptors(&mut r, &mut s),
+            9 => layers::descriptors(&mut r, &mut s),
+            _ => pooling::pooling(&mut r, &mut s, h),
         }
     }
     unsafe { miopenDestroy(h) };
