@@ -14,6 +14,7 @@ pub mod gemm;
 pub mod im2col;
 pub mod layers;
 pub mod pointwise;
+pub mod quant;
 mod pool;
 pub mod tensor_io;
 pub mod weight_cache;

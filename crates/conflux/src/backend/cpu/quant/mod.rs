@@ -1,0 +1,186 @@
+//! The quantized (int8 and fp8) forward convolution on the CPU, following `quant.rs`: for each
+//! output row (n, d, h) and group, the input patches of up to `CHUNK` output pixels are
+//! gathered into rows of `C/G · taps` elements (int8 as is, fp8 decoded to f32; zeros in the
+//! padding), each filter row is dotted with four patch rows at a time (`dot.rs`), and the
+//! sums pass through α/β, the epilogue (f32) and the output conversion into y's strides.
+//! Any geometry: 2-D / 3-D, groups, stride, padding (asymmetric too), dilation, any strides.
+
+pub mod dot;
+
+use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
+use crate::backend::cpu::tensor_io::access;
+use crate::problem::Geom;
+use crate::quant::{stochastic_bits, to_i32, to_i8, Fp8, Quant, Rounding};
+use crate::types::DataType;
+use dot::{dot4_f32, dot4_i8, F32_STEP, INT8_STEP};
+use rayon::prelude::*;
+
+/// Output pixels gathered at once (bounds the patch buffer).
+const CHUNK: usize = 64;
+
+/// One run's pointers and scalars.
+pub struct QuantRun<'a> {
+    pub x: u64,
+    pub w: u64,
+    pub y: u64,
+    pub y_dtype: DataType,
+    pub alpha: f32,
+    pub beta: f32,
+    pub epi: &'a CpuEpilogue,
+    /// FP8_ROUNDING_MODE = 1: fp8 outputs are rounded stochastically.
+    pub stochastic: bool,
+}
+
+/// Element of a patch row: int8 as stored, or f32 decoded from fp8.
+trait Lane: Copy + Default + Send + Sync {
+    const STEP: usize;
+    /// Element `off` of a tensor at `base` whose elements decode with `fmt`.
+    unsafe fn load(base: u64, off: usize, fmt: Option<Fp8>) -> Self;
+    fn dot4(w: &[Self], p: [&[Self]; 4]) -> [f64; 4];
+}
+
+impl Lane for i8 {
+    const STEP: usize = INT8_STEP;
+    unsafe fn load(base: u64, off: usize, _: Option<Fp8>) -> i8 { *(base as *const i8).add(off) }
+    fn dot4(w: &[i8], p: [&[i8]; 4]) -> [f64; 4] { dot4_i8(w, p).map(|v| v as f64) }
+}
+
+impl Lane for f32 {
+    const STEP: usize = F32_STEP;
+    unsafe fn load(base: u64, off: usize, fmt: Option<Fp8>) -> f32 {
+        fmt.expect("an fp8 input").decode(*(base as *const u8).add(off))
+    }
+    fn dot4(w: &[f32], p: [&[f32]; 4]) -> [f64; 4] { dot4_f32(w, p).map(|v| v as f64) }
+}
+
+/// y = convert(epilogue(α·conv(x, w) + β·y)).
+pub fn forward(g: &Geom, q: Quant, r: &QuantRun) {
+    match q {
+        Quant::Int8 => run::<i8>(g, None, None, r),
+        Quant::Fp8 { x, w } => run::<f32>(g, Some(x), Some(w), r),
+    }
+}
+
+fn padded(len: usize, step: usize) -> usize { len.div_ceil(step) * step }
+
+fn run<T: Lane>(g: &Geom, xf: Option<Fp8>, wf: Option<Fp8>, r: &QuantRun) {
+    let (cg, kg, taps) = (g.cg(), g.kg(), g.filter_size());
+    let len = cg * taps;
+    let lp = padded(len, T::STEP);
+    // Filter rows [k][c][t], zero-padded to lp.
+    let mut wpack = vec![T::default(); g.k * lp];
+    let ws = g.w_strides;
+    for k in 0..g.k {
+        for c in 0..cg {
+            for (t, (td, th, tw)) in tap_iter(g.filter).enumerate() {
+                let off = k * ws[0] + c * ws[1] + td * ws[2] + th * ws[3] + tw * ws[4];
+                // SAFETY: (k, c, t) is inside w, whose descriptor the problem validated.
+                wpack[k * lp + c * taps + t] = unsafe { T::load(r.w, off, wf) };
+            }
+        }
+    }
+    let [od, oh, ow] = g.output;
+    let raw = r.y_dtype == DataType::Int32 && r.alpha == 1.0 && r.beta == 0.0 && r.epi.is_empty();
+    (0..g.n * od * oh).into_par_iter().for_each(|row| {
+        let (n, d, h) = (row / (od * oh), (row / oh) % od, row % oh);
+        let mut patches = vec![T::default(); CHUNK.next_multiple_of(4) * lp];
+        let mut acc = vec![0f64; CHUNK.next_multiple_of(4)];
+        let mut vals = vec![0f32; CHUNK];
+        for w0 in (0..ow).step_by(CHUNK) {
+            let cnt = CHUNK.min(ow - w0);
+            for grp in 0..g.groups {
+                for p in 0..cnt {
+                    gather::<T>(g, xf, r.x, n, grp, [d, h, w0 + p], &mut patches[p * lp..(p + 1) * lp]);
+                }
+                for k in grp * kg..(grp + 1) * kg {
+                    let wr = &wpack[k * lp..(k + 1) * lp];
+                    for p0 in (0..cnt).step_by(4) {
+                        let row = |j: usize| &patches[(p0 + j) * lp..(p0 + j + 1) * lp];
+                        let s = T::dot4(wr, [row(0), row(1), row(2), row(3)]);
+                        acc[p0..p0 + 4].copy_from_slice(&s);
+                    }
+                    finish(g, r, raw, n, k, [d, h, w0], &acc[..cnt], &mut vals[..cnt]);
+                }
+            }
+        }
+    });
+}
+
+/// (td, th, tw) of every tap in [t][h][w] order.
+fn tap_iter(f: [usize; 3]) -> impl Iterator<Item = (usize, usize, usize)> {
+    (0..f[0]).flat_map(move |a| (0..f[1]).flat_map(move |b| (0..f[2]).map(move |c| (a, b, c))))
+}
+
+/// The patch of output pixel `o` of image n, group grp: x[n, grp·C/G + c, o·s − p + t·dil],
+/// zero outside the input.
+fn gather<T: Lane>(g: &Geom, fmt: Option<Fp8>, x: u64, n: usize, grp: usize, o: [usize; 3], out: &mut [T]) {
+    let taps = g.filter_size();
+    let xs = g.x_strides;
+    let pos = |i: usize, t: usize| (o[i] * g.stride[i] + t * g.dilation[i]) as isize - g.pad[i] as isize;
+    for (t, (td, th, tw)) in tap_iter(g.filter).enumerate() {
+        let (id, ih, iw) = (pos(0, td), pos(1, th), pos(2, tw));
+        let inside = [id, ih, iw].iter().zip(g.input).all(|(&p, len)| p >= 0 && (p as usize) < len);
+        let base = n * xs[0] + grp * g.cg() * xs[1];
+        for c in 0..g.cg() {
+            out[c * taps + t] = if inside {
+                let off = base + c * xs[1] + id as usize * xs[2] + ih as usize * xs[3] + iw as usize * xs[4];
+                // SAFETY: the position is inside x.
+                unsafe { T::load(x, off, fmt) }
+            } else {
+                T::default()
+            };
+        }
+    }
+}
+
+/// α/β, the epilogue and the conversion of `acc` (output pixels o..o + acc.len() of (n, k)).
+#[allow(clippy::too_many_arguments)]
+fn finish(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, o: [usize; 3], acc: &[f64], vals: &mut [f32]) {
+    let ys = g.y_strides;
+    let [od, oh, ow] = g.output;
+    let sp0 = (o[0] * oh + o[1]) * ow + o[2];
+    let off = |p: usize| n * ys[0] + k * ys[1] + o[0] * ys[2] + o[1] * ys[3] + (o[2] + p) * ys[4];
+    if raw {
+        for (p, &a) in acc.iter().enumerate() {
+            // SAFETY: the element is inside y; rows of different tasks never overlap.
+            unsafe { *(r.y as *mut i32).add(off(p)) = a as i32 };
+        }
+        return;
+    }
+    for (p, (v, &a)) in vals.iter_mut().zip(acc).enumerate() {
+        *v = r.alpha * a as f32;
+        if r.beta != 0.0 {
+            // SAFETY: as above.
+            *v += r.beta * unsafe { load_any(r.y_dtype, r.y, off(p)) };
+        }
+    }
+    r.epi.apply_span(vals, n, k, sp0, g.output);
+    let first = ((n * g.k + k) * od * oh * ow + sp0) as u64;
+    for (p, &v) in vals.iter().enumerate() {
+        // SAFETY: as above.
+        unsafe { store_any(r.y_dtype, r.y, off(p), v, r.stochastic, first + p as u64) };
+    }
+}
+
+/// Element `off` of a y of any output type, as f32.
+unsafe fn load_any(dt: DataType, base: u64, off: usize) -> f32 {
+    match dt {
+        DataType::Int8 => *(base as *const i8).add(off) as f32,
+        DataType::Int32 => *(base as *const i32).add(off) as f32,
+        DataType::Float8 | DataType::BFloat8 => Fp8::of(dt).expect("fp8").decode(*(base as *const u8).add(off)),
+        _ => access::load(dt, base, off),
+    }
+}
+
+/// Stores `v` into y as `dt` (`quant.rs` conversions); `index` is the element's logical index.
+unsafe fn store_any(dt: DataType, base: u64, off: usize, v: f32, stochastic: bool, index: u64) {
+    match dt {
+        DataType::Int8 => *(base as *mut i8).add(off) = to_i8(v),
+        DataType::Int32 => *(base as *mut i32).add(off) = to_i32(v),
+        DataType::Float8 | DataType::BFloat8 => {
+            let rounding = if stochastic { Rounding::Stochastic(stochastic_bits(index)) } else { Rounding::Nearest };
+            *(base as *mut u8).add(off) = Fp8::of(dt).expect("fp8").encode(v, rounding);
+        }
+        _ => access::store(dt, base, off, v),
+    }
+}
