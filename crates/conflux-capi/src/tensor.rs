@@ -10,8 +10,8 @@ use std::ffi::c_void;
 #[derive(Default)]
 pub struct TensorObj {
     desc: Option<TensorDesc>,
-    /// `miopenSetTensorCastType`: FP8 convolutions only, which conflux does not compute;
-    /// stored so the call succeeds (MIOpen has no getter).
+    /// `miopenSetTensorCastType`: never set, since conflux refuses cast types (NotImplemented)
+    /// rather than convolve the uncast values.
     #[allow(dead_code)]
     cast: Option<DataType>,
 }
@@ -151,9 +151,13 @@ pub unsafe extern "C" fn miopenSetTensorDescriptorV2(t: MiopenTensor, data_type:
 #[no_mangle]
 pub unsafe extern "C" fn miopenSetTensorCastType(t: MiopenTensor, cast_type: i32) -> CStatus {
     guard("miopenSetTensorCastType", || {
-        let o = obj_mut(t, "tensor descriptor")?;
-        o.cast = Some(enum_arg(cast_type)?);
-        Ok(())
+        let _ = obj_mut(t, "tensor descriptor")?;
+        let cast: DataType = enum_arg(cast_type)?;
+        // Accepting the call would convolve unconverted values; fp8 tensors give the same math.
+        Err(conflux::Error::new(
+            conflux::Status::NotImplemented,
+            format!("cast type {cast:?}: conflux does not convert tensors on load yet; describe the tensors as miopenFloat8 / miopenBFloat8 instead"),
+        ))
     })
 }
 

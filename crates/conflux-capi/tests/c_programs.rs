@@ -123,6 +123,11 @@ fn c_activation_modes_of_modern_networks() {
 }
 
 #[test]
+fn c_conv_int8_and_fp8_forward() {
+    run_c("conv_int8");
+}
+
+#[test]
 fn c_bad_input_statuses() {
     run_c("bad_input");
 }

@@ -144,6 +144,28 @@ typedef enum
     miopenInt64    = 9,
 } miopenDataType_t;
 
+/* Quantized convolutions (forward only; the CPU computes them, the CUDA backend refuses them
+ * with miopenStatusUnsupportedOp for now). Backward directions with these types, transpose
+ * forward included, are miopenStatusBadParm.
+ *
+ * int8: x and w miopenInt8; products summed exactly in int32 (up to 2^17 products per
+ * output). y is miopenInt32, miopenFloat, miopenHalf, miopenBFloat16 or miopenInt8. The value
+ * v = alpha * sum + beta * y_old is formed in float (beta = 0 never reads y; alpha / beta are
+ * float pointers), then a fusion plan's epilogue (bias, batch-norm inference, activation,
+ * residual add; their parameters are float/half/bf16) is applied in float, then v is
+ * converted: miopenInt8 rounds half to even and saturates to [-128, 127] (NaN gives 0);
+ * miopenInt32 stores the exact sum when alpha = 1, beta = 0 and there is no epilogue, else v
+ * rounded half to even and saturated. The default output descriptor of an int8 convolution
+ * (and so a fusion plan's output) is miopenFloat.
+ *
+ * fp8: miopenFloat8 is OCP e4m3fn (bias 7, largest finite 448, no infinities, NaN 0x7f/0xff);
+ * miopenBFloat8 is e5m2 (bias 15, largest finite 57344, +-inf 0x7c/0xfc, NaN 0x7d-0x7f).
+ * x and w may each be either; values are converted exactly to float and summed in float. y is
+ * miopenFloat, miopenHalf, miopenBFloat16, miopenFloat8 or miopenBFloat8. Conversion to fp8
+ * follows MIOPEN_CONVOLUTION_ATTRIB_FP8_ROUNDING_MODE (below) and saturates: finite values
+ * beyond the largest finite one, and infinities in e4m3, become +-max; e5m2 keeps +-inf; NaN
+ * becomes the NaN code with its sign. */
+
 typedef enum
 {
     miopenTensorNCHW   = 0,
@@ -210,7 +232,9 @@ MIOPEN_EXPORT miopenStatus_t miopenSetTensorDescriptorV2(miopenTensorDescriptor_
                                                          const size_t* dimsA,
                                                          const size_t* stridesA);
 
-/* FP8 convolution cast type; stored (conflux computes no FP8 convolutions). */
+/* FP8 convolution cast type. conflux does not convert f32/f16 tensors on load yet: returns
+ * miopenStatusNotImplemented (the descriptor is unchanged). Describe the tensors as
+ * miopenFloat8 / miopenBFloat8 instead. */
 MIOPEN_EXPORT miopenStatus_t miopenSetTensorCastType(miopenTensorDescriptor_t tensorDesc,
                                                      miopenDataType_t cast_type);
 #endif
@@ -301,6 +325,11 @@ typedef enum
 } miopenConvolutionAttrib_t;
 
 #ifdef MIOPEN_BETA_API
+/* Rounding of float results stored as fp8. Standard: round to nearest, ties to even.
+ * Stochastic (the default): a value between two codes rounds away from zero with probability
+ * equal to its distance from the lower code (in code spacings); the random bits of output
+ * element i (its logical N,C,(D,)H,W row-major index) are the top 24 bits of
+ * splitmix64(i ^ 0x9E3779B97F4A7C15), so results do not depend on threads, layout or run. */
 typedef enum
 {
     miopenF8RoundingModeStandard   = 0,
