@@ -58,13 +58,24 @@ fn chain(h: &Handle, xd: &TensorDesc, ops: &str) -> Chain {
                 params.extend(p);
             }
             _ => {
-                plan.add_activation(ActivationMode::Relu).unwrap();
+                plan.add_activation(activation_mode()).unwrap();
                 args.set(i, OpArg::Activation { alpha: 0.0, beta: 0.0, gamma: 0.0 });
             }
         }
     }
     plan.compile(h).unwrap();
     Chain { plan, args, _params: params }
+}
+
+/// The activation of the "A" columns: `BENCH_ACT=silu|gelu|tanh|logistic`, else ReLU.
+fn activation_mode() -> ActivationMode {
+    match std::env::var("BENCH_ACT").unwrap_or_default().as_str() {
+        "silu" => ActivationMode::Silu,
+        "gelu" => ActivationMode::Gelu,
+        "tanh" => ActivationMode::Tanh,
+        "logistic" => ActivationMode::Logistic,
+        _ => ActivationMode::Relu,
+    }
 }
 
 /// memcpy of `bytes` from `src` to `dst` split over the rayon threads.

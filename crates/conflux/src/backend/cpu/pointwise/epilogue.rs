@@ -158,7 +158,7 @@ impl CpuEpilogue {
                     let j = if *per_activation { c * sp_size + sp } else { c };
                     (v - mean[j]) * scale[j] + shift[j]
                 }
-                Step::Act(a) => a.forward(v),
+                Step::Act(a) => act_chunk::forward_one(a, v),
                 Step::Add { z, dtype, strides, alpha } => {
                     let off = n * strides[0] + c * strides[1] + pos[0] * strides[2] + pos[1] * strides[3] + pos[2] * strides[4];
                     // SAFETY: z has the output's shape (checked at op creation).

@@ -6,6 +6,7 @@ pub mod activation;
 pub mod bias;
 pub mod bn;
 mod dense;
+pub mod fast_math;
 pub mod epilogue;
 pub mod fused_store;
 
@@ -70,7 +71,7 @@ pub fn activation_backward(act: &ActivationDesc, dy: &TensorDesc, dyp: u64, dx: 
         unsafe {
             let g = load(dt, dyp, o);
             let xv = if xp != 0 { load(dt, xp, o) } else { 0.0 };
-            let yv = if yp != 0 { load(dt, yp, o) } else { act.forward(xv) };
+            let yv = if yp != 0 { load(dt, yp, o) } else { activation::forward_one(act, xv) };
             store(dx.dtype(), dxp, off5(&dxs, n, c, p), act.backward(g, xv, yv));
         }
     });
