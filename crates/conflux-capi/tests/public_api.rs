@@ -3,6 +3,8 @@
 //! exported), and every function conflux does not compute answers NotImplemented with a reason
 //! naming it, instead of crashing or being absent.
 
+mod headers;
+
 use std::collections::BTreeSet;
 use std::ffi::CStr;
 use std::path::PathBuf;
@@ -22,24 +24,9 @@ fn miopen_public_functions() -> Vec<String> {
     text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
 }
 
-/// Names declared with MIOPEN_EXPORT in every header of `include/miopen`.
+/// Names declared by our headers.
 fn declared_functions() -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    for entry in std::fs::read_dir(crate_dir().join("include/miopen")).unwrap() {
-        let path = entry.unwrap().path();
-        // export.h and config.h hold macros, not declarations.
-        if !path.file_name().unwrap().to_string_lossy().starts_with("miopen") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
-        for decl in text.split("MIOPEN_EXPORT").skip(1) {
-            let Some(open) = decl.find('(') else { continue };
-            if let Some(name) = decl[..open].split(|c: char| !(c.is_alphanumeric() || c == '_')).rfind(|s| !s.is_empty()) {
-                names.insert(name.to_string());
-            }
-        }
-    }
-    names
+    headers::declared_functions().into_iter().collect()
 }
 
 fn last_error() -> String {
