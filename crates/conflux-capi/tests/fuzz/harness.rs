@@ -2,31 +2,28 @@
 //! checks (a status MIOpen defines, a bounded time, nothing written on failure, the f64
 //! reference on success) and the findings they record.
 
+use conflux::reference::SplitMix64;
 use conflux::TensorDesc;
 use std::ffi::{c_void, CStr};
 use std::time::{Duration, Instant};
 use MIOpen::handle::confluxGetLastErrorMessage;
 
-/// splitmix64: the same seed gives the same call sequence on every machine.
-pub struct Rng(u64);
+/// The reference's SplitMix64: the same seed gives the same call sequence on every machine.
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
+        Rng(SplitMix64::new(seed ^ 0x9e37_79b9_7f4a_7c15))
     }
     pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// Uniform in lo..=hi.
     pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % (hi - lo + 1) as u64) as i64
+        self.0.next_int(lo, hi)
     }
     pub fn chance(&mut self, p: f64) -> bool {
-        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+        self.0.next_f64() < p
     }
     pub fn pick<T: Copy>(&mut self, v: &[T]) -> T {
         v[(self.next() % v.len() as u64) as usize]
