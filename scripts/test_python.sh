@@ -8,6 +8,9 @@ venv=${CONFLUX_VENV:-.venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 # torch is pinned so that a run is reproducible; the PyPI wheel is the only torch PyPI has for
 # x86-64 Linux (it brings CUDA's libraries, ~5 GB installed, and runs on machines without a GPU).
-"$venv/bin/pip" install -q --disable-pip-version-check "torch==2.15.0" "numpy>=1.24" pytest
-"$venv/bin/pip" install -q --disable-pip-version-check .
+# No pip cache: it would keep a second copy of those ~3 GB of wheels on a disk CI shares with
+# the Rust test binaries.
+pip=("$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir)
+"${pip[@]}" "torch==2.15.0" "numpy>=1.24" pytest
+"${pip[@]}" .
 "$venv/bin/python" -m pytest -q python/tests "$@"
