@@ -164,9 +164,14 @@ fn direct_takes_long_depthwise_filters() {
             let c = geo.case((&ds.0, &ds.1, &ds.2));
             for d in ALL {
                 let chosen = conflux::search::choose(&h, &c.fused(d), conflux::conv::Choice::Auto, 0).unwrap();
-                // Depthwise with one output per group goes to its own solver first (channels-first
-                // tensors too, on planes this small).
-                let want = if geo.w[0] == geo.x[1] { "CpuConvDepthwiseNhwc" } else { DIRECT };
+                // Depthwise goes to its own solvers first: channels-first forward to the plane
+                // solver (any channel multiplier), the rest with one output per group channels-last
+                // (channels-first tensors too, on planes this small).
+                let want = match (geo.w[0] == geo.x[1], lay, d) {
+                    (_, Lay::Packed, Dir::Forward) => "CpuConvDepthwisePlanes",
+                    (true, _, _) => "CpuConvDepthwiseNhwc",
+                    _ => DIRECT,
+                };
                 assert_eq!(chosen.name(), want, "{d:?} {c:?}");
                 check_exact_and_scaled(&h, &c, d, id, 4000 + 10 * i as u64);
             }
@@ -583,7 +588,7 @@ fn fused_bias_relu_per_algorithm() {
         (ConvAlgorithm::ImplicitGemm, "CpuConvImplicitGemm", [2, 8, 9, 10], [12, 8, 3, 3], 1),
         (ConvAlgorithm::Gemm, "CpuConvGemm", [2, 8, 9, 10], [12, 8, 3, 3], 0),
         (ConvAlgorithm::Gemm, "CpuConvGemm1x1", [2, 40, 9, 10], [70, 40, 1, 1], 0),
-        (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [12, 1, 3, 3], 1),
+        (ConvAlgorithm::Direct, "CpuConvDirect", [2, 6, 9, 10], [6, 2, 3, 3], 1),
         (ConvAlgorithm::Direct, "CpuConvDirectTaps", [2, 8, 12, 31], [40, 8, 5, 5], 2),
     ];
     let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();

@@ -10,7 +10,7 @@
 //! workspace); the adapter solvers use it to pick the kernel that runs their rewritten problem.
 
 use super::cpu::{
-    CpuAmx1x1, CpuDepthwiseNhwc, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuWinograd, CpuWinograd4,
+    CpuAmx1x1, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
     CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvStemTc, CudaConvTcNchw,
@@ -52,6 +52,7 @@ static CPU: &[Entry] = &[
     entry(&CpuSoftmax, Role::Standalone, "softmax layers only; the one CPU softmax solver"),
     entry(&CpuQuantized, Role::Standalone, "int8 and fp8 forward convolutions, which no other CPU solver computes; refuses every other problem, so its place among them is moot"),
     entry(&CpuSinglePixel, Role::Standalone, "1×1 filters with one output pixel per image (squeeze-and-excitation, fully connected): a dot product per output, where GEMM panels and tiles cost more than the products"),
+    entry(&CpuDepthwisePlanes, Role::Standalone, "depthwise forward on channels-first planes: a whole plane per run of vector FMAs, with no copy to channels-last (which the next solver needs for short rows)"),
     entry(&CpuDepthwiseNhwc, Role::Standalone, "f32 depthwise computed channels-last (channels-first operands copied): channels fill the vector lanes where planar rows of 7–56 pixels leave them half empty"),
     entry(&CpuSmallGroups, Role::Standalone, "groups of 4–32 output channels (ResNeXt): a direct channels-last kernel where a GEMM per group is a sliver of rows"),
     entry(&CpuDirect, Role::Standalone, "short reductions only (depthwise, few channels), where GEMM packing costs more than it saves"),

@@ -4,6 +4,7 @@
 pub mod amx1x1;
 mod common;
 pub mod depthwise_nhwc;
+pub mod depthwise_planes;
 pub mod direct;
 pub mod direct_taps;
 pub mod fft;
@@ -22,6 +23,7 @@ pub mod winograd_f4;
 
 pub use amx1x1::CpuAmx1x1;
 pub use depthwise_nhwc::CpuDepthwiseNhwc;
+pub use depthwise_planes::CpuDepthwisePlanes;
 pub use direct::CpuDirect;
 pub use direct_taps::CpuDirectTaps;
 pub use fft::CpuFft;

@@ -6,6 +6,7 @@
 pub mod depthwise;
 mod depthwise_io;
 pub mod depthwise_nhwc;
+pub mod depthwise_planes;
 pub mod single_pixel;
 pub mod small_groups;
 pub mod naive;

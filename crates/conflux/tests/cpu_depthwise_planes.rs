@@ -1,0 +1,117 @@
+//! The channels-first depthwise forward solver (whole planes split into stride phases): random
+//! geometries (filters 1×1 to 7×7 and non-square, strides 1–3, padding up to past the filter,
+//! dilation, channel multipliers 1–3, planes from 1×1 to 40×40), f32 / f16 / bf16, packed and
+//! gapped NCHW, through `check_solver` (f64 reference, poisoned output, bit-identical rerun, gaps
+//! untouched) with exact and α/β data; immediate mode picks it for channels-first depthwise
+//! forward; a fused bias + ReLU6 plan runs on it; its refusals name their cause.
+
+mod support;
+
+use conflux::reference::fill::Fill;
+use conflux::{ActivationMode, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, OpArg, OpArgs};
+use support::*;
+
+const SOLVER: &str = "CpuConvDepthwisePlanes";
+
+#[allow(clippy::too_many_arguments)]
+fn case(dt: DataType, lx: [usize; 4], mult: usize, f: [usize; 2], pad: [i64; 2], stride: [i64; 2], dil: [i64; 2], lay: Lay) -> Option<ConvCase> {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dil).ok()?;
+    conv.set_groups(lx[1] as i64).ok()?;
+    let x = desc(dt, &lx, lay);
+    let w = desc(dt, &[lx[1] * mult, 1, f[0], f[1]], Lay::Packed);
+    let y = desc(dt, conv.output_desc(&x, &w).ok()?.lens(), lay);
+    Some(ConvCase::new(&conv, &x, &w, &y))
+}
+
+#[test]
+fn random_geometries_types_and_layouts() {
+    let h = Handle::cpu();
+    let id = solution_id(SOLVER);
+    let mut r = SplitMix64::new(1818);
+    let mut ran = 0u64;
+    while ran < 40 {
+        let f = [r.range(1, 7), r.range(1, 7)];
+        let stride = [r.range(1, 3) as i64, r.range(1, 3) as i64];
+        let dil = [r.pick(&[1, 1, 2]) as i64, r.pick(&[1, 1, 3]) as i64];
+        let pad = [r.range(0, f[0]) as i64, r.range(0, f[1]) as i64];
+        let lx = [r.range(1, 2), r.range(2, 12), r.range(1, 40), r.range(1, 40)];
+        let dt = r.pick(&[DataType::Float, DataType::Float, DataType::Half, DataType::BFloat16]);
+        let lay = r.pick(&[Lay::Packed, Lay::Gapped]);
+        let Some(c) = case(dt, lx, r.range(1, 3), f, pad, stride, dil, lay) else { continue };
+        // One-pixel planes have channel stride 1 in either layout: the channels-last solver's.
+        if c.x.lens()[2] * c.x.lens()[3] == 1 || c.y.lens()[2] * c.y.lens()[3] == 1 {
+            continue;
+        }
+        let chosen = conflux::search::choose(&h, &c.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
+        assert_eq!(chosen.name(), SOLVER, "{c:?}");
+        check_exact_and_scaled(&h, &c, Dir::Forward, id, 100 + 10 * ran);
+        ran += 1;
+    }
+}
+
+/// The late-stage layers it is for: 7×7 and 14×14 planes, stride 1 and 2, 3×3 / 5×5 / 7×7.
+#[test]
+fn small_planes_of_real_networks() {
+    let h = Handle::cpu();
+    let id = solution_id(SOLVER);
+    let specs: [([usize; 4], [usize; 2], i64, i64); 7] = [
+        ([1, 4, 56, 56], [3, 3], 1, 2),
+        ([1, 4, 28, 28], [3, 3], 1, 1),
+        ([1, 40, 7, 7], [3, 3], 1, 1),
+        ([2, 24, 14, 14], [3, 3], 1, 2),
+        ([1, 16, 14, 14], [5, 5], 2, 2),
+        ([1, 32, 7, 7], [7, 7], 3, 1),
+        ([1, 8, 28, 28], [5, 5], 2, 1),
+    ];
+    for (i, &(lx, f, p, s)) in specs.iter().enumerate() {
+        let c = case(DataType::Float, lx, 1, f, [p, p], [s, s], [1, 1], Lay::Packed).unwrap();
+        check_exact_and_scaled(&h, &c, Dir::Forward, id, 7000 + 10 * i as u64);
+    }
+}
+
+#[test]
+fn fused_bias_relu6_plan() {
+    let h = Handle::cpu();
+    let c = case(DataType::Float, [2, 16, 14, 14], 1, [3, 3], [1, 1], [2, 2], [1, 1], Lay::Packed).unwrap();
+    let b = conflux::TensorDesc::new(DataType::Float, &[1, 16, 1, 1]).unwrap();
+    let fill = Fill::SmallInt(-2, 2);
+    let (x, w, bias) = (random(&h, &c.x, fill, 1), random(&h, &c.w, fill, 2), random(&h, &b, fill, 3));
+    let mut want = vec![0.0; c.y.element_space()];
+    conflux::reference::conv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &c.y, &mut want).unwrap();
+    let (k, plane) = (16, c.y.element_space() / 32);
+    for (i, v) in want.iter_mut().enumerate() {
+        *v = (*v + bias.host[(i / plane) % k]).clamp(0.0, 6.0);
+    }
+    let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
+    plan.add_conv_forward(&c.conv, &c.w).unwrap();
+    plan.add_bias(&b).unwrap();
+    plan.add_activation(ActivationMode::ClippedRelu).unwrap();
+    plan.compile(&h).unwrap();
+    assert_eq!(plan.solver_name(), Some(SOLVER));
+    let mut args = OpArgs::new();
+    args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
+    args.set(1, OpArg::Bias { b: bias.ptr() });
+    args.set(2, OpArg::Activation { alpha: 6.0, beta: 0.0, gamma: 0.0 });
+    let y = poisoned(&h, &c.y);
+    plan.execute(&h, &c.x, x.ptr(), &c.y, y.ptr(), &args).unwrap();
+    assert_close("depthwise planes + bias + ReLU6", &download(&h, &y), &want, 0.0);
+}
+
+#[test]
+fn refusals_name_the_cause() {
+    let h = Handle::cpu();
+    let s = solver(SOLVER);
+    let info = h.device().info();
+    let nhwc = case(DataType::Float, [1, 8, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::ChannelsLast).unwrap();
+    assert!(s.check(&nhwc.fused(Dir::Forward), info).unwrap_err().contains("channels-last"));
+    let nchw = case(DataType::Float, [1, 8, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed).unwrap();
+    assert!(s.check(&nchw.fused(Dir::BackwardData), info).unwrap_err().contains("forward only"));
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &[1, 1], &[1, 1], &[1, 1]).unwrap();
+    conv.set_groups(4).unwrap();
+    let x = desc(DataType::Float, &[1, 8, 6, 6], Lay::Packed);
+    let w = desc(DataType::Float, &[8, 2, 3, 3], Lay::Packed);
+    let y = desc(DataType::Float, conv.output_desc(&x, &w).unwrap().lens(), Lay::Packed);
+    assert!(s.check(&ConvCase::new(&conv, &x, &w, &y).fused(Dir::Forward), info).unwrap_err().contains("one input channel per group"));
+    let huge = case(DataType::Float, [1, 2, 4, 4], 1, [3, 3], [1 << 20, 1 << 20], [1, 1], [1, 1], Lay::Packed).unwrap();
+    assert!(s.check(&huge.fused(Dir::Forward), info).unwrap_err().contains("exceed"));
+}
