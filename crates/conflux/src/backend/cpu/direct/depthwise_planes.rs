@@ -19,6 +19,9 @@ use crate::problem::Geom;
 use crate::types::DataType;
 use rayon::prelude::*;
 
+/// Output rows at most this wide are computed at every column when strided (`PhaseLayout::step`).
+const NARROW: usize = 8;
+
 /// Outputs per inner block: four AVX2 vectors (two AVX-512 ones) of accumulators.
 const BLOCK: usize = 32;
 
@@ -28,7 +31,11 @@ pub const MAX_PHASE_FLOATS: usize = 1 << 24;
 /// Where each tap of one plane reads, and the buffer sizes that layout needs.
 #[derive(Clone, Debug)]
 pub struct PhaseLayout {
+    /// Phase strides: the row stride, and the column stride or 1 (columns kept whole).
     stride: [usize; 2],
+    /// Flat distance between horizontally adjacent outputs: 1 with column phases, else the
+    /// column stride (outputs in between are computed and dropped).
+    step: usize,
     pitch: usize,
     phase_len: usize,
     /// Flat outputs computed per plane: Ho·Q rounded up to a whole block.
@@ -46,7 +53,10 @@ impl PhaseLayout {
     /// phases would exceed `MAX_PHASE_FLOATS`.
     pub fn of(g: &Geom) -> Option<PhaseLayout> {
         let [_, hp, wp] = padded(g);
-        let stride = [g.stride[1], g.stride[2]];
+        // Narrow outputs keep their columns whole: splitting 14-pixel rows into even and odd
+        // halves costs more per row than the stride-fold extra products.
+        let step = if g.output[2] <= NARROW { g.stride[2] } else { 1 };
+        let stride = [g.stride[1], g.stride[2] / step];
         let rows = hp.div_ceil(stride[0]);
         let pitch = wp.div_ceil(stride[1]);
         let len = g.output[1].checked_mul(pitch)?.checked_next_multiple_of(BLOCK)?;
@@ -76,7 +86,7 @@ impl PhaseLayout {
                 (first < w_n).then(|| (first, b * phase_len + (first + pad_w) / stride[1], (w_n - first).div_ceil(stride[1])))
             })
             .collect();
-        Some(PhaseLayout { stride, pitch, phase_len, len, taps, rows, cols })
+        Some(PhaseLayout { stride, step, pitch, phase_len, len, taps, rows, cols })
     }
 
     /// f32 elements of the phase buffer of one plane.
@@ -90,10 +100,10 @@ impl PhaseLayout {
     }
 }
 
-// Copy input plane (n, c) into its phases, zeros where padding falls; `row` is scratch for one
-// input row converted to f32.
+// Copy input plane (n, c) into its phases; `row` is scratch for one input row converted to f32.
+// Every plane writes the same positions, so the zeros where padding falls are written once per
+// task (`forward`), not per plane.
 simd!(load_phases(g: &Geom, x: u64, dt: DataType, n: usize, c: usize, lay: &PhaseLayout, buf: &mut [f32], row: &mut Vec<f32>) {
-    buf.fill(0.0);
     let xs = g.x_strides;
     let (sw, w_n) = (lay.stride[1], g.input[2]);
     for (ih, &row0) in lay.rows.iter().enumerate() {
@@ -171,15 +181,17 @@ simd!(plane_taps(buf: &[f32], taps: &[usize], w: &[f32], len: usize, acc: &mut [
 // y row oy = clamp(acc[oy·Q..][..Wo] + bias) for every output row of a plane: the fused store
 // of f32 conv + bias + ReLU / ReLU6 into a spatially packed y plane. The widths of late network
 // stages get fixed-size rows (a loop over 7 or 14 elements compiles to scalar code).
-simd!(store_rows(acc: &[f32], pitch: usize, y: &mut [f32], ow_n: usize, bias: f32, act: Clamp) {
-    match ow_n {
-        7 => store_fixed::<7>(acc, pitch, y, bias, act),
-        14 => store_fixed::<14>(acc, pitch, y, bias, act),
-        28 => store_fixed::<28>(acc, pitch, y, bias, act),
+simd!(store_rows(acc: &[f32], pitch: usize, step: usize, y: &mut [f32], ow_n: usize, bias: f32, act: Clamp) {
+    match (ow_n, step) {
+        (7, 1) => store_fixed::<7, 1>(acc, pitch, y, bias, act),
+        (14, 1) => store_fixed::<14, 1>(acc, pitch, y, bias, act),
+        (28, 1) => store_fixed::<28, 1>(acc, pitch, y, bias, act),
+        (7, 2) => store_fixed::<7, 2>(acc, pitch, y, bias, act),
+        (14, 2) => store_fixed::<14, 2>(acc, pitch, y, bias, act),
         _ => {
-            for (dst, src) in y.chunks_exact_mut(ow_n).zip(acc.chunks(pitch)) {
-                for (d, &v) in dst.iter_mut().zip(src) {
-                    *d = act.apply_branch_free(v + bias);
+            for (oy, dst) in y.chunks_exact_mut(ow_n).enumerate() {
+                for (ox, d) in dst.iter_mut().enumerate() {
+                    *d = act.apply_branch_free(acc[oy * pitch + ox * step] + bias);
                 }
             }
         }
@@ -187,12 +199,12 @@ simd!(store_rows(acc: &[f32], pitch: usize, y: &mut [f32], ow_n: usize, bias: f3
 });
 
 #[inline(always)]
-fn store_fixed<const W: usize>(acc: &[f32], pitch: usize, y: &mut [f32], bias: f32, act: Clamp) {
+fn store_fixed<const W: usize, const STEP: usize>(acc: &[f32], pitch: usize, y: &mut [f32], bias: f32, act: Clamp) {
     for (oy, dst) in y.chunks_exact_mut(W).enumerate() {
         let dst: &mut [f32; W] = dst.try_into().unwrap();
-        let src: &[f32; W] = acc[oy * pitch..oy * pitch + W].try_into().unwrap();
+        let src = &acc[oy * pitch..][..(W - 1) * STEP + 1];
         for l in 0..W {
-            dst[l] = act.apply_branch_free(src[l] + bias);
+            dst[l] = act.apply_branch_free(src[l * STEP] + bias);
         }
     }
 }
@@ -242,6 +254,7 @@ pub fn forward(g: &Geom, lay: &PhaseLayout, p: ConvPtrs, alpha: f32, beta: f32, 
     (0..planes.div_ceil(chunk)).into_par_iter().for_each(|t| {
         let mut row = Vec::new();
         with_scratch(Slot::Task, lay.buffer_len(), |buf| {
+            buf.fill(0.0);
             with_scratch(Slot::Task2, lay.len, |acc| {
                 for nc in t * chunk..((t + 1) * chunk).min(planes) {
                     let (n, c) = (nc / g.c, nc % g.c);
@@ -251,12 +264,14 @@ pub fn forward(g: &Geom, lay: &PhaseLayout, p: ConvPtrs, alpha: f32, beta: f32, 
                         if let Some((bias, act)) = direct {
                             // SAFETY: this task owns y plane (n, k), Ho·Wo packed f32 elements.
                             let y = unsafe { std::slice::from_raw_parts_mut((p.y as *mut f32).add(n * ys[0] + k * ys[1]), oh_n * ow_n) };
-                            store_rows(acc, lay.pitch, y, ow_n, bias.map_or(0.0, |b| b[k]), act);
+                            store_rows(acc, lay.pitch, lay.step, y, ow_n, bias.map_or(0.0, |b| b[k]), act);
                             continue;
                         }
                         // Rows of Q flat outputs → dense rows of Wo.
-                        for oy in 1..oh_n {
-                            acc.copy_within(oy * lay.pitch..oy * lay.pitch + ow_n, oy * ow_n);
+                        for oy in 0..oh_n {
+                            for ox in 0..ow_n {
+                                acc[oy * ow_n + ox] = acc[oy * lay.pitch + ox * lay.step];
+                            }
                         }
                         // SAFETY: this task owns y planes (n, c·kg..(c + 1)·kg).
                         unsafe { out.write_span(&mut acc[..oh_n * ow_n], n, k, 0) };
