@@ -1,6 +1,6 @@
 //! The single-output-pixel CPU solver (1×1 filters, one output pixel per image: squeeze-and-
 //! excitation and fully connected layers): NCHW, NHWC and gapped tensors, groups, a strided
-//! 1×1 over a larger image, channel counts that do not fill a vector (at least 32 per group), through `check_solver`
+//! 1×1 over a larger image, channel counts that do not fill a vector (at least 8 per group), through `check_solver`
 //! (f64 reference, poisoned output, bit-identical rerun, gaps untouched) with exact and α/β
 //! data; fused bias + leaky ReLU plans; immediate choice takes it; refusals name the cause.
 
@@ -13,7 +13,7 @@ use support::*;
 
 const SOLVER: &str = "CpuConvSinglePixel";
 
-const CASES: [GroupedSpec; 6] = [
+const CASES: [GroupedSpec; 8] = [
     (DataType::Float, &[1, 96, 1, 1], &[4, 96, 1, 1], 1, 0, 1, 1, Lay::Packed),
     (DataType::Float, &[3, 40, 1, 1], &[10, 40, 1, 1], 1, 0, 1, 1, Lay::ChannelsLast),
     (DataType::Float, &[2, 37, 1, 1], &[19, 37, 1, 1], 1, 0, 1, 1, Lay::Gapped),
@@ -21,6 +21,9 @@ const CASES: [GroupedSpec; 6] = [
     // A 1×1 at stride 7 over a 7×7 image reads its first pixel.
     (DataType::Float, &[2, 40, 7, 7], &[8, 40, 1, 1], 1, 0, 7, 1, Lay::Packed),
     (DataType::Float, &[1, 600, 1, 1], &[70, 600, 1, 1], 1, 0, 1, 1, Lay::GappedChannelsLast),
+    // The expand side of squeeze-and-excitation: few channels to many (20 → 480 in EfficientNet).
+    (DataType::Float, &[1, 20, 1, 1], &[480, 20, 1, 1], 1, 0, 1, 1, Lay::Packed),
+    (DataType::Float, &[2, 8, 1, 1], &[40, 8, 1, 1], 1, 0, 1, 1, Lay::ChannelsLast),
 ];
 
 #[test]
@@ -63,5 +66,5 @@ fn refusals_name_the_cause() {
     assert!(check(&(DataType::Float, &[1, 8, 3, 3], &[4, 8, 3, 3], 1, 0, 1, 1, Lay::Packed), Dir::Forward).contains("filter taps"));
     assert!(check(&(DataType::Half, &[1, 8, 1, 1], &[4, 8, 1, 1], 1, 0, 1, 1, Lay::Packed), Dir::Forward).contains("f32 only"));
     assert!(check(&CASES[0], Dir::BackwardData).contains("forward only"));
-    assert!(check(&(DataType::Float, &[1, 20, 1, 1], &[480, 20, 1, 1], 1, 0, 1, 1, Lay::Packed), Dir::Forward).contains("input channels per group"));
+    assert!(check(&(DataType::Float, &[1, 6, 1, 1], &[480, 6, 1, 1], 1, 0, 1, 1, Lay::Packed), Dir::Forward).contains("input channels per group"));
 }

@@ -41,12 +41,15 @@ pub struct RunArgs<'a> {
 /// A compiled solution: runs many times, from many threads at once.
 pub trait Invoker: Send + Sync {
     fn run(&self, ctx: &dyn RunContext, args: &RunArgs) -> Result<()>;
+    /// On the CPU: does a run use one thread only? Such a run stays on the caller's thread,
+    /// since handing it to the pool (waking a worker, then the caller) costs more than its work.
+    fn single_threaded(&self) -> bool { false }
 }
 
 /// Runs `inv` as the API entry points do: on the CPU, from a thread of rayon's pool
-/// (`backend::cpu::on_pool`); on a GPU, from the caller's thread.
+/// (`backend::cpu::on_pool`) unless it runs single-threaded; on a GPU, from the caller's thread.
 pub fn invoke(inv: &dyn Invoker, ctx: &dyn RunContext, args: &RunArgs) -> Result<()> {
-    if ctx.device().cuda().is_some() {
+    if ctx.device().cuda().is_some() || inv.single_threaded() {
         return inv.run(ctx, args);
     }
     crate::backend::cpu::on_pool(|| inv.run(ctx, args))

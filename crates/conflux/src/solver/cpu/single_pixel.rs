@@ -13,12 +13,13 @@ use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
 /// Fewest input channels per group (the length of each dot product) it takes.
-const MIN_CHANNELS: usize = 32;
+const MIN_CHANNELS: usize = 8;
 
 pub struct CpuSinglePixel;
 
 struct SinglePixelInvoker {
     problem: FusedProblem,
+    single_threaded: bool,
 }
 
 impl Solver for CpuSinglePixel {
@@ -33,8 +34,8 @@ impl Solver for CpuSinglePixel {
             return Err(format!("{} filter taps and {} output pixels per image (1 and 1 only)", g.filter_size(), g.output_size()));
         }
         if g.cg() < MIN_CHANNELS {
-            // Short dot products: the GEMM solvers' tiles measured as fast (expand layers of
-            // squeeze-and-excitation blocks: bench/results/2026-11-27-cpu-zoo-depthwise.md).
+            // Dots this short do not fill a vector (the expand side of squeeze-and-excitation
+            // from 8 channels up runs here: bench/results/2026-11-28-cpu-depthwise-planes.md).
             return Err(format!("{} input channels per group (at least {MIN_CHANNELS})", g.cg()));
         }
         if g.pad.iter().chain(&g.pad_end).any(|&p| p != 0) {
@@ -49,7 +50,8 @@ impl Solver for CpuSinglePixel {
     }
 
     fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
-        Ok(Arc::new(SinglePixelInvoker { problem: problem.clone() }))
+        let single_threaded = problem.conv_problem().is_some_and(|c| kernels::single_threaded(&crate::problem::Geom::of(c)));
+        Ok(Arc::new(SinglePixelInvoker { problem: problem.clone(), single_threaded }))
     }
 }
 
@@ -62,4 +64,6 @@ impl Invoker for SinglePixelInvoker {
         kernels::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi);
         Ok(())
     }
+
+    fn single_threaded(&self) -> bool { self.single_threaded }
 }

@@ -14,7 +14,9 @@ const PARALLEL_PRODUCTS: usize = 1 << 18;
 /// Accumulators of a contiguous dot product (whole vectors on AVX-512 and AVX2).
 const LANES: usize = 16;
 
-/// Σ a[i]·b[i] over contiguous slices in LANES partial sums, added in a fixed order.
+/// Σ a[i]·b[i] over contiguous slices in LANES partial sums, added pairwise in a fixed order:
+/// a sequential sum of the partials is a chain of LANES dependent adds, longer than the
+/// products of the 32–64-channel dots of squeeze-and-excitation layers.
 #[inline(always)]
 fn dot_contiguous(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
@@ -25,7 +27,14 @@ fn dot_contiguous(a: &[f32], b: &[f32]) -> f32 {
             acc[l] = x[l].mul_add(y[l], acc[l]);
         }
     }
-    let mut s = acc.iter().sum::<f32>();
+    let mut w = LANES;
+    while w > 1 {
+        w /= 2;
+        for l in 0..w {
+            acc[l] += acc[l + w];
+        }
+    }
+    let mut s = acc[0];
     for (x, y) in ar.iter().zip(br) {
         s = x.mul_add(*y, s);
     }
@@ -50,9 +59,14 @@ simd!(dots(x: *const f32, w: *const f32, g: &Geom, n: usize, k0: usize, out: &mu
     }
 });
 
+/// Does `forward` run on the calling thread alone for this geometry?
+pub fn single_threaded(g: &Geom) -> bool {
+    g.n * g.k * g.cg() <= PARALLEL_PRODUCTS
+}
+
 /// y = epilogue(α·conv(x, w) + β·y).
 pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    let chunk = if g.n * g.k * g.cg() > PARALLEL_PRODUCTS { g.k.div_ceil(rayon::current_num_threads() * 4).max(1) } else { g.k };
+    let chunk = if !single_threaded(g) { g.k.div_ceil(rayon::current_num_threads() * 4).max(1) } else { g.k };
     let store = |n: usize, k0: usize, sums: &[f32]| {
         for (i, v) in sums.iter().enumerate() {
             let k = k0 + i;
