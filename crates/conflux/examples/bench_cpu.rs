@@ -13,7 +13,8 @@
 //!   bench_cpu one CFG N LAYOUT ALGO SECS [const]  one problem, one layout (NCHW/NHWC), one
 //!       algorithm (Gemm/ImplicitGemm/Winograd/Fft/Direct), run for SECS seconds: for `perf record`; prints
 //!       min/median µs; `const`: constant weights. With BENCH_LOOP_IN_POOL set, the timing loop
-//!       itself runs on a rayon pool thread (a Rust caller inside the pool: no hand-over per call)
+//!       itself runs on a rayon pool thread (a Rust caller inside the pool: no hand-over per call);
+//!       BENCH_ACT=silu|gelu|tanh|logistic replaces the ReLU (as in `pointwise`)
 //!   bench_cpu bwd LIST N                 fp32 backward-data, NCHW, each backward-data solver
 //!       (Winograd F(4×4), GEMM + col2im, direct) on the list's problems (bwd_data.rs)
 //!   bench_cpu zoo LIST N DNNL_CBA [MODELS]  fused conv+bias+ReLU forward, f32 NCHW, per model
@@ -130,7 +131,7 @@ fn amx_kernel() {
 mod conv {
     use conflux::element::encode;
     use conflux::reference::fill::fill_normal;
-    use conflux::{ActivationMode, ConvAlgorithm, ConvAttrib, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg, OpArgs, TensorDesc};
+    use conflux::{ConvAlgorithm, ConvAttrib, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, Layout, OpArg, OpArgs, TensorDesc};
     use std::time::{Duration, Instant};
 
     /// Median time in µs of `f`: warm-up ≥ 5 runs and ≥ 50 ms, then ≥ 10 runs and ≥ 0.3 s.
@@ -225,7 +226,7 @@ mod conv {
         plan.set_algo(algo);
         plan.add_conv_forward(&conv, &w_desc)?;
         plan.add_bias(&b_desc)?;
-        plan.add_activation(ActivationMode::Relu)?;
+        plan.add_activation(super::pointwise::activation_mode())?;
         if plan.compile(&h).is_err() {
             return Ok(None);
         }

@@ -67,8 +67,9 @@ fn chain(h: &Handle, xd: &TensorDesc, ops: &str) -> Chain {
     Chain { plan, args, _params: params }
 }
 
-/// The activation of the "A" columns: `BENCH_ACT=silu|gelu|tanh|logistic`, else ReLU.
-fn activation_mode() -> ActivationMode {
+/// The activation of the "A" columns (and of `bench_cpu one`'s plan): `BENCH_ACT=silu|gelu|
+/// tanh|logistic`, else ReLU.
+pub fn activation_mode() -> ActivationMode {
     match std::env::var("BENCH_ACT").unwrap_or_default().as_str() {
         "silu" => ActivationMode::Silu,
         "gelu" => ActivationMode::Gelu,
