@@ -27,6 +27,9 @@ pub enum Cmd {
     /// Convolution, bf16.
     #[command(name = "convbfp16", allow_negative_numbers = true)]
     ConvBfp16(ConvArgs),
+    /// Convolution, int8 x and w, f32 y (forward only: MIOpen defines no int8 backward).
+    #[command(name = "convint8", allow_negative_numbers = true)]
+    ConvInt8(ConvArgs),
     /// Fused conv + bias + batch-norm + activation inference, fp32.
     #[command(name = "CBAInfer", allow_negative_numbers = true)]
     CbaInfer(CbaArgs),

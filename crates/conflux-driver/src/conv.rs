@@ -1,6 +1,7 @@
-//! `conv` / `convfp16` / `convbfp16`: forward, backward-data and backward-weights (and bias)
-//! as MIOpenDriver runs them: build descriptors, choose a solver (Find, immediate mode or a
-//! given solution), run, verify against the f64 reference, time.
+//! `conv` / `convfp16` / `convbfp16` / `convint8`: forward, backward-data and backward-weights
+//! (and bias) as MIOpenDriver runs them: build descriptors, choose a solver (Find, immediate mode
+//! or a given solution), run, verify against the f64 reference, time. `convint8` is forward
+//! only, with int8 x and w and the f32 y that MIOpen's output descriptor gives int8 inputs.
 
 use crate::args::{non_negative, parse_layout, positive, ConvArgs};
 use crate::session::Session;
@@ -108,7 +109,9 @@ pub fn geometry(s: &Session, a: &ConvArgs, dt: DataType) -> Res<Geometry> {
     if mode == ConvMode::Transpose {
         conv.set_out_pads(&to_i(&out_pads))?;
     }
-    let y = TensorDesc::with_layout(dt, lo, &conv.output_lens(&x, &w)?)?;
+    // Int8 inputs give f32 outputs (MIOpen's GetForwardOutputTensor).
+    let y_dt = if dt == DataType::Int8 { DataType::Float } else { dt };
+    let y = TensorDesc::with_layout(y_dt, lo, &conv.output_lens(&x, &w)?)?;
     Ok(Geometry { x, w, y, conv })
 }
 
@@ -170,8 +173,19 @@ pub fn run(s: &Session, a: &ConvArgs, dt: DataType) -> Res<()> {
     }
     warn_unimplemented(s, a);
     let g = geometry(s, a, dt)?;
-    let dirs: Vec<Dir> = [(1, Dir::Fwd), (2, Dir::Bwd), (4, Dir::Wrw)].into_iter().filter(|(bit, _)| a.forw == 0 || a.forw & bit != 0).map(|(_, d)| d).collect();
-    let bias = a.bias.trim() == "1";
+    let int8 = dt == DataType::Int8;
+    if int8 && a.forw != 0 && a.forw & 1 == 0 {
+        return Err(format!("convint8: --forw {} asks for backward only; int8 convolutions are forward only (MIOpen: BadParm)", a.forw).into());
+    }
+    let dirs: Vec<Dir> = [(1, Dir::Fwd), (2, Dir::Bwd), (4, Dir::Wrw)]
+        .into_iter()
+        .filter(|(bit, _)| (a.forw == 0 || a.forw & bit != 0) && (!int8 || *bit == 1))
+        .map(|(_, d)| d)
+        .collect();
+    if int8 && a.forw != 1 {
+        s.out.line("convint8: int8 convolutions are forward only (MIOpen: BadParm for backward); running forward");
+    }
+    let bias = a.bias.trim() == "1" && !int8;
     s.out.set("problem", json!({ "op": "conv", "dtype": dt.short(), "x": g.x.lens(), "w": g.w.lens(), "y": g.y.lens(),
         "layout": g.x.packed_layout().map(|l| l.name()), "conv": g.conv.key() }));
     if s.list_solvers {
@@ -183,8 +197,9 @@ pub fn run(s: &Session, a: &ConvArgs, dt: DataType) -> Res<()> {
     }
     let pick = parse_solution(&a.solution)?;
     let fan_in = (g.w.element_count() / g.w.n().max(1)) as f64;
-    let ws = 1.0 / fan_in.sqrt();
-    let xv = s.uniform(&g.x, -1.0, 1.0);
+    // int8: integers in [-8, 8], whose sums f32 holds exactly for any layer the driver takes.
+    let (xr, ws) = if int8 { (8.0, 8.0) } else { (1.0, 1.0 / fan_in.sqrt()) };
+    let xv = s.uniform(&g.x, -xr, xr);
     let wv = s.uniform(&g.w, -ws, ws);
     let dyv = s.uniform(&g.y, -1.0, 1.0);
     let d = Data {

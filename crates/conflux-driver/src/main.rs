@@ -32,7 +32,7 @@ fn main() {
     let cli = Cli::parse();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let common = match &cli.cmd {
-        Cmd::Conv(a) | Cmd::ConvFp16(a) | Cmd::ConvBfp16(a) => &a.common,
+        Cmd::Conv(a) | Cmd::ConvFp16(a) | Cmd::ConvBfp16(a) | Cmd::ConvInt8(a) => &a.common,
         Cmd::CbaInfer(a) | Cmd::CbaInferFp16(a) => &a.common,
         Cmd::Bnorm(a) | Cmd::BnormFp16(a) => &a.common,
         Cmd::Activ(a) | Cmd::ActivFp16(a) => &a.common,
@@ -53,6 +53,7 @@ fn main() {
         Cmd::Conv(a) => conv::run(&s, a, DataType::Float),
         Cmd::ConvFp16(a) => conv::run(&s, a, DataType::Half),
         Cmd::ConvBfp16(a) => conv::run(&s, a, DataType::BFloat16),
+        Cmd::ConvInt8(a) => conv::run(&s, a, DataType::Int8),
         Cmd::CbaInfer(a) => fusion::run(&s, a, DataType::Float),
         Cmd::CbaInferFp16(a) => fusion::run(&s, a, DataType::Half),
         Cmd::Bnorm(a) => bnorm::run(&s, a, DataType::Float),

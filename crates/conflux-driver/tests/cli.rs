@@ -85,6 +85,17 @@ fn conv_half_bf16_transpose_groups_strides_3d_nhwc() {
     ok(&["conv", "--spatial_dim", "3", "--in_d", "3", "-n", "1", "-c", "2", "-H", "4", "-W", "4", "-k", "2", "--fil_d", "1", "-F", "1", "--in_layout", "ndhwc", "--out_layout", "NDHWC", "--fil_layout", "NCDHW"], &["Forward Convolution Verifies OK"]);
 }
 
+/// `convint8`: int8 x and w, f32 y, forward only (MIOpen defines no int8 backward), on the
+/// quantized solver; grouped, strided, NHWC; exact sums verify with zero error.
+#[test]
+fn convint8_forward_verifies_and_refuses_backward() {
+    let quantized = format!("Solution: {}/CpuConvQuantized", solution_id("CpuConvQuantized"));
+    let out = ok(&["convint8", "-n", "2", "-c", "8", "-H", "9", "-W", "7", "-k", "12", "-y", "3", "-x", "3", "-p", "1", "-q", "1", "-t", "1", "-i", "2"], &["forward only", "Forward Convolution Verifies OK on CPU reference (0.000000e0", &quantized]);
+    assert!(!out.contains("Backward Convolution"), "{out}");
+    ok(&["convint8", "-n", "1", "-c", "8", "-H", "10", "-W", "10", "-k", "8", "-y", "3", "-x", "3", "-u", "2", "-v", "2", "-g", "2", "-F", "1", "-S", "0", "--layout", "NHWC"], &["Forward Convolution Verifies OK"]);
+    fails(&["convint8", "-n", "1", "-c", "4", "-H", "5", "-W", "5", "-k", "4", "-F", "2"], &[], 1, "int8 convolutions are forward only");
+}
+
 #[test]
 fn conv_find_immediate_and_solution_choice() {
     // The Direct algorithm's entry is whichever of its solvers Find timed fastest (the
