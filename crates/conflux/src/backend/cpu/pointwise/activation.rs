@@ -3,7 +3,8 @@
 //! the loop vectorizes: the simple modes (ReLU, leaky / clipped ReLU, abs) as they are, and
 //! logistic, SiLU and GELU through the branch-free `fast_math` functions, compiled for the
 //! CPU's widest vectors. `forward_one` is the same computation for
-//! one element: the per-element epilogue uses it, so both paths give identical bits. Backward
+//! one element (through the same function for those three): the per-element epilogue uses it,
+//! so both paths give identical bits. Backward
 //! and the other modes use `ActivationDesc`'s formulas.
 
 use super::fast_math;
@@ -28,9 +29,15 @@ fn has_fast_formula(m: ActivationMode) -> bool {
     matches!(m, ActivationMode::Logistic | ActivationMode::Silu | ActivationMode::Gelu)
 }
 
-/// One element, as `forward` computes it.
+/// One element, as `forward` computes it: the fast formulas through the same `simd!` function
+/// (their fused multiply-adds then round as the vector lanes do), the others directly.
 #[inline]
 pub fn forward_one(act: &ActivationDesc, x: f32) -> f32 {
+    if has_fast_formula(act.mode) {
+        let mut v = x;
+        forward_chunk(act, std::slice::from_mut(&mut v));
+        return v;
+    }
     let (a, b, g) = act.params::<f32>();
     forward_fast(act.mode, a, b, g, x)
 }
