@@ -67,12 +67,18 @@ pub fn single_threaded(g: &Geom) -> bool {
 /// y = epilogue(α·conv(x, w) + β·y).
 pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
     let chunk = if !single_threaded(g) { g.k.div_ceil(rayon::current_num_threads() * 4).max(1) } else { g.k };
+    // α = 1, β = 0 with none / bias / ReLU(6): stored straight, without the generic chain.
+    let fused = (alpha == 1.0 && beta == 0.0).then(|| epi.bias_relu_all()).flatten();
     let store = |n: usize, k0: usize, sums: &[f32]| {
         for (i, v) in sums.iter().enumerate() {
             let k = k0 + i;
             // SAFETY: (n, k) is an element of the validated y, written by this task only.
             unsafe {
                 let at = (p.y as *mut f32).add(n * g.y_strides[0] + k * g.y_strides[1]);
+                if let Some((bias, act)) = fused {
+                    *at = act.apply(v + bias.map_or(0.0, |b| b[k]));
+                    continue;
+                }
                 let mut val = alpha * v;
                 if beta != 0.0 {
                     val += beta * *at;
