@@ -1,4 +1,5 @@
-//! Depthwise forward convolution on channels-first planes, one input plane per task.
+//! Depthwise forward convolution on channels-first planes, one input plane at a time (tasks
+//! take runs of planes).
 //!
 //! The zero-padded input plane is split into stride_h × stride_w phases (rows ≡ a, columns ≡ b
 //! modulo the stride) that share one row pitch Q. Output (oy, ox), at flat index oy·Q + ox,
@@ -6,7 +7,8 @@
 //! index oy·Q + ox plus a fixed offset. So the whole output plane is one run of vector FMAs per
 //! tap, whatever the stride or dilation, with no per-row loop: on the 7- and 14-pixel rows of
 //! late network stages a row loop leaves most vector lanes empty. The Q − Wo columns past each
-//! output row are computed and dropped.
+//! output row are computed and dropped; outputs of ≤ `NARROW` columns keep their columns whole
+//! (no column phases) and are stored at the stride.
 
 use super::depthwise::padded;
 use crate::backend::cpu::clamp::Clamp;
