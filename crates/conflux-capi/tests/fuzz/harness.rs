@@ -143,14 +143,21 @@ impl Stats {
     /// After a successful call: every element the reference wrote matches, every other one
     /// (gaps between strided rows) is untouched, and the guard zones are intact.
     pub fn matches(&mut self, name: &str, got: &HostBuf, before: &[u32], want: &[f64], tol: f64) {
+        let scale: Vec<f64> = want.iter().map(|w| w.abs()).collect();
+        self.matches_scaled(name, got, before, want, &scale, tol);
+    }
+
+    /// `matches` with element i held to tol·(1 + scale[i]): scale bounds the magnitude of the
+    /// terms summed into it, where the result itself may cancel to far less.
+    pub fn matches_scaled(&mut self, name: &str, got: &HostBuf, before: &[u32], want: &[f64], scale: &[f64], tol: f64) {
         *self.checked.entry(name.to_string()).or_default() += 1;
         if !got.guards_intact() {
             self.finding(format!("{name} wrote outside its output"));
             return;
         }
-        for (i, ((g, w), b)) in got.body().iter().zip(want).zip(before).enumerate() {
+        for (i, (((g, w), b), m)) in got.body().iter().zip(want).zip(before).zip(scale).enumerate() {
             // An infinite reference (a max over a window wholly in the padding) must be met exactly.
-            let ok = if w.is_nan() { g.to_bits() == *b } else if w.is_infinite() { *g as f64 == *w } else { g.is_finite() && (*g as f64 - w).abs() <= tol * (1.0 + w.abs()) };
+            let ok = if w.is_nan() { g.to_bits() == *b } else if w.is_infinite() { *g as f64 == *w } else { g.is_finite() && (*g as f64 - w).abs() <= tol * (1.0 + m.max(w.abs())) };
             if !ok {
                 self.finding(format!("{name} succeeded with a wrong answer: element {i} is {g}, the reference {w}"));
                 return;
