@@ -30,6 +30,23 @@ impl RowOut<'_> {
         // channels move as 8 × 8 register transposes (a row's pixels per channel, one store
         // each). Shorter rows measured slower that way than element by element.
         let mut c_done = 0;
+        if fast.is_none() && cs == 1 {
+            // Channels-last rows: the chain over each pixel's channels at once, so activations
+            // such as SiLU run vectorized instead of one element at a time.
+            let mut px = vec![0f32; cn];
+            for w in 0..width {
+                for (p, &x) in px.iter_mut().zip(&v[w * cn..(w + 1) * cn]) {
+                    *p = self.alpha * x;
+                }
+                let dst = std::slice::from_raw_parts_mut(row.add(w * self.strides[4]), cn);
+                if self.beta != 0.0 {
+                    px.iter_mut().zip(dst.iter()).for_each(|(p, &old)| *p += self.beta * old);
+                }
+                self.epi.apply_pixel(&mut px, n, [0, h, w], h * width + w, self.dims[1] * width);
+                dst.copy_from_slice(&px);
+            }
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if let Some((bias, relu)) = fast {
             if cs > 1 && self.strides[4] == 1 && cn >= 8 && width >= 8 && std::is_x86_feature_detected!("avx") {

@@ -147,6 +147,36 @@ impl CpuEpilogue {
         }
     }
 
+    /// Apply the chain to every channel of one pixel: `v[c]` is channel c at (n, pos), spatial
+    /// index `sp`. Step by step over the channels, so the activation runs vectorized across them
+    /// (channels-last rows); the same values as `apply` per element.
+    pub fn apply_pixel(&self, v: &mut [f32], n: usize, pos: [usize; 3], sp: usize, sp_size: usize) {
+        for s in &self.steps {
+            match s {
+                Step::Bias(b) => v.iter_mut().zip(b.iter()).for_each(|(x, b)| *x += b),
+                Step::Bn { mean, scale, shift, per_activation: false } => {
+                    for (c, x) in v.iter_mut().enumerate() {
+                        *x = (*x - mean[c]) * scale[c] + shift[c];
+                    }
+                }
+                Step::Bn { mean, scale, shift, per_activation: true } => {
+                    for (c, x) in v.iter_mut().enumerate() {
+                        let j = c * sp_size + sp;
+                        *x = (*x - mean[j]) * scale[j] + shift[j];
+                    }
+                }
+                Step::Act(a) => act_chunk::forward(a, v),
+                Step::Add { z, dtype, strides, alpha } => {
+                    let base = n * strides[0] + pos[0] * strides[2] + pos[1] * strides[3] + pos[2] * strides[4];
+                    for (c, x) in v.iter_mut().enumerate() {
+                        // SAFETY: z has the output's shape (checked at op creation).
+                        *x += alpha * unsafe { load(*dtype, *z, base + c * strides[1]) };
+                    }
+                }
+            }
+        }
+    }
+
     /// Apply the chain to value `v` at (n, c, d, h, w); `sp` is the linear spatial index
     /// d·H·W + h·W + w.
     #[inline]
