@@ -70,6 +70,21 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) 
     // α = 1, β = 0 with none / bias / ReLU(6): stored straight, without the generic chain.
     let fused = (alpha == 1.0 && beta == 0.0).then(|| epi.bias_relu_all()).flatten();
     let store = |n: usize, k0: usize, sums: &[f32]| {
+        if fused.is_none() && k0 == 0 && sums.len() == g.k {
+            // Every channel of the image at once: the chain runs vectorized across them
+            // (sigmoid / SiLU after squeeze-and-excitation layers) instead of per element.
+            let mut vals: Vec<f32> = sums.iter().map(|v| alpha * v).collect();
+            // SAFETY: (n, k) for every k is an element of the validated y, written by this task only.
+            let at = |k: usize| unsafe { (p.y as *mut f32).add(n * g.y_strides[0] + k * g.y_strides[1]) };
+            if beta != 0.0 {
+                // SAFETY: as above.
+                vals.iter_mut().enumerate().for_each(|(k, v)| *v += beta * unsafe { *at(k) });
+            }
+            epi.apply_pixel(&mut vals, n, [0, 0, 0], 0, 1);
+            // SAFETY: as above.
+            vals.iter().enumerate().for_each(|(k, v)| unsafe { *at(k) = *v });
+            return;
+        }
         for (i, v) in sums.iter().enumerate() {
             let k = k0 + i;
             // SAFETY: (n, k) is an element of the validated y, written by this task only.
