@@ -140,7 +140,8 @@ simd!(load_phases(g: &Geom, x: u64, dt: DataType, n: usize, c: usize, lay: &Phas
 });
 
 /// a[j] = src[2j], b[j] = src[2j + 1]: a row split into its even and odd columns; fixed-size
-/// for the even widths of network stages (a loop over 14 elements compiles to scalar code).
+/// for the even widths of network stages (outputs of ≤ `NARROW` columns never split, so rows
+/// of 28 and up).
 #[inline(always)]
 fn deinterleave(src: &[f32], a: &mut [f32], b: &mut [f32]) {
     #[inline(always)]
@@ -153,7 +154,6 @@ fn deinterleave(src: &[f32], a: &mut [f32], b: &mut [f32]) {
         }
     }
     match (src.len(), a.len(), b.len()) {
-        (14, 7, 7) => fixed::<14, 7>(src, a, b),
         (28, 14, 14) => fixed::<28, 14>(src, a, b),
         (56, 28, 28) => fixed::<56, 28>(src, a, b),
         (112, 56, 56) => fixed::<112, 56>(src, a, b),
@@ -189,7 +189,6 @@ simd!(store_rows(acc: &[f32], pitch: usize, step: usize, y: &mut [f32], ow_n: us
         (14, 1) => store_fixed::<14, 1>(acc, pitch, y, bias, act),
         (28, 1) => store_fixed::<28, 1>(acc, pitch, y, bias, act),
         (7, 2) => store_fixed::<7, 2>(acc, pitch, y, bias, act),
-        (14, 2) => store_fixed::<14, 2>(acc, pitch, y, bias, act),
         _ => {
             for (oy, dst) in y.chunks_exact_mut(ow_n).enumerate() {
                 for (ox, d) in dst.iter_mut().enumerate() {
