@@ -1,7 +1,7 @@
 //! Backward-weights on tensor cores for channels-last problems whose input channels per group
-//! are not a whole number of the TMA kernel's 128-byte channel boxes (MobileNet's and
-//! EfficientNet's 1×1 layers of 24–672 channels, ConvNeXt's 96-channel downsampling,
-//! ResNeXt's groups of 32): x is copied with each group's channels padded by zeros to the next
+//! are not a whole number of the TMA kernel's 128-byte channel boxes and that the TMA kernel
+//! does not take directly (f32's 32-channel boxes; groups of 24 or 48 channels, which neither
+//! fill boxes nor merge into them): x is copied with each group's channels padded by zeros to the next
 //! multiple (`backend/cuda/pad.rs`), the
 //! first backward-weights tensor-core kernel reduces into a padded dw in scratch, and the real
 //! channels go to the caller's dw as α·dw' + β·dw (`blend_view`). The zero channels add
@@ -44,6 +44,9 @@ fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<R
     let cg = conv.x.c() / groups;
     if cg % boxed == 0 {
         return Err(format!("{cg} channels per group fill whole boxes: the tensor-core kernel takes them unpadded"));
+    }
+    if super::wgrad_tma::CudaConvWgradTma.check(problem, device).is_ok() {
+        return Err("the TMA kernel takes these channels without a padded copy (its boxes' overhang reads zeros, or small groups merge)".into());
     }
     if cg < 8 {
         return Err(format!("{cg} channels per group: padded to {boxed}, zeros would be most of the work"));

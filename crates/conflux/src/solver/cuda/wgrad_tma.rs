@@ -106,8 +106,43 @@ pub fn wgrad_splits(tiles: usize, ksteps: usize, blocks: usize) -> usize {
     candidates.clone().find(|&s| fill(s) >= 0.85).unwrap_or_else(|| candidates.max_by(|&a, &b| fill(a).total_cmp(&fill(b)).then(b.cmp(&a))).unwrap_or(first))
 }
 
+/// How a 16-bit problem's channels fill the kernel's 64-channel boxes. The kernel runs on
+/// `boxed`, a geometry whose channels per group are a whole number of boxes:
+/// - channels per group a multiple of 64: the problem itself;
+/// - one group of any other count (32, 80, 96, 288): rounded up to the next multiple of 64,
+///   the copy engine filling the boxes' overhang with zeros (x's map keeps the real channels);
+/// - groups of 8, 16 or 32 channels: `merge` = 64 / CG neighbouring groups computed as one
+///   dense group, of which only the diagonal blocks are stored (M× the products of the groups
+///   alone, no copy; a padded copy would multiply M² times as many).
+#[derive(Clone, Copy, Debug)]
+struct Boxing {
+    real: Geom,
+    boxed: Geom,
+    merge: usize,
+}
+
+impl Boxing {
+    fn of(g: Geom, box_channels: usize) -> std::result::Result<Boxing, String> {
+        let cg = g.cg();
+        if cg % box_channels == 0 {
+            return Ok(Boxing { real: g, boxed: g, merge: 1 });
+        }
+        if box_channels != 64 {
+            return Err(format!("channels per group ({cg}) not a multiple of {box_channels}"));
+        }
+        if g.groups == 1 {
+            return Ok(Boxing { real: g, boxed: Geom { c: cg.next_multiple_of(64), ..g }, merge: 1 });
+        }
+        let merge = 64 / cg;
+        if cg < 8 || 64 % cg != 0 || g.groups % merge != 0 {
+            return Err(format!("{} groups of {cg} channels: neither whole 64-channel boxes nor groups that merge into them", g.groups));
+        }
+        Ok(Boxing { real: g, boxed: Geom { groups: g.groups / merge, ..g }, merge })
+    }
+}
+
 /// The problem's geometry and how its products are made, or why the kernels refuse it.
-fn geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), String> {
+fn geometry(problem: &FusedProblem) -> std::result::Result<(Boxing, TcPrecision), String> {
     let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
     if conv.direction != Direction::BackwardWeights {
         return Err(format!("backward-weights only (this is {:?})", conv.direction));
@@ -119,13 +154,11 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), 
     }
     // A k-step's box is one tap and one 128-byte row of channels.
     let (box_channels, chunk) = if prec == TcPrecision::Bits16 { (64, 8) } else { (32, 4) };
-    if g.cg() % box_channels != 0 {
-        return Err(format!("channels per group ({}) not a multiple of {box_channels}", g.cg()));
-    }
+    let boxing = Boxing::of(g, box_channels)?;
     // The copy engine faults on a box whose first element is not 16-byte aligned: each
-    // group's dy boxes start at channel g·KG.
-    if g.groups > 1 && g.kg() % chunk != 0 {
-        return Err(format!("{} output channels per group: group boxes of dy would start off 16-byte alignment", g.kg()));
+    // (merged) group's dy boxes start at channel g·KG.
+    if boxing.boxed.groups > 1 && boxing.boxed.kg() % chunk != 0 {
+        return Err(format!("{} output channels per group: group boxes of dy would start off 16-byte alignment", boxing.boxed.kg()));
     }
     let xs = g.x_strides;
     if xs[1] != 1 || [xs[0], xs[3], xs[4]].iter().any(|v| v % chunk != 0) {
@@ -143,7 +176,7 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), 
     if biggest.iter().any(|&v| v >= i32::MAX as usize / 2) {
         return Err("tensor too large for 32-bit indexing".into());
     }
-    Ok((g, prec))
+    Ok((boxing, prec))
 }
 
 /// The x map (im2col boxes of 64 pixels × 64 channels, or boxes of the pixel matrix) and the
@@ -173,7 +206,8 @@ impl Solver for CudaConvWgradTma {
     fn device(&self) -> DeviceKind { DeviceKind::Cuda }
 
     fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
-        let (g, prec) = geometry(problem)?;
+        let (b, prec) = geometry(problem)?;
+        let g = b.real;
         hopper_check(device)?;
         let maps = match prec {
             TcPrecision::Bits16 => encode_maps(&g, problem.conv_problem().map_or(DataType::Half, |c| c.dtype()), 1 << 20, 1 << 20),
@@ -195,9 +229,9 @@ impl Solver for CudaConvWgradTma {
     }
 
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
-        let (g, prec) = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let (b, prec) = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         let parse = |s: &str| WgradTile::space(prec).iter().copied().find(|c| c.label() == s);
-        let cfg = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_WGRAD_TILE", parse, || heuristic(&g, prec))?;
+        let cfg = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_WGRAD_TILE", parse, || heuristic(&b.boxed, prec))?;
         self.build_with(problem, ctx, cfg)
     }
 
@@ -217,7 +251,9 @@ impl CudaConvWgradTma {
     pub fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, cfg: WgradTile) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("wgrad-tma: not a convolution"))?;
-        let (g, prec) = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let (b, prec) = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        // The kernels see the boxed geometry; x's and dy's maps keep the real one.
+        let g = b.boxed;
         if !WgradTile::space(prec).contains(&cfg) {
             return Err(Error::bad_parm(format!("{}: configuration {} is not one for {:?} data", self.name(), cfg.label(), conv.dtype())));
         }
@@ -229,6 +265,7 @@ impl CudaConvWgradTma {
             let tile = vec![
                 ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
                 ("A_TILED", plain_gemm(&g) as usize), ("WGMMA_MN_MAJOR", 1), ("TILE_K", cfg.bm), ("TILE_COLS", cfg.bn),
+                ("MERGE", b.merge), ("REAL_CG", b.real.cg()),
             ];
             (TEMPLATE, "conv_wgrad_tma", tile, cfg.smem_bytes(), (cfg.bm, cfg.bn))
         } else {
@@ -261,6 +298,7 @@ impl CudaConvWgradTma {
             tiles,
             splits,
             geom: g,
+            real: b.real,
             problem: problem.clone(),
             fallback: Fallback::new(&CudaConvWgradSimt),
         }))
@@ -301,7 +339,9 @@ struct WgradInvoker {
     tiles: usize,
     /// Blocks sharing each tile's reduction.
     splits: usize,
+    /// The geometry the kernels run (`Boxing::boxed`) and the problem's own.
     geom: Geom,
+    real: Geom,
     problem: FusedProblem,
     /// The CUDA-core GEMM kernel, built on first need for pointers the copy engine cannot use.
     fallback: Fallback,
@@ -323,7 +363,7 @@ impl Invoker for WgradInvoker {
             // f32: T, transposed (and split) into its own scratch, which lives (stream-ordered)
             // until after the launches below.
             let (maps, _t) = match &self.operands {
-                Operands::Bits16 => (encode_maps(g, self.dtype, a.x.0, a.y.0)?, None),
+                Operands::Bits16 => (encode_maps(&self.real, self.dtype, a.x.0, a.y.0)?, None),
                 Operands::Tf32 { transpose, layout } => {
                     let t = Scratch::new(ctx, &self.be.dev, layout.bytes())?;
                     let src = if tf32::r_is_x(g) { a.y.0 } else { a.x.0 };

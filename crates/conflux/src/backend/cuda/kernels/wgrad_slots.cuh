@@ -4,6 +4,18 @@
 // `splits` blocks, block (tile·splits + s, group) writing its f32 sums to its own slot, and
 // conv_wgrad_reduce adds a tile's slots in a fixed order, so every run gives the same bits.
 // A slot is row-major over (k, column). The solver defines TILE_K and TILE_COLS.
+//
+// The 16-bit kernel may run a geometry whose channels per group (CG) are the problem's
+// (REAL_CG) rounded up to whole 64-channel boxes, or MERGE neighbouring groups computed as one
+// dense group: the reduction then stores only the columns of real channels, and of merged
+// groups only the diagonal blocks (output channel k belongs to sub-group k / (KG / MERGE)).
+#ifndef MERGE
+#define MERGE 1
+#endif
+#ifndef REAL_CG
+#define REAL_CG CG
+#endif
+static_assert(KG % MERGE == 0 && REAL_CG * MERGE <= CG, "merged groups fill the computed group");
 
 #define COLS (FH * FW * CG)   // filter columns (tap, channel), channels fastest
 #define K_TILES ((KG + TILE_K - 1) / TILE_K)
@@ -103,7 +115,8 @@ extern "C" __global__ void __launch_bounds__(512) conv_wgrad_reduce(const __grid
             const int e = e0 + i;
             const int k = tile / COL_TILES * TILE_K + e / TILE_COLS, col = tile % COL_TILES * TILE_COLS + e % TILE_COLS;
             if (k >= KG || col >= COLS) continue;
-            const int tap = col / CG, c = col % CG;
+            const int tap = col / CG, c = col % CG - k / (KG / MERGE) * REAL_CG;
+            if (c < 0 || c >= REAL_CG) continue;
             const i64 o = (i64)(g * KG + k) * WS_K + (i64)c * WS_C + (i64)(tap / FW) * WS_H + (i64)(tap % FW) * WS_W;
             float v = p.alpha * sum;
             if (p.beta != 0.f) v += p.beta * ld<T>(p.w, o);
