@@ -8,7 +8,8 @@ usage: python3 bwd_layer_table.py --list zoo_public.txt [--models mobilenet_v2] 
                                   [--filter 1x1] [--n 32] [--prec fp16]
 --filter: 1x1 (1×1 filters), grouped (groups > 1), strided (stride > 1), boxes (8 or more input
 channels per group, not a multiple of 64: what the tensor-core kernels' 64-channel boxes do not
-fill; 1×1 stride-1 layers, cuBLASLt GEMMs, left out), or all.
+fill; 1×1 stride-1 layers, cuBLASLt GEMMs, left out), stems (fewer than 8 input channels),
+or all.
 """
 import argparse, collections, ctypes as C, math
 import torch
@@ -19,7 +20,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--list", required=True)
 ap.add_argument("--models", default="")
 ap.add_argument("--dir", default="dw", choices=["dx", "dw", "both"])
-ap.add_argument("--filter", default="all", choices=["all", "1x1", "grouped", "strided", "boxes"])
+ap.add_argument("--filter", default="all", choices=["all", "1x1", "grouped", "strided", "boxes", "stems"])
 ap.add_argument("--n", type=int, default=32)
 ap.add_argument("--prec", default="fp16")
 a = ap.parse_args()
@@ -29,6 +30,7 @@ keep = {
     "1x1": lambda v: v[5] == 1 and v[6] == 1,
     "grouped": lambda v: v[11] > 1,
     "strided": lambda v: v[9] > 1 or v[10] > 1,
+    "stems": lambda v: v[1] < 8,
     "boxes": lambda v: v[1] // v[11] >= 8 and v[1] // v[11] % 64 != 0 and (v[5] * v[6] > 1 or v[9] * v[10] > 1),
 }[a.filter]
 layers = collections.OrderedDict()

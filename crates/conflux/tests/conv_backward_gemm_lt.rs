@@ -5,6 +5,9 @@
 //! f16, bf16, strict f32 and TF32-allowed f32, dw packed or channels-last; through
 //! `check_solver` (f64 reference, poisoned output, bit-identical rerun) with exact
 //! small-integer data and with α/β; refusals name the cause; immediate mode takes it.
+//! Also backward-weights of few-channel stems as one GEMM over an explicit im2col of x
+//! (`CudaConvBwdWeightsIm2colLt`): 7×7 / 3×3 stride 2, 4×4 stride 4, one channel, any x layout,
+//! the pixel reduction whole and split.
 
 mod support;
 
@@ -131,4 +134,51 @@ cuda_tests!(chosen_in_immediate_mode, |h: &Handle| {
             assert_eq!(chosen.name(), name);
         }
     }
+});
+
+/// Stems: (dtype, TF32 allowed, x lengths, w lengths, pad, stride, layout of x, of dy, of dw).
+type StemSpec = (DataType, bool, &'static [usize], &'static [usize], i64, i64, Lay, Lay, Lay);
+
+const STEMS: [StemSpec; 9] = [
+    (DataType::Half, false, &[2, 3, 23, 21], &[16, 3, 7, 7], 3, 2, Lay::ChannelsLast, Lay::ChannelsLast, Lay::Packed),
+    (DataType::BFloat16, false, &[2, 3, 17, 17], &[24, 3, 3, 3], 0, 2, Lay::ChannelsLast, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Half, false, &[2, 3, 16, 16], &[32, 3, 4, 4], 0, 4, Lay::ChannelsLast, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Float, false, &[2, 3, 13, 11], &[8, 3, 3, 3], 1, 2, Lay::ChannelsLast, Lay::ChannelsLast, Lay::Packed),
+    (DataType::Float, true, &[2, 4, 9, 10], &[12, 4, 3, 3], 1, 1, Lay::Packed, Lay::ChannelsLast, Lay::Packed),
+    // One channels-first image: dy's pixels are one run per channel.
+    (DataType::Half, false, &[1, 3, 15, 15], &[16, 3, 3, 3], 1, 1, Lay::Packed, Lay::Packed, Lay::Packed),
+    (DataType::Half, false, &[2, 1, 12, 12], &[8, 1, 5, 5], 2, 1, Lay::ChannelsLast, Lay::ChannelsLast, Lay::ChannelsLast),
+    // Enough pixels to split the reduction: 4 and 16 GEMMs whose f32 products are added up.
+    (DataType::Half, false, &[2, 3, 48, 48], &[8, 3, 3, 3], 1, 1, Lay::ChannelsLast, Lay::ChannelsLast, Lay::Packed),
+    (DataType::Float, false, &[4, 3, 64, 64], &[16, 3, 3, 3], 1, 1, Lay::ChannelsLast, Lay::ChannelsLast, Lay::ChannelsLast),
+];
+
+fn stem_case(&(dt, tf32, lx, lw, pad, stride, lay_x, lay_y, lay_w): &StemSpec) -> ConvCase {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[1, 1]).unwrap();
+    conv.set_attribute(ConvAttrib::AllowTf32, tf32 as i64).unwrap();
+    let x = desc(dt, lx, lay_x);
+    let w = desc(dt, lw, lay_w);
+    let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), lay_y);
+    ConvCase::new(&conv, &x, &w, &y)
+}
+
+cuda_tests!(stem_backward_weights_through_im2col, |h: &Handle| {
+    let name = "CudaConvBwdWeightsIm2colLt";
+    let id = solution_id(name);
+    for (i, spec) in STEMS.iter().enumerate() {
+        let (c, seed) = (stem_case(spec), 2400 + i as u64);
+        let exact = if spec.0 == DataType::BFloat16 { Fill::SmallInt(-1, 1) } else { Fill::SmallInt(-2, 2) };
+        assert!(check_solver(h, &c, Dir::BackwardWeights, id, (1.0, 0.0), exact, 0.0, seed), "{name} refused {c:?}");
+        let tol = if spec.1 { TF32_TOLERANCE } else { tolerance(spec.0) };
+        assert!(check_solver(h, &c, Dir::BackwardWeights, id, (0.75, 0.5), Fill::Normal, tol, seed + 1000), "{name} refused {c:?}");
+    }
+    let chosen = conflux::search::choose(h, &stem_case(&STEMS[0]).fused(Dir::BackwardWeights), conflux::conv::Choice::Auto, 0).unwrap();
+    assert_eq!(chosen.name(), name, "immediate mode");
+    let s = solver(name);
+    let why = |c: &ConvCase| s.check(&c.fused(Dir::BackwardWeights), h.device().info()).unwrap_err();
+    let wide = stem_case(&(DataType::Half, false, &[2, 8, 9, 9], &[16, 8, 3, 3], 1, 1, Lay::ChannelsLast, Lay::ChannelsLast, Lay::Packed));
+    assert!(why(&wide).contains("input channels"));
+    let grouped = grouped_case(&(DataType::Half, &[2, 4, 8, 8], &[8, 2, 3, 3], 2, 1, 1, 1, Lay::ChannelsLast));
+    assert!(why(&grouped).contains("one group"));
+    assert!(s.check(&stem_case(&STEMS[0]).fused(Dir::Forward), h.device().info()).unwrap_err().contains("only"));
 });

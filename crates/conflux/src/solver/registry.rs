@@ -14,7 +14,7 @@ use super::cpu::{
 };
 use super::cuda::{
     CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvStemTc, CudaConvTcNchw,
-    CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise, CudaPooling, CudaSoftmax,
+    CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradIm2colLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise, CudaPooling, CudaSoftmax,
 };
 use super::Solver;
 use crate::backend::{DeviceInfo, DeviceKind};
@@ -82,6 +82,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvBwdDataFewChannels, Role::Standalone, "backward-data of depthwise, few-channels-per-group and few-channel stem layers by phases on the few-channels and few-outputs kernels, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),
     entry(&CudaConvBwdDataStrided, Role::Standalone, "strided backward-data as one stride-1 forward convolution per phase on tensor cores"),
+    entry(&CudaConvWgradIm2colLt, Role::Standalone, "backward-weights of ungrouped stems of < 8 input channels as one cuBLASLt GEMM over an explicit im2col: ahead of the few-channels kernel, which reduces them on CUDA cores"),
     entry(&CudaConvWgradFewChannels, Role::Standalone, "backward-weights of depthwise, small-group and few-channel stem layers: a long reduction into a small output that GEMM tiles would run nearly empty"),
     entry(&CudaConvWgradGemmLt, Role::Standalone, "1×1 stride-1 backward-weights as one cuBLASLt GEMM, which splits the long pixel reduction itself: ahead of the TMA kernel and the channel-padding adapter"),
     entry(&CudaConvWgradTma, Role::WeightsTensorCore, "backward-weights on TMA + wgmma"),

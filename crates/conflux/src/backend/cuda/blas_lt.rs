@@ -35,13 +35,15 @@ pub enum LtEpilogue {
 }
 
 /// Shape and types of one multiply: D (m × n, leading dimension ldd) from A stored k × m
-/// (`trans_a`) or m × k (lda) and B stored k × n or n × k (`trans_b`; ldb), all of `dtype`;
+/// (`trans_a`) or m × k (lda) and B stored k × n or n × k (`trans_b`; ldb), all of `dtype`
+/// except D when `f32_out` (partial sums that a later pass adds up);
 /// `tf32` lets f32 products use TF32 tensor cores; `align` (bytes, a power of two of at most
 /// `LT_ALIGN`) divides every pointer and every leading dimension in bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct LtShape {
     pub dtype: DataType,
     pub tf32: bool,
+    pub f32_out: bool,
     pub align: u64,
     pub trans_a: bool,
     pub trans_b: bool,
@@ -152,7 +154,11 @@ impl LtGemm {
         let layout = |rows: u64, cols: u64, ld: i64| lt::create_matrix_layout(ty, rows, cols, ld).map_err(|e| lt_err("create layout", e));
         raw.layouts[0] = if s.trans_a { layout(s.k, s.m, s.lda)? } else { layout(s.m, s.k, s.lda)? };
         raw.layouts[1] = if s.trans_b { layout(s.n, s.k, s.ldb)? } else { layout(s.k, s.n, s.ldb)? };
-        raw.layouts[2] = layout(s.m, s.n, s.ldd)?;
+        raw.layouts[2] = if s.f32_out {
+            lt::create_matrix_layout(sys::cudaDataType::CUDA_R_32F, s.m, s.n, s.ldd).map_err(|e| lt_err("create layout", e))?
+        } else {
+            layout(s.m, s.n, s.ldd)?
+        };
         if s.batch.count > 1 {
             let count = i32::try_from(s.batch.count).map_err(|_| Error::unsupported(format!("cuBLASLt GEMM: a batch of {}", s.batch.count)))?;
             for (l, stride) in raw.layouts.iter().zip([s.batch.stride_a, s.batch.stride_b, s.batch.stride_d]) {

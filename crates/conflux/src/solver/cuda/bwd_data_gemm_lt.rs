@@ -66,6 +66,7 @@ fn plan(problem: &FusedProblem) -> std::result::Result<Plan, String> {
     let base = LtShape {
         dtype: conv.dtype(),
         tf32: prec == TcPrecision::Tf32,
+        f32_out: false,
         align,
         trans_a: false,
         trans_b: false,
@@ -113,6 +114,7 @@ fn strided_plan(dtype: DataType, prec: TcPrecision, g: &Geom) -> std::result::Re
     let shape = LtShape {
         dtype,
         tf32: prec == TcPrecision::Tf32,
+        f32_out: false,
         align: blas_lt::common_alignment(&lds.map(|v| (v * es) as u64)),
         trans_a: false,
         trans_b: false,

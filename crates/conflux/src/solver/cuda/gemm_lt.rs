@@ -75,6 +75,7 @@ fn gemm_shape(problem: &FusedProblem) -> std::result::Result<(LtShape, Geom), St
     let shape = LtShape {
         dtype: conv.dtype(),
         tf32: prec == TcPrecision::Tf32,
+        f32_out: false,
         align: LT_ALIGN,
         trans_a: true,
         trans_b: false,

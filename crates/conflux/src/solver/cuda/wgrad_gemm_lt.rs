@@ -53,6 +53,7 @@ fn gemm_shape(problem: &FusedProblem) -> std::result::Result<LtShape, String> {
     Ok(LtShape {
         dtype: conv.dtype(),
         tf32: prec == TcPrecision::Tf32,
+        f32_out: false,
         align,
         // x stored C × P (channels contiguous) is op(A) = A; stored P × C it is Aᵀ.
         trans_a: !x.channels_contiguous,
