@@ -28,6 +28,7 @@ const GEMM1X1: &str = "CpuConvGemm1x1";
 const AMX1X1: &str = "CpuConvAmx1x1";
 const FFT: &str = "CpuConvFft";
 const DIRECT_TAPS: &str = "CpuConvDirectTaps";
+const LIVE_TAPS: &str = "CpuConvLiveTaps";
 
 /// A normal convolution: x → y through w.
 struct Geo {
@@ -262,6 +263,57 @@ fn direct_taps_random_forward() {
     }
     let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
     assert!(ran == 44 || !avx512, "taps-direct: only {ran} of 44 cases applied");
+}
+
+/// A geometry most of whose products fall in the padding: small maps (1–9 positions), 3×3 /
+/// 5×5 / 3×1 filters with dilations around the map's size and "same" padding (atrous layers,
+/// 3×3 on 1×1 maps), stride 1 or 2, groups.
+fn live_taps_geo(r: &mut SplitMix64) -> Geo {
+    loop {
+        let g = r.pick(&[1, 1, 2]);
+        let (cg, kg, n) = (r.range(1, 6), r.range(1, 10), r.range(1, 2));
+        let (fh, fw) = r.pick(&[(3, 3), (5, 5), (3, 1), (3, 3)]);
+        let (ih, iw) = (r.range(1, 9), r.range(1, 9));
+        let dils = [r.range(ih.div_ceil(2), ih + 3) as i64, r.range(iw.div_ceil(2), iw + 3) as i64];
+        let pads = [dils[0] * (fh as i64 - 1) / 2, dils[1] * (fw as i64 - 1) / 2];
+        let strides = [r.pick(&[1, 1, 2]) as i64, r.pick(&[1, 1, 2]) as i64];
+        let Some(geo) = make_geo(&pads, &strides, &dils, g, vec![n, g * cg, ih, iw], vec![g * kg, cg, fh, fw]) else { continue };
+        let reach = |t: usize, i: usize| conflux::problem::reach(t, geo.y[2 + i], geo.x[2 + i], strides[i] as usize, pads[i] as usize, dils[i] as usize).len();
+        let live: usize = (0..fh).map(|t| reach(t, 0)).sum::<usize>() * (0..fw).map(|t| reach(t, 1)).sum::<usize>();
+        if live * 2 <= geo.y[2] * geo.y[3] * fh * fw {
+            return geo;
+        }
+    }
+}
+
+/// Convolutions as one 1×1 convolution per tap over the outputs it reaches: random atrous
+/// geometries in every layout (f32; exact small integers bit for bit), α/β, constant weights
+/// or not; each tap runs on the first solver taking it. 16-bit problems are refused (y holds
+/// the partial sums), so only the two f32 passes of `random_cases_of` count.
+#[test]
+fn live_taps_random_forward() {
+    random_cases_of(LIVE_TAPS, &[Dir::Forward], 12, 11, &live_taps_geo, 0.0, 24);
+}
+
+/// DeepLab's atrous rates on a 28×28 map at reduced channel counts: dilation 36 reads the
+/// centre tap only, at 24 and 12 the outer taps reach 4 and 16 rows / columns; a dense 3×3 of
+/// padding 1 is refused with the share of products it would compute.
+#[test]
+fn live_taps_atrous_rates() {
+    let h = Handle::cpu();
+    for (i, rate) in [12i64, 24, 36].into_iter().enumerate() {
+        let geo = make_geo(&[rate, rate], &[1, 1], &[rate, rate], 1, vec![1, 16, 28, 28], vec![8, 16, 3, 3]).unwrap();
+        let dt = DataType::Float;
+        let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, Lay::Packed), desc(dt, &geo.y, Lay::Packed));
+        assert!(check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(LIVE_TAPS), (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, 9500 + i as u64));
+        let chosen = conflux::search::choose(&h, &geo.case((&xd, &wd, &yd)).fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
+        assert_eq!(chosen.name(), LIVE_TAPS, "immediate mode, rate {rate}");
+    }
+    let dense = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 16, 28, 28], vec![8, 16, 3, 3]).unwrap();
+    let d = desc(DataType::Float, &dense.x, Lay::Packed);
+    let fp = dense.case((&d, &desc(DataType::Float, &dense.w, Lay::Packed), &desc(DataType::Float, &dense.y, Lay::Packed))).fused(Dir::Forward);
+    let why = solver(LIVE_TAPS).check(&fp, h.device().info()).unwrap_err();
+    assert!(why.contains("% of the dense products"), "{why}");
 }
 
 /// The FFT driver on every side (8, 16, 32, 64) and every GEMM micro-kernel this CPU has,

@@ -9,6 +9,7 @@ mod fused;
 mod geom;
 mod layer;
 mod phases;
+mod live_taps;
 pub(crate) mod op_args;
 
 pub use args::{OpArg, OpArgs};
@@ -17,3 +18,4 @@ pub use fused::{EpiOp, FusedKind, FusedProblem};
 pub use layer::{LayerOp, PoolGeom};
 pub use geom::{shape5, spatial3, strides5, Geom};
 pub use phases::{backward_data_phases, Phase, TapAxis, TapMap};
+pub use live_taps::{live_taps, reach, TapPart};
