@@ -267,11 +267,11 @@ fn direct_taps_random_forward() {
 
 /// A geometry most of whose products fall in the padding: small maps (1–9 positions), 3×3 /
 /// 5×5 / 3×1 filters with dilations around the map's size and "same" padding (atrous layers,
-/// 3×3 on 1×1 maps), stride 1 or 2, groups.
+/// 3×3 on 1×1 maps), stride 1 or 2, groups of 16–24 input channels (fewer are refused).
 fn live_taps_geo(r: &mut SplitMix64) -> Geo {
     loop {
         let g = r.pick(&[1, 1, 2]);
-        let (cg, kg, n) = (r.range(1, 6), r.range(1, 10), r.range(1, 2));
+        let (cg, kg, n) = (r.range(16, 24), r.range(16, 40), r.range(1, 2));
         let (fh, fw) = r.pick(&[(3, 3), (5, 5), (3, 1), (3, 3)]);
         let (ih, iw) = (r.range(1, 9), r.range(1, 9));
         let dils = [r.range(ih.div_ceil(2), ih + 3) as i64, r.range(iw.div_ceil(2), iw + 3) as i64];
@@ -302,14 +302,21 @@ fn live_taps_random_forward() {
 fn live_taps_atrous_rates() {
     let h = Handle::cpu();
     for (i, rate) in [12i64, 24, 36].into_iter().enumerate() {
-        let geo = make_geo(&[rate, rate], &[1, 1], &[rate, rate], 1, vec![1, 16, 28, 28], vec![8, 16, 3, 3]).unwrap();
+        let geo = make_geo(&[rate, rate], &[1, 1], &[rate, rate], 1, vec![1, 16, 28, 28], vec![16, 16, 3, 3]).unwrap();
         let dt = DataType::Float;
         let (xd, wd, yd) = (desc(dt, &geo.x, Lay::Packed), desc(dt, &geo.w, Lay::Packed), desc(dt, &geo.y, Lay::Packed));
         assert!(check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(LIVE_TAPS), (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, 9500 + i as u64));
         let chosen = conflux::search::choose(&h, &geo.case((&xd, &wd, &yd)).fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
         assert_eq!(chosen.name(), LIVE_TAPS, "immediate mode, rate {rate}");
     }
-    let dense = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 16, 28, 28], vec![8, 16, 3, 3]).unwrap();
+    // Depthwise 7×7 on a 7×7 map computes 57% of the dense products but is the depthwise
+    // kernels' (one tap at a time would be 49 one-channel products).
+    let dw = make_geo(&[3, 3], &[1, 1], &[1, 1], 32, vec![1, 32, 7, 7], vec![32, 1, 7, 7]).unwrap();
+    let d = desc(DataType::Float, &dw.x, Lay::Packed);
+    let fp = dw.case((&d, &desc(DataType::Float, &dw.w, Lay::Packed), &desc(DataType::Float, &dw.y, Lay::Packed))).fused(Dir::Forward);
+    let why = solver(LIVE_TAPS).check(&fp, h.device().info()).unwrap_err();
+    assert!(why.contains("channels per group"), "{why}");
+    let dense = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 16, 28, 28], vec![16, 16, 3, 3]).unwrap();
     let d = desc(DataType::Float, &dense.x, Lay::Packed);
     let fp = dense.case((&d, &desc(DataType::Float, &dense.w, Lay::Packed), &desc(DataType::Float, &dense.y, Lay::Packed))).fused(Dir::Forward);
     let why = solver(LIVE_TAPS).check(&fp, h.device().info()).unwrap_err();

@@ -31,6 +31,9 @@ use std::sync::Arc;
 /// padding 1 on a 3×3 map 60%, on 7×7 82%).
 const MAX_WORK_FRACTION: f64 = 0.6;
 
+/// Fewest input and output channels per group.
+const MIN_CHANNELS: usize = 16;
+
 pub struct CpuLiveTaps;
 
 /// The taps' problems (the one reaching every output first; the epilogue fused only when it is
@@ -45,6 +48,12 @@ fn plan(problem: &FusedProblem) -> std::result::Result<Vec<(TapPart, FusedProble
     // pass over y applies bias, spatial BN and activations.
     if epilogue.iter().any(|op| matches!(op, EpiOp::AddTensor { .. } | EpiOp::BnInference { mode: BnMode::PerActivation, .. })) {
         return Err("an epilogue op reads a tensor of the output's shape".into());
+    }
+    // Each tap becomes a 1×1 product, a GEMM only with enough channels per group: depthwise
+    // and small-group layers run direct kernels that skip the padding themselves.
+    let (cg, kg) = (conv.w.lens()[1], conv.k() / conv.groups());
+    if cg < MIN_CHANNELS || kg < MIN_CHANNELS {
+        return Err(format!("{cg} input and {kg} output channels per group (at least {MIN_CHANNELS} each: the per-tap products are GEMMs)"));
     }
     let (mut parts, fraction) = live_taps(conv)?;
     if fraction > MAX_WORK_FRACTION {

@@ -24,8 +24,12 @@ use rayon::prelude::*;
 /// Output rows at most this wide are computed at every column when strided (`PhaseLayout::step`).
 const NARROW: usize = 8;
 
-/// Outputs per inner block: four AVX2 vectors (two AVX-512 ones) of accumulators.
+/// Outputs per inner block: four AVX2 vectors (two AVX-512 ones); `plane_taps` runs several
+/// blocks at once.
 const BLOCK: usize = 32;
+
+/// Fewest taps for which `plane_taps` runs blocks in groups.
+const MIN_GROUPED_TAPS: usize = 16;
 
 /// Most f32 elements of one task's phase buffer (all phases of one padded plane).
 pub const MAX_PHASE_FLOATS: usize = 1 << 24;
@@ -165,20 +169,47 @@ fn deinterleave(src: &[f32], a: &mut [f32], b: &mut [f32]) {
     }
 }
 
-// acc[i] = Σ over taps of w[t] · buf[tap_t + i], for the plane's `len` flat outputs.
+// acc[i] = Σ over taps of w[t] · buf[tap_t + i], for the plane's `len` flat outputs. With
+// many taps (5×5, 7×7) blocks go in groups (four with AVX-512, two with AVX2: eight vector
+// accumulators) so that each tap's multiply-adds are independent chains: one block alone waits
+// on the FMA latency at every tap. 3×3 filters keep single blocks (measured faster there).
 simd!(plane_taps(buf: &[f32], taps: &[usize], w: &[f32], len: usize, acc: &mut [f32]) {
-    for (i0, out) in acc[..len].chunks_exact_mut(BLOCK).enumerate() {
-        let i0 = i0 * BLOCK;
-        let mut a = [0f32; BLOCK];
-        for (&off, &wt) in taps.iter().zip(w) {
-            let src: &[f32; BLOCK] = buf[off + i0..off + i0 + BLOCK].try_into().unwrap();
-            for l in 0..BLOCK {
-                a[l] = src[l].mul_add(wt, a[l]);
-            }
+    let group = match (taps.len() >= MIN_GROUPED_TAPS, crate::backend::cpu::lanes::level() >= 2) {
+        (false, _) => 1,
+        (true, true) => 4,
+        (true, false) => 2,
+    };
+    let blocks = len / BLOCK;
+    let mut b = 0;
+    while b < blocks {
+        let nb = group.min(blocks - b);
+        let out = &mut acc[b * BLOCK..(b + nb) * BLOCK];
+        match nb {
+            4 => taps_group::<4>(buf, taps, w, b * BLOCK, out),
+            3 => taps_group::<3>(buf, taps, w, b * BLOCK, out),
+            2 => taps_group::<2>(buf, taps, w, b * BLOCK, out),
+            _ => taps_group::<1>(buf, taps, w, b * BLOCK, out),
         }
-        out.copy_from_slice(&a);
+        b += nb;
     }
 });
+
+#[inline(always)]
+fn taps_group<const NB: usize>(buf: &[f32], taps: &[usize], w: &[f32], i0: usize, out: &mut [f32]) {
+    let mut a = [[0f32; BLOCK]; NB];
+    for (&off, &wt) in taps.iter().zip(w) {
+        let src = &buf[off + i0..off + i0 + NB * BLOCK];
+        for (j, aj) in a.iter_mut().enumerate() {
+            let s: &[f32; BLOCK] = src[j * BLOCK..(j + 1) * BLOCK].try_into().unwrap();
+            for l in 0..BLOCK {
+                aj[l] = s[l].mul_add(wt, aj[l]);
+            }
+        }
+    }
+    for (j, aj) in a.iter().enumerate() {
+        out[j * BLOCK..(j + 1) * BLOCK].copy_from_slice(aj);
+    }
+}
 
 // y row oy = clamp(acc[oy·Q..][..Wo] + bias) for every output row of a plane: the fused store
 // of f32 conv + bias + ReLU / ReLU6 into a spatially packed y plane. The widths of late network
