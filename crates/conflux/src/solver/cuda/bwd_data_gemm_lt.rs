@@ -13,7 +13,7 @@ use super::common::{cuda_of, matrix_view, Fallback};
 use super::lt_backward::{self, BackwardLtInvoker, Operands};
 use super::bwd_data_strided::CudaConvBwdDataStrided;
 use super::direct::CudaConvDirect;
-use super::tensor_core::{tensor_core_precision, TcPrecision};
+use super::tensor_core::TcPrecision;
 use crate::backend::cuda::blas_lt::{self, LtBatch, LtEpilogue, LtGemm, LtShape};
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
@@ -36,18 +36,7 @@ struct Plan {
 /// P = N·H·W: channels-contiguous dx (C × P) = w (C × K, a filter per column) · dy (K × P);
 /// pixel-contiguous dx (P × C) = dyᵀ (P × K) · wᵀ (K × C).
 fn plan(problem: &FusedProblem) -> std::result::Result<Plan, String> {
-    let conv = problem.conv_problem().ok_or("not a convolution")?;
-    if conv.direction != Direction::BackwardData {
-        return Err(format!("backward-data only (this is {:?})", conv.direction));
-    }
-    if !problem.epilogue().is_empty() {
-        return Err("no fused operations".into());
-    }
-    let prec = tensor_core_precision(conv)?;
-    let g = Geom::of(conv);
-    if g.groups != 1 {
-        return Err("one group only".into());
-    }
+    let (conv, g, prec) = lt_backward::lt_problem(problem, Direction::BackwardData)?;
     if !(g.filter_size() == 1 && g.pad == [0; 3] && g.pad_end == [0; 3]) {
         return Err("not a 1×1 unpadded convolution".into());
     }

@@ -10,9 +10,29 @@ use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::RunContext;
 use crate::error::Result;
-use crate::problem::FusedProblem;
+use crate::problem::{ConvProblem, FusedProblem, Geom};
 use crate::solver::{Invoker, RunArgs};
+use crate::types::Direction;
 use std::sync::Arc;
+
+/// What every cuBLASLt backward solver requires: a convolution in `direction` with no fused
+/// operations, of one group, in a precision the tensor cores multiply; its geometry, or why not.
+pub(crate) fn lt_problem(problem: &FusedProblem, direction: Direction) -> std::result::Result<(&ConvProblem, Geom, TcPrecision), String> {
+    let conv = problem.conv_problem().ok_or("not a convolution")?;
+    if conv.direction != direction {
+        let name = if direction == Direction::BackwardData { "backward-data" } else { "backward-weights" };
+        return Err(format!("{name} only (this is {:?})", conv.direction));
+    }
+    if !problem.epilogue().is_empty() {
+        return Err("no fused operations".into());
+    }
+    let prec = tensor_core_precision(conv)?;
+    let g = Geom::of(conv);
+    if g.groups != 1 {
+        return Err("one group only".into());
+    }
+    Ok((conv, g, prec))
+}
 
 /// cuBLASLt's rate on such products, about: 16-bit, TF32, and f32 on CUDA cores.
 pub(crate) fn estimate_ms(problem: &FusedProblem, overhead_ms: f64) -> f64 {

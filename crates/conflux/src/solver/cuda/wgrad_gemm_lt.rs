@@ -10,12 +10,12 @@
 
 use super::common::{cuda_of, matrix_view, Fallback};
 use super::lt_backward::{self, BackwardLtInvoker, Operands};
-use super::tensor_core::{tensor_core_precision, TcPrecision};
+use super::tensor_core::TcPrecision;
 use super::wgrad_simt::CudaConvWgradSimt;
 use crate::backend::cuda::blas_lt::{self, LtBatch, LtEpilogue, LtGemm, LtShape};
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
-use crate::problem::{FusedProblem, Geom};
+use crate::problem::FusedProblem;
 use crate::solver::{BuildContext, Invoker, Solver};
 use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
@@ -25,18 +25,7 @@ pub struct CudaConvWgradGemmLt;
 /// The GEMM of a problem, or why there is none. Column-major as cuBLASLt sees it:
 /// dw (C × K, a filter per column) = x (C × P) · dyᵀ (P × K), P = N·H·W.
 fn gemm_shape(problem: &FusedProblem) -> std::result::Result<LtShape, String> {
-    let conv = problem.conv_problem().ok_or("not a convolution")?;
-    if conv.direction != Direction::BackwardWeights {
-        return Err(format!("backward-weights only (this is {:?})", conv.direction));
-    }
-    if !problem.epilogue().is_empty() {
-        return Err("no fused operations".into());
-    }
-    let prec = tensor_core_precision(conv)?;
-    let g = Geom::of(conv);
-    if g.groups != 1 {
-        return Err("one group only".into());
-    }
+    let (conv, g, prec) = lt_backward::lt_problem(problem, Direction::BackwardWeights)?;
     if !(g.filter_size() == 1 && g.pad == [0; 3] && g.pad_end == [0; 3] && g.stride == [1; 3]) {
         return Err("not a 1×1, unpadded, stride-1 convolution".into());
     }

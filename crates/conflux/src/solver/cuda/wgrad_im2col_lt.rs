@@ -11,7 +11,7 @@
 
 use super::common::{cuda_of, matrix_view, Fallback};
 use super::lt_backward;
-use super::tensor_core::{tensor_core_precision, TcPrecision};
+use super::tensor_core::TcPrecision;
 use super::wgrad_simt::CudaConvWgradSimt;
 use crate::backend::cuda::blas_lt::{self, LtBatch, LtEpilogue, LtGemm, LtShape};
 use crate::backend::cuda::driver::Scratch;
@@ -45,18 +45,7 @@ pub fn splits_of(pixels: usize) -> usize {
 /// why there are none. Column-major as cuBLASLt sees split s: partial[s] (cols × K, f32) =
 /// col[s] (cols × P/splits) · dy[s]ᵀ (P/splits × K).
 fn plan_shape(problem: &FusedProblem) -> std::result::Result<(Geom, Im2colRows, usize, LtShape), String> {
-    let conv = problem.conv_problem().ok_or("not a convolution")?;
-    if conv.direction != Direction::BackwardWeights {
-        return Err(format!("backward-weights only (this is {:?})", conv.direction));
-    }
-    if !problem.epilogue().is_empty() {
-        return Err("no fused operations".into());
-    }
-    let prec = tensor_core_precision(conv)?;
-    let g = Geom::of(conv);
-    if g.groups != 1 {
-        return Err("one group only".into());
-    }
+    let (conv, g, prec) = lt_backward::lt_problem(problem, Direction::BackwardWeights)?;
     if g.filter[0] != 1 || g.input[0] != 1 {
         return Err("2-D convolutions only".into());
     }
