@@ -31,6 +31,8 @@ use std::sync::Arc;
 /// padding 1 on a 3×3 map 60%, on 7×7 82%).
 const MAX_WORK_FRACTION: f64 = 0.6;
 
+/// Most live taps (a 7×7 filter has 49): each is a convolution of its own.
+const MAX_TAPS: usize = 64;
 /// Fewest input and output channels per group.
 const MIN_CHANNELS: usize = 16;
 
@@ -58,6 +60,9 @@ fn plan(problem: &FusedProblem) -> std::result::Result<Vec<(TapPart, FusedProble
     let (mut parts, fraction) = live_taps(conv)?;
     if fraction > MAX_WORK_FRACTION {
         return Err(format!("the taps reach inside the input for {:.0}% of the dense products (at most {:.0}%)", fraction * 100.0, MAX_WORK_FRACTION * 100.0));
+    }
+    if parts.len() > MAX_TAPS {
+        return Err(format!("{} live taps (at most {MAX_TAPS}: one convolution each)", parts.len()));
     }
     let whole = parts.iter().position(|p| p.whole).ok_or("no tap reaches every output")?;
     let first = parts.remove(whole);
