@@ -8,8 +8,9 @@
 //! The live taps' weights are gathered into dense K × C/G matrices first (once per filter
 //! address under the constant-weights promise, else per call), so every tap reads a dense 1×1
 //! filter. A tap reaching every output runs first with the caller's α and β (so α = 1, β = 0
-//! takes the 1×1 solvers' fast path), the others add α·their products to the outputs they
-//! reach, and the epilogue then runs over y in place: y = epilogue(α·Σ taps + β·y) as the API
+//! takes the 1×1 solvers' fast path); each other tap writes α·its products to a packed buffer
+//! (β = 0, the fast path again), added to the outputs it reaches; the epilogue then runs over y
+//! in place: y = epilogue(α·Σ taps + β·y) as the API
 //! defines. When that tap is the only one, it runs alone with the fused epilogue. A tap
 //! reaching every output is required.
 
@@ -75,7 +76,10 @@ fn plan(problem: &FusedProblem) -> std::result::Result<Vec<(TapPart, FusedProble
         .enumerate()
         .map(|(i, mut p)| {
             let epi = if n == 1 { epilogue.clone() } else { Vec::new() };
-            p.problem = ConvProblem::forward(&p.problem.conv, &p.problem.x, &dense, &p.problem.y).map_err(|e| e.reason)?;
+            // The other taps write their products to a packed buffer (α, β = 0: the 1×1 solvers'
+            // fast path), which the invoker then adds to y.
+            let y = if i == 0 { p.problem.y.clone() } else { TensorDesc::new(DataType::Float, p.problem.y.lens()).map_err(|e| e.reason)? };
+            p.problem = ConvProblem::forward(&p.problem.conv, &p.problem.x, &dense, &y).map_err(|e| e.reason)?;
             p.w_offset = i * dense.element_count();
             let fp = FusedProblem { kind: FusedKind::Conv { conv: p.problem.clone(), epilogue: epi } };
             Ok((p, fp))
@@ -154,8 +158,13 @@ impl Invoker for LiveTapsInvoker {
             return whole_inv.run(ctx, &RunArgs { x: at(a.x, whole.x_offset), w: at(w, whole.w_offset), y: at(a.y, whole.y_offset), ..*a });
         }
         whole_inv.run(ctx, &RunArgs { x: at(a.x, whole.x_offset), w: at(w, whole.w_offset), y: at(a.y, whole.y_offset), ops: &[], ..*a })?;
+        let most = partial.iter().map(|(p, _)| p.problem.y.element_count()).max().unwrap_or(0);
+        let mut products = vec![0f32; most];
         for (p, inv) in partial {
-            inv.run(ctx, &RunArgs { x: at(a.x, p.x_offset), w: at(w, p.w_offset), y: at(a.y, p.y_offset), beta: 1.0, ops: &[], ..*a })?;
+            let t = DevPtr(products.as_mut_ptr() as u64);
+            inv.run(ctx, &RunArgs { x: at(a.x, p.x_offset), w: at(w, p.w_offset), y: t, beta: 0.0, ops: &[], ..*a })?;
+            // SAFETY: y is the caller's f32 output; the tap's outputs are a view of it at y_offset.
+            unsafe { add_products(&self.geom, (a.y.0 as *mut f32).add(p.y_offset), p.problem.y.lens(), &products) };
         }
         let (conv, epilogue) = match &self.problem.kind {
             FusedKind::Conv { conv, epilogue } => (conv, epilogue),
@@ -169,6 +178,25 @@ impl Invoker for LiveTapsInvoker {
         unsafe { epilogue_in_place(&self.geom, a.y.0 as *mut f32, &epi) };
         Ok(())
     }
+}
+
+/// y[n][k][h][w] += products[n][k][h][w] over one tap's outputs (`lens`), y through the
+/// caller's strides, the products packed.
+///
+/// # Safety
+/// `y` addresses the first of those outputs in the f32 output tensor `g` describes.
+unsafe fn add_products(g: &Geom, y: *mut f32, lens: &[usize], products: &[f32]) {
+    let (ys, [n, k, h, w]) = (g.y_strides, [lens[0], lens[1], lens[2], lens[3]]);
+    let base = y as usize;
+    products[..n * k * h * w].par_chunks(h * w).enumerate().for_each(|(i, plane)| {
+        let dst = (base as *mut f32).wrapping_add((i / k) * ys[0] + (i % k) * ys[1]);
+        for (r, row) in plane.chunks_exact(w).enumerate() {
+            for (c, v) in row.iter().enumerate() {
+                // SAFETY: (n, k, r, c) of this tap's outputs is an element of y.
+                unsafe { *dst.add(r * ys[3] + c * ys[4]) += v };
+            }
+        }
+    });
 }
 
 /// y ← epilogue(y) over y's elements, through its strides: runs along rows where positions
