@@ -29,6 +29,7 @@ const AMX1X1: &str = "CpuConvAmx1x1";
 const FFT: &str = "CpuConvFft";
 const DIRECT_TAPS: &str = "CpuConvDirectTaps";
 const LIVE_TAPS: &str = "CpuConvLiveTaps";
+const SUBSAMPLE_1X1: &str = "CpuConvSubsample1x1";
 
 /// A normal convolution: x → y through w.
 struct Geo {
@@ -322,6 +323,34 @@ fn live_taps_atrous_rates() {
     let fp = dense.case((&d, &desc(DataType::Float, &dense.w, Lay::Packed), &desc(DataType::Float, &dense.y, Lay::Packed))).fused(Dir::Forward);
     let why = solver(LIVE_TAPS).check(&fp, h.device().info()).unwrap_err();
     assert!(why.contains("% of the dense products"), "{why}");
+}
+
+/// Strided 1×1 layers on the 1×1 solvers over a packed copy of the positions they read:
+/// random strides (2–3, each axis), sizes, groups and layouts, f32 random and exact small
+/// integers (bit for bit), α/β, constant weights or not. The 1×1 solvers it hands the packed
+/// problem to need AVX-512 (or AMX); elsewhere it refuses.
+#[test]
+fn subsample_1x1_random_forward() {
+    let h = Handle::cpu();
+    let mut rng = SplitMix64::new(13);
+    let mut ran = 0;
+    for case in 0..24usize {
+        let g = rng.pick(&[1, 1, 2]);
+        let (cg, kg, n) = (rng.range(1, 40), rng.range(1, 40), rng.range(1, 2));
+        let strides = [rng.range(2, 3) as i64, rng.range(1, 3) as i64];
+        let (ih, iw) = (rng.range(2, 15), rng.range(2, 15));
+        let mut geo = make_geo(&[0, 0], &strides, &[1, 1], g, vec![n, g * cg, ih, iw], vec![g * kg, cg, 1, 1]).unwrap();
+        geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case % 2) as i64).unwrap();
+        let lay = if case % 3 == 2 { rng.pick(&LAYS) } else { [Lay::Packed, Lay::ChannelsLast][case / 2 % 2] };
+        let dt = DataType::Float;
+        let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+        let exact = case % 4 < 2;
+        let ab = if case % 4 == 3 { AB[1 + case % 3] } else { (1.0, 0.0) };
+        let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
+        ran += check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(SUBSAMPLE_1X1), ab, fill, tol, 9700 + case as u64 * 10) as usize;
+    }
+    let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
+    assert!(ran >= 16 || !avx512, "subsample 1×1: only {ran} of 24 cases applied");
 }
 
 /// The FFT driver on every side (8, 16, 32, 64) and every GEMM micro-kernel this CPU has,

@@ -10,7 +10,7 @@
 //! workspace); the adapter solvers use it to pick the kernel that runs their rewritten problem.
 
 use super::cpu::{
-    CpuAmx1x1, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuWinograd, CpuWinograd4,
+    CpuAmx1x1, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
     CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvStemTc, CudaConvTcNchw,
@@ -52,6 +52,7 @@ static CPU: &[Entry] = &[
     entry(&CpuSoftmax, Role::Standalone, "softmax layers only; the one CPU softmax solver"),
     entry(&CpuQuantized, Role::Standalone, "int8 and fp8 forward convolutions, which no other CPU solver computes; refuses every other problem, so its place among them is moot"),
     entry(&CpuLiveTaps, Role::Standalone, "f32 forward convolutions whose taps lie in the padding for 40% of the products or more (atrous layers on small maps), as one 1×1 convolution per tap over the outputs it reaches on the solvers below: ahead of all of them, which would multiply the zeros"),
+    entry(&CpuSubsample1x1, Role::Standalone, "strided 1×1 f32 layers (downsampling shortcuts) on the 1×1 solvers over a packed copy of the positions they read: ahead of the GEMM solvers, which gather the strided positions"),
     entry(&CpuSinglePixel, Role::Standalone, "1×1 filters with one output pixel per image (squeeze-and-excitation, fully connected): a dot product per output, where GEMM panels and tiles cost more than the products"),
     entry(&CpuDepthwisePlanes, Role::Standalone, "depthwise forward on channels-first planes: a whole plane per run of vector FMAs, with no copy to channels-last (which the next solver needs for short rows)"),
     entry(&CpuDepthwiseNhwc, Role::Standalone, "f32 depthwise computed channels-last (channels-first operands copied): channels fill the vector lanes where planar rows of 7–56 pixels leave them half empty"),

@@ -19,6 +19,7 @@ pub mod quantized;
 pub mod single_pixel;
 pub mod small_groups;
 pub mod softmax;
+pub mod subsample1x1;
 pub mod winograd_f2;
 pub mod winograd_f4;
 
@@ -39,5 +40,6 @@ pub use quantized::CpuQuantized;
 pub use single_pixel::CpuSinglePixel;
 pub use small_groups::CpuSmallGroups;
 pub use softmax::CpuSoftmax;
+pub use subsample1x1::CpuSubsample1x1;
 pub use winograd_f2::CpuWinograd;
 pub use winograd_f4::CpuWinograd4;
