@@ -16,6 +16,9 @@ use crate::types::{ConvAlgorithm, ConvMode, DataType, Direction};
 use rayon::prelude::*;
 use std::sync::Arc;
 
+/// Fewest input channels per group: the product is a GEMM.
+const MIN_CHANNELS: usize = 16;
+
 pub struct CpuSubsample1x1;
 
 /// The stride-1 problem over the packed positions, or why not.
@@ -33,6 +36,10 @@ fn rewrite(problem: &FusedProblem) -> std::result::Result<FusedProblem, String> 
     }
     if d.strides() == [1, 1] {
         return Err("stride 1 (the 1×1 solvers read it in place)".into());
+    }
+    let cg = conv.w.lens()[1];
+    if cg < MIN_CHANNELS {
+        return Err(format!("{cg} input channels per group (at least {MIN_CHANNELS}: depthwise and small groups have their own kernels)"));
     }
     let yl = conv.y.lens();
     let err = |e: crate::error::Error| e.reason;
