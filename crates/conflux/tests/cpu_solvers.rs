@@ -745,6 +745,57 @@ fn fused_bias_relu_per_algorithm() {
     }
 }
 
+/// conv + bias + ReLU / CLIPPEDRELU plans pinned to the two rewriting solvers: the live taps
+/// (the epilogue runs over y after the taps' sums) and the strided 1×1 (the epilogue goes to
+/// the inner 1×1 solver), f32 NCHW and NHWC, exact small integers bit for bit.
+#[test]
+fn fused_bias_relu_on_rewriting_solvers() {
+    let h = Handle::cpu();
+    let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
+    // (solver, x lengths, w lengths, pad = dilation, stride)
+    let cases: [(&str, [usize; 4], [usize; 4], i64, i64); 2] = [(LIVE_TAPS, [1, 16, 12, 12], [24, 16, 3, 3], 8, 1), (SUBSAMPLE_1X1, [2, 32, 9, 10], [24, 32, 1, 1], 0, 2)];
+    for (name, xl, wl, pad, stride) in cases {
+        for layout in [Layout::NCHW, Layout::NHWC] {
+            for act in [ActivationMode::Relu, ActivationMode::ClippedRelu] {
+                let dt = DataType::Float;
+                let dil = pad.max(1);
+                let conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[dil, dil]).unwrap();
+                let xd = TensorDesc::with_layout(dt, layout, &xl).unwrap();
+                let wd = TensorDesc::with_layout(dt, layout, &wl).unwrap();
+                let bd = TensorDesc::new(dt, &[1, wl[0], 1, 1]).unwrap();
+                let mut plan = FusionPlan::new(FusionDirection::Vertical, xd.clone());
+                plan.add_conv_forward(&conv, &wd).unwrap();
+                plan.add_bias(&bd).unwrap();
+                plan.add_activation(act).unwrap();
+                plan.set_solution(Some(solution_id(name)));
+                if let Err(e) = plan.compile(&h) {
+                    // The strided 1×1 hands its problem to the AVX-512 / AMX 1×1 solvers only.
+                    assert!(name == SUBSAMPLE_1X1 && !avx512, "{name} {layout:?}: {e}");
+                    continue;
+                }
+                assert_eq!(plan.solver_name(), Some(name));
+                let yd = plan.output_desc().clone();
+                let cap = 6.0;
+                let (x, w, b) = (random(&h, &xd, Fill::SmallInt(-2, 2), 5), random(&h, &wd, Fill::SmallInt(-2, 2), 6), random(&h, &bd, Fill::SmallInt(-2, 2), 7));
+                let y = poisoned(&h, &yd);
+                let mut args = OpArgs::new();
+                args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
+                args.set(1, OpArg::Bias { b: b.ptr() });
+                args.set(2, OpArg::Activation { alpha: cap, beta: 0.0, gamma: 0.0 });
+                plan.execute(&h, &xd, x.ptr(), &yd, y.ptr(), &args).unwrap();
+                let ypacked = TensorDesc::new(dt, yd.lens()).unwrap();
+                let mut want = vec![0.0; ypacked.element_space()];
+                r::conv::conv_forward(&conv, &xd, &x.host, &wd, &w.host, &ypacked, &mut want).unwrap();
+                for (i, v) in want.iter_mut().enumerate() {
+                    let pre = *v + b.host[(i / (yd.lens()[2] * yd.lens()[3])) % wl[0]];
+                    *v = if act == ActivationMode::Relu { pre.max(0.0) } else { pre.max(0.0).min(cap) };
+                }
+                assert_close(&format!("{name} {layout:?} {act:?}"), &logical(&yd, &download(&h, &y)), &want, 0.0);
+            }
+        }
+    }
+}
+
 /// The AMX 1×1 solver on an N=1 layer with few position tiles and many filter blocks, where
 /// each thread splits all of x and takes a share of the filters (`few_tiles_split`), with
 /// and without constant weights, exact and random data, NCHW and NHWC.

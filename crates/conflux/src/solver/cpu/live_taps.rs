@@ -15,6 +15,7 @@
 //! reaching every output is required.
 
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
+use crate::backend::cpu::tensor_io::conv_out::{spatial_offsets, OutTensor};
 use crate::backend::cpu::weight_cache::{transformed_filter, WeightCache};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
@@ -158,84 +159,52 @@ impl Invoker for LiveTapsInvoker {
             return whole_inv.run(ctx, &RunArgs { x: at(a.x, whole.x_offset), w: at(w, whole.w_offset), y: at(a.y, whole.y_offset), ..*a });
         }
         whole_inv.run(ctx, &RunArgs { x: at(a.x, whole.x_offset), w: at(w, whole.w_offset), y: at(a.y, whole.y_offset), ops: &[], ..*a })?;
-        let most = partial.iter().map(|(p, _)| p.problem.y.element_count()).max().unwrap_or(0);
-        let mut products = vec![0f32; most];
-        for (p, inv) in partial {
-            let t = DevPtr(products.as_mut_ptr() as u64);
-            inv.run(ctx, &RunArgs { x: at(a.x, p.x_offset), w: at(w, p.w_offset), y: t, beta: 0.0, ops: &[], ..*a })?;
-            // SAFETY: y is the caller's f32 output; the tap's outputs are a view of it at y_offset.
-            unsafe { add_products(&self.geom, (a.y.0 as *mut f32).add(p.y_offset), p.problem.y.lens(), &products) };
-        }
         let (conv, epilogue) = match &self.problem.kind {
             FusedKind::Conv { conv, epilogue } => (conv, epilogue),
             _ => return Err(Error::internal("live taps: not a convolution")),
         };
+        let most = partial.iter().map(|(p, _)| p.problem.y.element_count()).max().unwrap_or(0);
+        let mut products = vec![0f32; most];
+        let add = CpuEpilogue::new(&[], &[], &conv.y, 1)?;
+        for (p, inv) in partial {
+            let t = DevPtr(products.as_mut_ptr() as u64);
+            inv.run(ctx, &RunArgs { x: at(a.x, p.x_offset), w: at(w, p.w_offset), y: t, beta: 0.0, ops: &[], ..*a })?;
+            // SAFETY: the tap's outputs are a view of the caller's f32 y at y_offset.
+            unsafe { store_planes(&self.geom, at(a.y, p.y_offset).0, p.problem.y.lens(), 1.0, &add, |i, v| v.copy_from_slice(&products[i * v.len()..][..v.len()])) };
+        }
         if epilogue.is_empty() {
             return Ok(());
         }
         let epi = CpuEpilogue::new(epilogue, a.ops, &conv.y, 1)?;
-        // SAFETY: y is the caller's f32 output, validated against the problem.
-        unsafe { epilogue_in_place(&self.geom, a.y.0 as *mut f32, &epi) };
+        let (ys, y0) = (self.geom.y_strides, a.y.0 as usize);
+        let sp_off = spatial_offsets(self.geom.output, ys);
+        // SAFETY: y is the caller's f32 output; each plane is read, then rewritten through the epilogue.
+        unsafe {
+            store_planes(&self.geom, a.y.0, conv.y.lens(), 0.0, &epi, |i, v| {
+                let plane = (y0 as *const f32).add((i / self.geom.k) * ys[0] + (i % self.geom.k) * ys[1]);
+                v.iter_mut().zip(&sp_off).for_each(|(x, &o)| *x = *plane.add(o));
+            })
+        };
         Ok(())
     }
 }
 
-/// y[n][k][h][w] += products[n][k][h][w] over one tap's outputs (`lens`), y through the
-/// caller's strides, the products packed.
+/// For every (n, k) plane of the f32 view of y at `y` with lengths `lens` (the caller's
+/// strides): `fill(plane index, values)` gives its values, then the shared convolution store
+/// writes epi(values + β·y) there (`OutTensor`: β = 1 adds a tap's products, β = 0 with the
+/// plan's epilogue finishes y).
 ///
 /// # Safety
-/// `y` addresses the first of those outputs in the f32 output tensor `g` describes.
-unsafe fn add_products(g: &Geom, y: *mut f32, lens: &[usize], products: &[f32]) {
-    let (ys, [n, k, h, w]) = (g.y_strides, [lens[0], lens[1], lens[2], lens[3]]);
-    let base = y as usize;
-    products[..n * k * h * w].par_chunks(h * w).enumerate().for_each(|(i, plane)| {
-        let dst = (base as *mut f32).wrapping_add((i / k) * ys[0] + (i % k) * ys[1]);
-        for (r, row) in plane.chunks_exact(w).enumerate() {
-            for (c, v) in row.iter().enumerate() {
-                // SAFETY: (n, k, r, c) of this tap's outputs is an element of y.
-                unsafe { *dst.add(r * ys[3] + c * ys[4]) += v };
-            }
-        }
+/// `y` addresses that view inside the f32 output tensor `g` describes.
+unsafe fn store_planes(g: &Geom, y: u64, lens: &[usize], beta: f32, epi: &CpuEpilogue, fill: impl Fn(usize, &mut [f32]) + Sync) {
+    let dims = [1, lens[2], lens[3]];
+    let sp_off = spatial_offsets(dims, g.y_strides);
+    let out = OutTensor { ptr: y, dt: DataType::Float, strides: g.y_strides, dims, sp_off: &sp_off, alpha: 1.0, beta, epi };
+    (0..lens[0] * lens[1]).into_par_iter().for_each(|i| {
+        let mut v = vec![0f32; lens[2] * lens[3]];
+        fill(i, &mut v);
+        // SAFETY: plane (n, k) of the view, written by this task only.
+        unsafe { out.write_span(&mut v, i / lens[1], i % lens[1], 0) };
     });
 }
 
-/// y ← epilogue(y) over y's elements, through its strides: runs along rows where positions
-/// are consecutive, whole pixels where channels are, else element by element.
-///
-/// # Safety
-/// `y` addresses the f32 output tensor `g` describes.
-unsafe fn epilogue_in_place(g: &Geom, y: *mut f32, epi: &CpuEpilogue) {
-    let (ys, [_, oh, ow]) = (g.y_strides, g.output);
-    let dims = [1, oh, ow];
-    let base = y as usize;
-    let (n_img, k) = (g.n, g.k);
-    if ys[1] == 1 && ys[4] != 1 {
-        // Channels consecutive: one pixel's K values at a time.
-        (0..n_img * oh).into_par_iter().for_each(|i| {
-            let (n, h) = (i / oh, i % oh);
-            for w in 0..ow {
-                // SAFETY: the K channels of pixel (n, h, w) are consecutive elements of y.
-                let px = unsafe { std::slice::from_raw_parts_mut((base as *mut f32).add(n * ys[0] + h * ys[3] + w * ys[4]), k) };
-                epi.apply_pixel(px, n, [0, h, w], h * ow + w, oh * ow);
-            }
-        });
-        return;
-    }
-    (0..n_img * k).into_par_iter().for_each(|i| {
-        let (n, c) = (i / k, i % k);
-        let plane = (base as *mut f32).wrapping_add(n * ys[0] + c * ys[1]);
-        for h in 0..oh {
-            if ys[4] == 1 {
-                // SAFETY: row h of plane (n, c): ow consecutive elements of y.
-                let row = unsafe { std::slice::from_raw_parts_mut(plane.add(h * ys[3]), ow) };
-                epi.apply_span(row, n, c, h * ow, dims);
-            } else {
-                for w in 0..ow {
-                    // SAFETY: element (n, c, h, w) of y.
-                    let v = unsafe { &mut *plane.add(h * ys[3] + w * ys[4]) };
-                    *v = epi.apply(*v, n, c, [0, h, w], h * ow + w, oh * ow);
-                }
-            }
-        }
-    });
-}
