@@ -8,7 +8,7 @@ usage: python3 layer_table.py --list zoo_public.txt [--models resnext50_32x4d] [
                               [--max-c 4] [--n 32] [--prec fp16]
 Needs miopen_ctypes.py (staged beside it by build.sh) and MIOPEN_LIB_PATH or .gpu/lib.
 """
-import argparse, collections, math
+import argparse, collections, math, time
 import torch, torch.nn.functional as F
 from triton.testing import do_bench
 from miopen_ctypes import MIOpen, MIOpenError, FLOAT, HALF, BF16, find_lib
@@ -21,6 +21,7 @@ ap.add_argument("--min-cg", type=int, default=1, help="only layers with at least
 ap.add_argument("--max-c", type=int, default=1 << 30, help="only layers with at most this many input channels (stems)")
 ap.add_argument("--n", type=int, default=32)
 ap.add_argument("--prec", default="fp16")
+ap.add_argument("--host", action="store_true", help="also print each side's host time per call (wall time of calls queued without waiting)")
 a = ap.parse_args()
 
 layers = collections.OrderedDict()
@@ -44,9 +45,22 @@ fmt = torch.contiguous_format if a.prec == "fp32" else torch.channels_last
 mio = MIOpen(find_lib(), torch.cuda.current_stream().cuda_stream)
 bench = lambda f: do_bench(f, warmup=10, rep=40, return_mode="median") * 1e3
 
+
+def host_us(f, calls=50):
+    """Host time of one call: calls queued back to back without waiting, fewer than the
+    launch queue holds, so the wall time is the host's alone."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        f()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
 print(f"prec={a.prec} N={a.n} {torch.cuda.get_device_name()}")
 print(f"{'layer':42s} {'ours us':>9s} {'peer us':>9s} {'ratio':>6s}  uses")
 ratios = []
+per_model = collections.defaultdict(lambda: [0.0, 0.0])
 for cfg, uses in layers.items():
     N, C, H, W, K, fy, fx, py, px, sy, sx, g, dy, dx = cfg
     x = torch.randn(N, C, H, W, device="cuda", dtype=tdt).to(memory_format=fmt)
@@ -79,6 +93,16 @@ for cfg, uses in layers.items():
     eager = bench(lambda: F.relu_(F.conv2d(x, w, b, (sy, sx), (py, px), (dy, dx), g)))
     peer = min(cudnn, eager)
     ratios.append(ours / peer)
-    print(f"{tag:42s} {ours:9.1f} {peer:9.1f} {ours / peer:6.2f}  {', '.join(uses)}", flush=True)
+    for use in uses:
+        model, cnt = use.split()[0], int(use.split()[1].lstrip("x"))
+        per_model[model][0] += cnt * ours
+        per_model[model][1] += cnt * peer
+    host = ""
+    if a.host:
+        peer_call = (lambda: torch.cudnn_convolution_relu(x, w, b, (sy, sx), (py, px), (dy, dx), g)) if cudnn <= eager else (lambda: F.relu_(F.conv2d(x, w, b, (sy, sx), (py, px), (dy, dx), g)))
+        host = f" host {host_us(run):6.1f} / {host_us(peer_call):6.1f}"
+    print(f"{tag:42s} {ours:9.1f} {peer:9.1f} {ours / peer:6.2f}{host}  {', '.join(uses)}", flush=True)
 if ratios:
     print(f"geomean ours/peer {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f} over {len(ratios)} layers")
+for model, (ours, peer) in per_model.items():
+    print(f"model {model}: ours {ours:.1f} us, peer {peer:.1f} us, ratio {ours / peer:.2f} (layers that ran)")

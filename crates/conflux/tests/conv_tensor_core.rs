@@ -177,6 +177,45 @@ cuda_tests!(tma_geometries, |h: &Handle| {
     }
 });
 
+cuda_tests!(tma_split_k, |h: &Handle| {
+    // Batch-1 layers on small images with long reductions: each output tile's k-steps are
+    // split over several blocks, whose partial sums the last one adds in split order. Exact
+    // data, every tile (each with its own split count) and a 3-block grid walking the splits;
+    // reruns give the same bits whichever block finishes last.
+    let cases: [(DataType, bool, [usize; 4], [usize; 4], [i64; 2], [i64; 2]); 3] = [
+        (DataType::Half, true, [1, 256, 7, 7], [96, 256, 3, 3], [1, 1], [1, 1]),
+        (DataType::BFloat16, false, [1, 160, 9, 9], [192, 160, 7, 1], [3, 0], [1, 1]),
+        (DataType::Half, true, [2, 128, 8, 8], [136, 128, 3, 3], [1, 1], [2, 2]),
+    ];
+    for (i, (dt, exact, lx, lw, pad, stride)) in cases.into_iter().enumerate() {
+        let conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &[1, 1]).unwrap();
+        let x = desc(dt, &lx, Lay::ChannelsLast);
+        let w = desc(dt, &lw, Lay::ChannelsLast);
+        let y = conv.output_desc(&x, &w).unwrap();
+        let b = TensorDesc::new(dt, &[1, lw[0], 1, 1]).unwrap();
+        let c = Case { dt, conv, x, w, y, b };
+        let problem = plan_for(&c).problem().unwrap();
+        if CudaConvIgemmTma.check(&problem, h.device().info()).is_err() {
+            return; // not an sm_90 GPU
+        }
+        run_plan(h, &c, 90 + i as u64, exact);
+        run_configs(h, &c, 95 + i as u64, exact);
+        let d = data(h, &c, 99, false, 0.75, 0.5);
+        let ops = [OpArg::Bias { b: d.b.ptr() }, OpArg::Activation { alpha: LEAKY, beta: 0.0, gamma: 0.0 }];
+        for (label, inv) in every_tile(h, &problem).into_iter().filter(|(l, _)| l.starts_with("tma")) {
+            let runs: Vec<Vec<f64>> = (0..3)
+                .map(|_| {
+                    let y = upload(h, &c.y, &d.y0);
+                    let args = RunArgs { x: d.x.ptr(), w: d.w.ptr(), y: y.ptr(), alpha: 0.75, beta: 0.5, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
+                    inv.run(h, &args).unwrap();
+                    download(h, &y)
+                })
+                .collect();
+            assert!(runs.iter().all(|r| r.iter().zip(&runs[0]).all(|(a, b)| a.to_bits() == b.to_bits())), "{}: reruns differ", what(&c, &label, h));
+        }
+    }
+});
+
 /// The layout adapter with every configuration of the kernel it feeds (labels of the other
 /// kernels fail to build and are skipped), with α/β, into `y` of any layout.
 fn run_adapter_configs(h: &Handle, c: &Case, seed: u64, exact: bool) {

@@ -325,21 +325,26 @@ fn live_taps_atrous_rates() {
     assert!(why.contains("% of the dense products"), "{why}");
 }
 
-/// Strided 1×1 layers on the 1×1 solvers over a packed copy of the positions they read:
-/// random strides (2–3, each axis), sizes, groups of 16–40 input channels and layouts, f32 random and exact small
-/// integers (bit for bit), α/β, constant weights or not. The 1×1 solvers it hands the packed
-/// problem to need AVX-512 (or AMX); elsewhere it refuses.
+/// Strided 1×1 layers and patch layers (stride ≥ filter: windows that do not overlap) on the
+/// 1×1 solvers over a packed copy of the input they read: random strides (2–3, each axis),
+/// filters of 1–4 taps per axis, sizes, groups of 16–40 input channels and layouts (the
+/// filter's layout orders the packed channels), f32 random and exact small integers (bit for
+/// bit), α/β, constant weights or not. The 1×1 solvers it hands the packed problem to need
+/// AVX-512 (or AMX); elsewhere it refuses. Overlapping windows are refused with a reason.
 #[test]
-fn subsample_1x1_random_forward() {
+fn subsample_and_patch_random_forward() {
     let h = Handle::cpu();
     let mut rng = SplitMix64::new(13);
     let mut ran = 0;
-    for case in 0..24usize {
+    for case in 0..36usize {
         let g = rng.pick(&[1, 1, 2]);
-        let (cg, kg, n) = (rng.range(16, 40), rng.range(1, 40), rng.range(1, 2));
-        let strides = [rng.range(2, 3) as i64, rng.range(1, 3) as i64];
-        let (ih, iw) = (rng.range(2, 15), rng.range(2, 15));
-        let mut geo = make_geo(&[0, 0], &strides, &[1, 1], g, vec![n, g * cg, ih, iw], vec![g * kg, cg, 1, 1]).unwrap();
+        let patch = case % 3 != 0;
+        let f = if patch { [rng.range(1, 4), rng.range(2, 4)] } else { [1, 1] };
+        let cg = if patch { rng.range(16, 24) } else { rng.range(16, 40) };
+        let (kg, n) = (rng.range(1, 40), rng.range(1, 2));
+        let strides = [(f[0] + rng.range(0, 1)).max(2) as i64, (f[1] + rng.range(0, 1)) as i64];
+        let (ih, iw) = (rng.range(f[0], 15), rng.range(f[1], 15));
+        let mut geo = make_geo(&[0, 0], &strides, &[1, 1], g, vec![n, g * cg, ih, iw], vec![g * kg, cg, f[0], f[1]]).unwrap();
         geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case % 2) as i64).unwrap();
         let lay = if case % 3 == 2 { rng.pick(&LAYS) } else { [Lay::Packed, Lay::ChannelsLast][case / 2 % 2] };
         let dt = DataType::Float;
@@ -350,7 +355,12 @@ fn subsample_1x1_random_forward() {
         ran += check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(SUBSAMPLE_1X1), ab, fill, tol, 9700 + case as u64 * 10) as usize;
     }
     let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
-    assert!(ran >= 16 || !avx512, "subsample 1×1: only {ran} of 24 cases applied");
+    assert!(ran >= 24 || !avx512, "subsample 1×1 / patches: only {ran} of 36 cases applied");
+    let overlap = make_geo(&[0, 0], &[2, 2], &[1, 1], 1, vec![1, 32, 9, 9], vec![8, 32, 3, 3]).unwrap();
+    let d = |l: &[usize]| desc(DataType::Float, l, Lay::Packed);
+    let fp = overlap.case((&d(&overlap.x), &d(&overlap.w), &d(&overlap.y))).fused(Dir::Forward);
+    let why = solver(SUBSAMPLE_1X1).check(&fp, h.device().info()).unwrap_err();
+    assert!(why.contains("overlap"), "{why}");
 }
 
 /// The FFT driver on every side (8, 16, 32, 64) and every GEMM micro-kernel this CPU has,
@@ -753,7 +763,8 @@ fn fused_bias_relu_on_rewriting_solvers() {
     let h = Handle::cpu();
     let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
     // (solver, x lengths, w lengths, pad = dilation, stride)
-    let cases: [(&str, [usize; 4], [usize; 4], i64, i64); 2] = [(LIVE_TAPS, [1, 16, 12, 12], [24, 16, 3, 3], 8, 1), (SUBSAMPLE_1X1, [2, 32, 9, 10], [24, 32, 1, 1], 0, 2)];
+    let cases: [(&str, [usize; 4], [usize; 4], i64, i64); 3] =
+        [(LIVE_TAPS, [1, 16, 12, 12], [24, 16, 3, 3], 8, 1), (SUBSAMPLE_1X1, [2, 32, 9, 10], [24, 32, 1, 1], 0, 2), (SUBSAMPLE_1X1, [1, 16, 8, 10], [24, 16, 2, 2], 0, 2)];
     for (name, xl, wl, pad, stride) in cases {
         for layout in [Layout::NCHW, Layout::NHWC] {
             for act in [ActivationMode::Relu, ActivationMode::ClippedRelu] {

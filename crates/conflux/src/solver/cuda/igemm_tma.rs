@@ -61,11 +61,11 @@ impl TmaTile {
     /// Consumers plus the producer warpgroup.
     pub fn threads(&self) -> usize { (self.consumers() + 1) * 128 }
     /// Pipeline buffers (an x tile and one or two w tiles per stage), the staging buffer
-    /// (results of the precision's element size), two barriers per stage, 1 KiB to align the
-    /// base.
+    /// (results of the precision's element size), two barriers per stage, split-K's four
+    /// flag words, 1 KiB to align the base.
     pub fn smem_bytes(&self, prec: TcPrecision) -> usize {
         let (stage, buffers) = ((self.bm + self.bn * prec.b_tiles()) * 128, self.rings() * self.stages);
-        buffers * stage + if self.staged { self.consumers() * 64 * self.bn * prec.elem() } else { 0 } + 16 * buffers + 1024
+        buffers * stage + if self.staged { self.consumers() * 64 * self.bn * prec.elem() } else { 0 } + 16 * buffers + 16 + 1024
     }
     /// Blocks per SM that shared memory and registers (accumulators plus about 48; Tf32x3
     /// also holds a per-stage partial and split A fragments) allow: with short reductions the
@@ -121,7 +121,11 @@ pub const TMA_CONFIGS: &[TmaTile] = &[
 /// twice the k-steps of half the channels: the 128 × 128 tile keeps 5 stages in flight there
 /// (sweep in bench/results/2026-11-21-h200-tf32.md: within 4% of the best on 13 of 13).
 /// Strict f32 (Tf32x3): sweep in bench/results/2026-11-21-h200-f32-split.md.
-pub fn tma_heuristic(g: &Geom, prec: TcPrecision) -> TmaTile {
+///
+/// 16-bit data then weighs that tile against narrower ones by the work of the busiest SM
+/// (`wave_cost`): small images and channel counts just past a tile's width leave a second,
+/// nearly empty wave of 128 × 128 tiles (Inception's 17 × 17 layers ran at half speed).
+pub fn tma_heuristic(g: &Geom, prec: TcPrecision, sms: usize) -> TmaTile {
     let narrow = g.kg() <= 64;
     let output_heavy = g.kg() >= 2 * g.cg() * g.filter_size();
     if prec == TcPrecision::Tf32x3 {
@@ -133,13 +137,41 @@ pub fn tma_heuristic(g: &Geom, prec: TcPrecision) -> TmaTile {
             (false, false) => TmaTile::new(128, 128, 4, false),
         };
     }
-    if narrow || output_heavy {
+    let base = if narrow || output_heavy {
         TmaTile::new(256, 64, 4, true)
     } else if prec == TcPrecision::Tf32 {
         TmaTile::new(128, 128, 5, true)
     } else {
         TmaTile::new(128, 128, 4, true)
+    };
+    if prec != TcPrecision::Bits16 {
+        return base;
     }
+    // The narrower tiles multiply less efficiently per SM (more loads per product): they win
+    // only where the base tile's last wave wastes more than that (sweep of 40 zoo layers at
+    // N = 32 and 1: bench/results/2026-11-28-h200-tma-waves.md).
+    let candidates = [(base, 1.0), (TmaTile::new(256, 64, 4, true), 1.2), (TmaTile::new(128, 64, 6, true), 1.3)];
+    let cost = |(t, penalty): &(TmaTile, f64)| wave_cost(g, t, sms) as f64 * penalty;
+    candidates.iter().min_by(|a, b| cost(a).total_cmp(&cost(b))).map_or(base, |c| c.0)
+}
+
+/// Split-K for grids far smaller than the GPU (batch 1, small images) with long reductions:
+/// enough splits of each output tile's k-steps to give every SM a block, at least four
+/// k-steps per split (the copy pipeline needs a few in flight), at most 16. Reductions under
+/// 16 k-steps stay whole: there the launch, the counters' zeroing and the epilogue cost more
+/// than the split saves (bench/results/2026-11-28-h200-tma-waves.md).
+pub fn tma_splits(tiles: usize, ksteps: usize, sms: usize) -> usize {
+    if 2 * tiles > sms || ksteps < 16 {
+        return 1;
+    }
+    (sms / tiles.max(1)).min(ksteps / 4).clamp(1, 16)
+}
+
+/// Products the busiest SM computes per k-step with tile `t`: output tiles are dealt round
+/// the SMs, so an SM runs ⌈tiles / SMs⌉ of them.
+fn wave_cost(g: &Geom, t: &TmaTile, sms: usize) -> usize {
+    let tiles = (g.n * g.output_size()).div_ceil(t.bm) * g.kg().div_ceil(t.bn) * g.groups;
+    tiles.div_ceil(sms.max(1)) * t.bm * t.bn
 }
 
 /// Channels per k-step: one 128-byte row of the element type (64 16-bit, 32 f32).
@@ -301,7 +333,8 @@ impl Solver for CudaConvIgemmTma {
 
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
         let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
-        let cfg = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g, prec))?;
+        let sms = cuda_of(ctx.device())?.dev.sm_count() as usize;
+        let cfg = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g, prec, sms))?;
         self.build_with(problem, ctx, cfg, None)
     }
 
@@ -328,7 +361,10 @@ impl CudaConvIgemmTma {
         let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         let cfg = match config {
             Some(l) => TmaTile::parse(l).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {l}", self.name())))?,
-            None => chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g, prec))?,
+            None => {
+                let sms = cuda_of(ctx.device())?.dev.sm_count() as usize;
+                chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g, prec, sms))?
+            }
         };
         self.build_from(problem, ctx, cfg, None, filter)
     }
@@ -337,55 +373,8 @@ impl CudaConvIgemmTma {
         let be = cuda_of(ctx.device())?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
         let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("igemm-tma: {why}")))?;
-        let dt = conv.dtype();
-        let bk = step_channels(dt);
-        let tail = channel_tail(&g, dt);
-        if tail && prec != TcPrecision::Bits16 {
-            return Err(Error::internal("igemm-tma: channel tails are taken for 16-bit data only"));
-        }
-        let cfg = cfg.fitted(g.filter_size() * g.cg().div_ceil(bk), prec);
-        let ys = g.y_strides;
-        // Bulk stores write whole BK-channel boxes of y seen as pixels × channels: y must be
-        // dense channels-last and no box may reach into another group's channels.
-        let [od, oh, ow] = g.output;
-        // (A 2-D y has D stride 0: only the N stride says whether images are packed.)
-        let pixel_rows = ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3]) && ys[0] == od * oh * ys[3];
-        let bulk_ok = Staging::of(&g) == Staging::Rows && pixel_rows && (g.groups == 1 || g.kg() % bk == 0);
-        // f32 results are staged only for bulk stores (the other staged stores pack 16-bit
-        // values; channel-major runs of f32 for NCHW y measured slower than stores from
-        // registers: bench/results/2026-11-27-history-from-status.md) and only where the
-        // staging buffer fits; else they go from registers.
-        let staging = match (cfg.staged, dt) {
-            (false, _) => Staging::Direct,
-            (true, DataType::Float) if bulk_ok && cfg.smem_bytes(prec) <= SMEM_LIMIT => Staging::Rows,
-            (true, DataType::Float) => Staging::Direct,
-            (true, _) => Staging::of(&g),
-        };
-        // Shared memory must follow from the generated source alone: two configurations that
-        // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
-        let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
-        let tma_store = staging == Staging::Rows && bulk_ok;
-        let mut tile = vec![
-            ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
-            ("MIN_BLOCKS", cfg.min_blocks(prec)), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
-            ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize), ("PINGPONG", cfg.pingpong as usize),
-            ("WGMMA_B_MN_MAJOR", (filter != FilterSource::Own) as usize), ("CHANNEL_TAIL", tail as usize),
-        ];
-        if let FilterSource::Flipped { taps, .. } = filter {
-            if prec != TcPrecision::Bits16 {
-                return Err(Error::internal("igemm-tma: in-place filter reads need 16-bit data"));
-            }
-            let [_, h, w] = taps.axes;
-            if taps.src[0] != 1 || [h.count, w.count] != [g.filter[1], g.filter[2]] {
-                return Err(Error::internal("igemm-tma: the tap map does not fit the 2-D problem's filter"));
-            }
-            tile.extend([("SRC_FW", taps.src[2]), ("TAP0_H", h.first), ("TAP_STEP_H", h.step), ("TAP0_W", w.first), ("TAP_STEP_W", w.step)]);
-        }
-        tile.extend(staging.defines());
-        let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
-        let y_align = staging.y_align(pair_store, dt.size());
-        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let sms = be.dev.sm_count() as usize;
+        let KernelPlan { src, cfg, splits, y_align, tma_store } = kernel_plan(problem, &g, prec, cfg, filter, sms)?;
         let kernel = be.module_arch_specific("conv_igemm_tma", &src)?.function("conv_fwd_igemm_tma")?;
         let smem = cfg.smem_bytes(prec) as u32;
         kernel.reserve_dynamic_smem(&be.dev, smem)?;
@@ -401,6 +390,7 @@ impl CudaConvIgemmTma {
             threads: cfg.threads() as u32,
             smem,
             max_blocks,
+            splits,
             y_align,
             tma_store,
             filter,
@@ -411,14 +401,83 @@ impl CudaConvIgemmTma {
     }
 }
 
+/// What `build_from` compiles and launches: the kernel source, the fitted tile, the split-K
+/// count and the store path.
+struct KernelPlan {
+    src: String,
+    cfg: TmaTile,
+    splits: usize,
+    y_align: u64,
+    tma_store: bool,
+}
+
+fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile, filter: FilterSource, sms: usize) -> Result<KernelPlan> {
+    let dt = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?.dtype();
+    let bk = step_channels(dt);
+    let tail = channel_tail(g, dt);
+    if tail && prec != TcPrecision::Bits16 {
+        return Err(Error::internal("igemm-tma: channel tails are taken for 16-bit data only"));
+    }
+    let ksteps = g.filter_size() * g.cg().div_ceil(bk);
+    let tiles = (g.n * g.output_size()).div_ceil(cfg.bm) * g.kg().div_ceil(cfg.bn) * g.groups;
+    let splits = tma_splits(tiles, ksteps, sms);
+    let cfg = cfg.fitted(ksteps.div_ceil(splits), prec);
+    let ys = g.y_strides;
+    // Bulk stores write whole BK-channel boxes of y seen as pixels × channels: y must be
+    // dense channels-last and no box may reach into another group's channels.
+    let [od, oh, ow] = g.output;
+    // (A 2-D y has D stride 0: only the N stride says whether images are packed.)
+    let pixel_rows = ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3]) && ys[0] == od * oh * ys[3];
+    let bulk_ok = Staging::of(g) == Staging::Rows && pixel_rows && (g.groups == 1 || g.kg() % bk == 0);
+    // f32 results are staged only for bulk stores (the other staged stores pack 16-bit
+    // values; channel-major runs of f32 for NCHW y measured slower than stores from
+    // registers: bench/results/2026-11-27-history-from-status.md) and only where the
+    // staging buffer fits; else they go from registers.
+    let staging = match (cfg.staged, dt) {
+        (false, _) => Staging::Direct,
+        (true, DataType::Float) if bulk_ok && cfg.smem_bytes(prec) <= SMEM_LIMIT => Staging::Rows,
+        (true, DataType::Float) => Staging::Direct,
+        (true, _) => Staging::of(g),
+    };
+    // Shared memory must follow from the generated source alone: two configurations that
+    // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
+    let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
+    let tma_store = staging == Staging::Rows && bulk_ok;
+    let mut tile = vec![
+        ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
+        ("MIN_BLOCKS", cfg.min_blocks(prec)), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
+        ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize), ("PINGPONG", cfg.pingpong as usize),
+        ("WGMMA_B_MN_MAJOR", (filter != FilterSource::Own) as usize), ("CHANNEL_TAIL", tail as usize), ("SPLITS", splits),
+    ];
+    if let FilterSource::Flipped { taps, .. } = filter {
+        if prec != TcPrecision::Bits16 {
+            return Err(Error::internal("igemm-tma: in-place filter reads need 16-bit data"));
+        }
+        let [_, h, w] = taps.axes;
+        if taps.src[0] != 1 || [h.count, w.count] != [g.filter[1], g.filter[2]] {
+            return Err(Error::internal("igemm-tma: the tap map does not fit the 2-D problem's filter"));
+        }
+        tile.extend([("SRC_FW", taps.src[2]), ("TAP0_H", h.first), ("TAP_STEP_H", h.step), ("TAP0_W", w.first), ("TAP_STEP_W", w.step)]);
+    }
+    tile.extend(staging.defines());
+    let (defs, pair_store) = tensor_core_defines(g, dt, &tile);
+    let y_align = staging.y_align(pair_store, dt.size());
+    let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let src = preamble::source(dt, problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+    Ok(KernelPlan { src, cfg, splits, y_align, tma_store })
+}
+
 /// The kernel's parameter block: both tensor maps, then the common parameters (mirrors
-/// `TmaArgs` in conv_igemm_tma.cu; the y map is unused without bulk stores).
+/// `TmaArgs` in conv_igemm_tma.cu; the y map is unused without bulk stores, the split-K
+/// scratch without splits).
 #[repr(C, align(128))]
 struct TmaArgs {
     x: TensorMap,
     w: TensorMap,
     y: TensorMap,
     p: Params,
+    partial: u64,
+    counters: u64,
 }
 
 struct TmaInvoker {
@@ -431,6 +490,8 @@ struct TmaInvoker {
     threads: u32,
     smem: u32,
     max_blocks: usize,
+    /// Split-K count (`tma_splits`).
+    splits: usize,
     /// Alignment (bytes) the stores need of y (`Staging::y_align`).
     y_align: u64,
     /// y goes out through bulk tensor stores (needs its own map).
@@ -457,7 +518,7 @@ impl Invoker for TmaInvoker {
             return Err(Error::not_implemented("igemm-tma: more than 65535 groups in one launch"));
         }
         let tiles = (g.n * g.output_size()).div_ceil(self.bm) * g.kg().div_ceil(self.bn);
-        let grid = (tiles.min(self.max_blocks) as u32, 1, g.groups as u32);
+        let grid = ((tiles * self.splits).min(self.max_blocks) as u32, 1, g.groups as u32);
         // The whole sequence (the filter split included) is one timed unit when profiling.
         timed(ctx, &self.be, || {
             // Tf32x3: the kernel reads w's TF32 high and low parts from a split copy.
@@ -478,12 +539,104 @@ impl Invoker for TmaInvoker {
             } else {
                 TensorMap { opaque: [0; 16] }
             };
-            let args = TmaArgs { x, w, y, p: conv_run_params(g, &self.problem, a)? };
+            // Split-K: a zeroed counter per (group, tile, consumer part), then the partial sums
+            // (each tile's BM × BN floats per split), in one scratch block.
+            let counters = (g.groups * tiles * (self.bm / 64)).next_multiple_of(64);
+            let partials = g.groups * tiles * self.bm * self.bn * self.splits;
+            let split_scratch = match self.splits {
+                1 => None,
+                _ => {
+                    let scratch = Scratch::new(ctx, &self.be.dev, 4 * (counters + partials))?;
+                    self.be.dev.memset_async(scratch.ptr(), 4 * counters)?;
+                    Some(scratch)
+                }
+            };
+            let (partial, counter) = split_scratch.as_ref().map_or((0, 0), |s| (s.ptr() + 4 * counters as u64, s.ptr()));
+            let args = TmaArgs { x, w, y, p: conv_run_params(g, &self.problem, a)?, partial, counters: counter };
             // SAFETY: TmaArgs mirrors the kernel's parameter block (Params checked by the
             // preamble's static_assert, the maps are 128-byte opaque blocks); pointers are the
             // caller's tensors, validated against the problem and aligned as the copies need,
             // and the split copy, which lives (stream-ordered) until after this launch.
             unsafe { self.kernel.launch(&self.be.dev, grid, (self.threads, 1, 1), self.smem, &args) }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fusion::EpiOp;
+    use crate::problem::{ConvProblem, FusedKind};
+    use crate::{ActivationMode, ConvDesc, ConvMode, Layout, TensorDesc};
+
+    /// A fused conv + bias + ReLU over channels-last tensors: c-hw-hw → k, an fh × fw filter.
+    fn problem(dt: DataType, n: usize, c: usize, hw: usize, k: usize, (fh, fw): (usize, usize), stride: usize) -> FusedProblem {
+        let conv = ConvDesc::new(ConvMode::Convolution, &[fh as i64 / 2, fw as i64 / 2], &[stride as i64; 2], &[1; 2]).unwrap();
+        let t = |l: &[usize]| TensorDesc::with_layout(dt, Layout::NHWC, l).unwrap();
+        let (x, w) = (t(&[n, c, hw, hw]), t(&[k, c, fh, fw]));
+        let y = t(conv.output_desc(&x, &w).unwrap().lens());
+        let conv = ConvProblem::forward(&conv, &x, &w, &y).unwrap();
+        let epilogue = vec![EpiOp::Bias { dtype: dt }, EpiOp::Activation { mode: ActivationMode::Relu }];
+        FusedProblem { kind: FusedKind::Conv { conv, epilogue } }
+    }
+
+    fn geom(p: &FusedProblem) -> (Geom, TcPrecision) { tma_geometry(p).unwrap() }
+
+    #[test]
+    fn heuristic_avoids_a_nearly_empty_last_wave() {
+        let pick = |n, c, hw, k, f| {
+            let (g, prec) = geom(&problem(DataType::Half, n, c, hw, k, f, 1));
+            tma_heuristic(&g, prec, 132).label()
+        };
+        // Inception's 17 × 17 layers at batch 32: 146 tiles of 128 × 128 (a second wave of 14),
+        // 111 of 256 × 64 (one wave).
+        assert_eq!(pick(32, 160, 17, 160, (1, 7)), "tma256x64s4");
+        // ResNet's 28 × 28 3 × 3 at batch 32: 196 × 2 tiles of 128 × 128 fill three waves well.
+        assert_eq!(pick(32, 256, 28, 256, (3, 3)), "tma128x128s4");
+        // Batch 1 on 7 × 7: one row of tiles either way; narrower tiles give more blocks.
+        assert_eq!(pick(1, 512, 7, 512, (3, 3)), "tma128x64s6");
+        // Strict f32 keeps its own choice.
+        let (g, prec) = geom(&problem(DataType::Float, 32, 160, 17, 160, (1, 7), 1));
+        assert_eq!(tma_heuristic(&g, prec, 132).label(), "tma128x128s4d");
+    }
+
+    #[test]
+    fn splits_fill_the_gpu_only_when_the_grid_is_small() {
+        // 8 tiles (batch 1, 7 × 7, 512 outputs in 64-wide tiles), 72 k-steps.
+        assert_eq!(tma_splits(8, 72, 132), 16);
+        // Inception's 1 × 7 at batch 1 (9 tiles, 21 k-steps): four k-steps per split.
+        assert_eq!(tma_splits(9, 21, 132), 5);
+        // Short reductions stay whole.
+        assert_eq!(tma_splits(8, 9, 132), 1);
+        // Half the SMs busy or more: no split.
+        assert_eq!(tma_splits(66, 72, 132), 2);
+        assert_eq!(tma_splits(67, 72, 132), 1);
+    }
+
+    /// Sources for split and unsplit kernels of every precision and store path generate; with
+    /// `CONFLUX_KERNEL_SOURCES` set, written there for an offline NVRTC compile
+    /// (`scripts/nvrtc_check.py`).
+    #[test]
+    fn sources_generate_with_and_without_splits() {
+        let out = std::env::var("CONFLUX_KERNEL_SOURCES").ok();
+        let cases = [
+            ("f16_n1_7x7", problem(DataType::Half, 1, 512, 7, 512, (3, 3), 1), None),
+            ("f16_n32_17x17_tail", problem(DataType::Half, 32, 160, 17, 192, (7, 1), 1), None),
+            ("f16_n1_tail_pingpong", problem(DataType::Half, 1, 96, 14, 96, (3, 3), 2), Some(TmaTile::pingpong(128, 4, true))),
+            ("f16_n1_1x1", problem(DataType::Half, 1, 1024, 14, 256, (1, 1), 1), Some(TmaTile::new(128, 128, 4, false))),
+            ("f32x3_n1", problem(DataType::Float, 1, 256, 14, 256, (3, 3), 1), None),
+            ("f16_n32_28x28", problem(DataType::Half, 32, 256, 28, 256, (3, 3), 1), None),
+        ];
+        for (name, p, tile) in cases {
+            let (g, prec) = geom(&p);
+            let cfg = tile.unwrap_or_else(|| tma_heuristic(&g, prec, 132));
+            let plan = kernel_plan(&p, &g, prec, cfg, FilterSource::Own, 132).unwrap();
+            assert!(plan.src.contains(&format!("#define SPLITS {}", plan.splits)), "{name}");
+            assert!(plan.cfg.smem_bytes(prec) <= SMEM_LIMIT, "{name}");
+            assert_eq!(plan.splits > 1, g.n == 1, "{name}: {} splits", plan.splits);
+            if let Some(dir) = &out {
+                std::fs::write(format!("{dir}/igemm_tma_{name}.cu"), &plan.src).unwrap();
+            }
+        }
     }
 }

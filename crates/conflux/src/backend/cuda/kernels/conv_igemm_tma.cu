@@ -39,6 +39,12 @@
 // needs no copy. Tap (th, tw) reads source tap (TAP0_H − th·TAP_STEP_H, TAP0_W − tw·TAP_STEP_W)
 // of a filter SRC_FW taps wide (all taps reversed for stride 1).
 //
+// SPLITS > 1 (split-K, for grids far smaller than the GPU: batch 1, small images): output tile
+// (m0, n0) is computed as SPLITS tiles over consecutive ranges of its k-steps. Each consumer
+// warpgroup writes its 64 rows' partial sums to global scratch (`split_reduce`), and the one
+// that raises the tile's counter last adds all of them in split order — reruns give the same
+// bits whichever finishes last — and runs the epilogue. Nobody waits on another block.
+//
 // PINGPONG: the two consumer warpgroups take alternate tiles of 64 × BN instead of sharing a
 // 128 × BN one, each with its own ring of STAGES buffers (a ring is consumed in order by one
 // warpgroup, which the mbarrier parities rely on). The producer fills the rings in tile order,
@@ -59,6 +65,11 @@ static_assert(BM == 64, "ping-pong tiles are 64 rows, one per consumer warpgroup
 #define STAGE_BYTES (A_BYTES + B_TILES * B_BYTES)
 #define C_SLICES ((CG + BK - 1) / BK)
 #define KSTEPS (FH * FW * C_SLICES)
+#ifndef SPLITS
+#define SPLITS 1
+#endif
+static_assert(SPLITS >= 1 && SPLITS <= KSTEPS, "every split has a k-step");
+#define PARTS (PINGPONG ? 1 : CONSUMERS)   // consumer warpgroups per output tile
 #define OUT_BYTES (STAGE_STORE ? CONSUMERS * 64 * BN * (int)sizeof(T) : 0)
 #define EMPTY_ARRIVALS (PINGPONG ? 4 : CONSUMERS * 4)   // one per consumer warp of the ring
 
@@ -85,7 +96,46 @@ struct __align__(64) TmaArgs {
                    // (2·FH·FW·CG, K), the lo parts from column FH·FW·CG on)
     TensorMap y;   // box map of y (TMA_STORE): dims (K, N·OH·OW), BK × 64 per copy
     Params p;
+    float* partial;       // SPLITS > 1: [group][tile][part][split] slots of 128 × BN/2 floats
+    unsigned* counters;   // SPLITS > 1: [group][tile][part] splits finished, zero at launch
 };
+
+#if SPLITS > 1
+// One consumer warpgroup's share of split-K: store this split's partial sums, count the split
+// in, and if it was the tile's last, replace acc by the sum of every split's partial in split
+// order. Returns whether this warpgroup runs the epilogue. `flag` is a shared word of its own.
+__device__ __forceinline__ bool split_reduce(const TmaArgs& a, float (&acc)[BN / 2], int slot, int split, int t, int barrier, volatile unsigned* flag) {
+    float* base = a.partial + (size_t)slot * SPLITS * (128 * (BN / 2));
+    float4* mine = (float4*)(base + (size_t)split * (128 * (BN / 2)));
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) __stcg(mine + j * 128 + t, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+    __threadfence();   // the partial is visible GPU-wide before the count says so
+    named_barrier(barrier, 128);
+    if (t == 0) {
+        const unsigned done = atomicAdd(a.counters + slot, 1u);
+        __threadfence();
+        *flag = done == SPLITS - 1;
+    }
+    named_barrier(barrier, 128);
+    // (The next write of the flag comes after every thread has passed the next call's first
+    // barrier, so after this read.)
+    if (!*flag) return false;
+#pragma unroll
+    for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
+    for (int s = 0; s < SPLITS; ++s) {
+        const float4* src = (const float4*)(base + (size_t)s * (128 * (BN / 2)));
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const float4 v = __ldcg(src + j * 128 + t);
+            acc[4 * j] += v.x;
+            acc[4 * j + 1] += v.y;
+            acc[4 * j + 2] += v.z;
+            acc[4 * j + 3] += v.w;
+        }
+    }
+    return true;
+}
+#endif
 
 #if TMA_STORE
 static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1, "bulk stores need dense channels-last y");
@@ -129,6 +179,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
     unsigned char* base = smem_raw + (((raw + 1023) & ~1023u) - raw);
     const unsigned sbase = smem_addr(base);
     const unsigned bars = sbase + RINGS * STAGES * STAGE_BYTES + OUT_BYTES;
+    // After the barriers: one word per consumer warpgroup for split-K's "last split" flag.
+    volatile unsigned* split_flags = (volatile unsigned*)(base + RINGS * STAGES * STAGE_BYTES + OUT_BYTES + 16 * RINGS * STAGES);
     // Stage s of ring r: buffer, `full` and `empty` barriers.
     auto buffer = [&](int r, int s) { return sbase + (r * STAGES + s) * STAGE_BYTES; };
     auto full = [&](int r, int s) { return bars + 8 * (r * STAGES + s); };
@@ -137,7 +189,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
     const int tid = threadIdx.x, wg = tid >> 7;
     const int g = blockIdx.z;
     const int M = p.n * OSP;
-    const int tiles = (M + BM - 1) / BM * N_TILES;   // channel tiles fastest, as in the other kernels
+    // Channel tiles fastest, as in the other kernels; a tile's splits next to each other.
+    const int tiles = (M + BM - 1) / BM * N_TILES * SPLITS;
     const int my_tiles = tiles > (int)blockIdx.x ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
 
     if (tid == 0) {
@@ -156,12 +209,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         tma_prefetch_map(&args.w);
         int steps[RINGS] = {};   // pipeline steps of each ring: (tile, k-step) in order
         for (int i = 0; i < my_tiles; ++i) {
-            const int t = blockIdx.x + i * gridDim.x;
-            const int m0 = t / N_TILES * BM, n0 = t % N_TILES * BN;
+            const int t = blockIdx.x + i * gridDim.x, tt = t / SPLITS, split = t % SPLITS;
+            const int m0 = tt / N_TILES * BM, n0 = tt % N_TILES * BN;
             const Pixel q = pixel_of(m0);
             const int w0 = q.ow * SW - PW, h0 = q.oh * SH - PH;
             const int r = PINGPONG ? i & 1 : 0;
-            for (int kt = 0; kt < KSTEPS; ++kt) {
+            for (int kt = split * KSTEPS / SPLITS; kt < (split + 1) * KSTEPS / SPLITS; ++kt) {
                 const int it = steps[r]++, s = it % STAGES;
                 mbar_wait(empty(r, s), ((it / STAGES) & 1) ^ 1);
                 mbar_arrive_expect_tx(full(r, s), STAGE_BYTES);
@@ -202,15 +255,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
     int it = 0;
     for (int i = 0; i < my_tiles; ++i) {
         if (PINGPONG && (i & 1) != cw) continue;
-        const int t = blockIdx.x + i * gridDim.x;
-        const int m0 = t / N_TILES * BM, n0 = t % N_TILES * BN;
+        const int t = blockIdx.x + i * gridDim.x, tt = t / SPLITS, split = t % SPLITS;
+        const int m0 = tt / N_TILES * BM, n0 = tt % N_TILES * BN;
+        const int k_begin = split * KSTEPS / SPLITS, k_end = (split + 1) * KSTEPS / SPLITS;
 #pragma unroll
         for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
 #if F32_SPLIT
         // Each stage's products retire inside mma_tile_split (they read A registers) into a
         // fresh partial, added here with f32 rounding (the other consumer warpgroups keep the
         // tensor cores busy meanwhile).
-        for (int kt = 0; kt < KSTEPS; ++kt, ++it) {
+        for (int kt = k_begin; kt < k_end; ++kt, ++it) {
             float part[BN / 2];
             mbar_wait(full(r, it % STAGES), (it / STAGES) & 1);
             mma_tile_split(part, buffer(r, it % STAGES), a_part, lane, warp);
@@ -219,10 +273,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
             for (int j = 0; j < BN / 2; ++j) acc[j] += part[j];
         }
 #else
-        for (int kt = 0; kt < KSTEPS; ++kt, ++it) {
+        for (int kt = k_begin; kt < k_end; ++kt, ++it) {
             mbar_wait(full(r, it % STAGES), (it / STAGES) & 1);
             mma_tile(acc, buffer(r, it % STAGES), a_part);
-            if (kt > 0) {
+            if (kt > k_begin) {
                 // The previous step's multiplies have retired: its buffer may be refilled.
                 wgmma_wait<1>();
                 wgmma_hold(acc);
@@ -232,6 +286,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         wgmma_wait<0>();
         wgmma_hold(acc);
         if (lane == 0) mbar_arrive(empty(r, (it - 1) % STAGES));
+#endif
+#if SPLITS > 1
+        const int slot = (g * ((M + BM - 1) / BM * N_TILES) + tt) * PARTS + (PINGPONG ? 0 : cw);
+        if (!split_reduce(args, acc, slot, split, tid & 127, 1 + cw, split_flags + cw)) continue;
 #endif
 #if TMA_STORE
         tma_epilogue(args, acc, (unsigned char*)stage, (tid & 127) == 0, 1 + cw, lane, warp, m0 + row0, n0, g, M);
