@@ -69,32 +69,38 @@ fn small_planes_of_real_networks() {
     }
 }
 
+/// conv + bias + ReLU6 stored straight from the flat sums: every store path (7 wide at stride
+/// 2, 56 and 112 wide, a width with no fixed-size code, a strided 30-wide output).
 #[test]
 fn fused_bias_relu6_plan() {
     let h = Handle::cpu();
-    let c = case(DataType::Float, [2, 16, 14, 14], 1, [3, 3], [1, 1], [2, 2], [1, 1], Lay::Packed).unwrap();
-    let b = conflux::TensorDesc::new(DataType::Float, &[1, 16, 1, 1]).unwrap();
-    let fill = Fill::SmallInt(-2, 2);
-    let (x, w, bias) = (random(&h, &c.x, fill, 1), random(&h, &c.w, fill, 2), random(&h, &b, fill, 3));
-    let mut want = vec![0.0; c.y.element_space()];
-    conflux::reference::conv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &c.y, &mut want).unwrap();
-    let (k, plane) = (16, c.y.element_space() / 32);
-    for (i, v) in want.iter_mut().enumerate() {
-        *v = (*v + bias.host[(i / plane) % k]).clamp(0.0, 6.0);
+    let specs: [([usize; 4], i64); 5] = [([2, 16, 14, 14], 2), ([1, 3, 56, 56], 1), ([1, 2, 112, 112], 1), ([1, 5, 30, 30], 1), ([1, 3, 60, 60], 2)];
+    for (lx, stride) in specs {
+        let c = case(DataType::Float, lx, 1, [3, 3], [1, 1], [stride, stride], [1, 1], Lay::Packed).unwrap();
+        let k = lx[1];
+        let b = conflux::TensorDesc::new(DataType::Float, &[1, k, 1, 1]).unwrap();
+        let fill = Fill::SmallInt(-2, 2);
+        let (x, w, bias) = (random(&h, &c.x, fill, 1), random(&h, &c.w, fill, 2), random(&h, &b, fill, 3));
+        let mut want = vec![0.0; c.y.element_space()];
+        conflux::reference::conv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &c.y, &mut want).unwrap();
+        let plane = c.y.element_space() / (lx[0] * k);
+        for (i, v) in want.iter_mut().enumerate() {
+            *v = (*v + bias.host[(i / plane) % k]).clamp(0.0, 6.0);
+        }
+        let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
+        plan.add_conv_forward(&c.conv, &c.w).unwrap();
+        plan.add_bias(&b).unwrap();
+        plan.add_activation(ActivationMode::ClippedRelu).unwrap();
+        plan.compile(&h).unwrap();
+        assert_eq!(plan.solver_name(), Some(SOLVER));
+        let mut args = OpArgs::new();
+        args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
+        args.set(1, OpArg::Bias { b: bias.ptr() });
+        args.set(2, OpArg::Activation { alpha: 6.0, beta: 0.0, gamma: 0.0 });
+        let y = poisoned(&h, &c.y);
+        plan.execute(&h, &c.x, x.ptr(), &c.y, y.ptr(), &args).unwrap();
+        assert_close(&format!("depthwise planes {lx:?} stride {stride} + bias + ReLU6"), &download(&h, &y), &want, 0.0);
     }
-    let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
-    plan.add_conv_forward(&c.conv, &c.w).unwrap();
-    plan.add_bias(&b).unwrap();
-    plan.add_activation(ActivationMode::ClippedRelu).unwrap();
-    plan.compile(&h).unwrap();
-    assert_eq!(plan.solver_name(), Some(SOLVER));
-    let mut args = OpArgs::new();
-    args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
-    args.set(1, OpArg::Bias { b: bias.ptr() });
-    args.set(2, OpArg::Activation { alpha: 6.0, beta: 0.0, gamma: 0.0 });
-    let y = poisoned(&h, &c.y);
-    plan.execute(&h, &c.x, x.ptr(), &c.y, y.ptr(), &args).unwrap();
-    assert_close("depthwise planes + bias + ReLU6", &download(&h, &y), &want, 0.0);
 }
 
 #[test]

@@ -172,10 +172,13 @@ fn deinterleave(src: &[f32], a: &mut [f32], b: &mut [f32]) {
 // acc[i] = Σ over taps of w[t] · buf[tap_t + i], for the plane's `len` flat outputs. With
 // many taps (5×5, 7×7) blocks go in groups (four with AVX-512, two with AVX2: eight vector
 // accumulators) so that each tap's multiply-adds are independent chains: one block alone waits
-// on the FMA latency at every tap. 3×3 filters keep single blocks (measured faster there).
+// on the FMA latency at every tap. Shorter filters (3×3) take two blocks with AVX-512 (10–15%
+// faster on the AMD VM: bench/results/2026-11-28-cpu-depthwise-stores.md) and single blocks
+// with AVX2.
 simd!(plane_taps(buf: &[f32], taps: &[usize], w: &[f32], len: usize, acc: &mut [f32]) {
     let group = match (taps.len() >= MIN_GROUPED_TAPS, crate::backend::cpu::lanes::level() >= 2) {
-        (false, _) => 1,
+        (false, true) => 2,
+        (false, false) => 1,
         (true, true) => 4,
         (true, false) => 2,
     };
@@ -219,7 +222,18 @@ simd!(store_rows(acc: &[f32], pitch: usize, step: usize, y: &mut [f32], ow_n: us
         (7, 1) => store_fixed::<7, 1>(acc, pitch, y, bias, act),
         (14, 1) => store_fixed::<14, 1>(acc, pitch, y, bias, act),
         (28, 1) => store_fixed::<28, 1>(acc, pitch, y, bias, act),
+        (56, 1) => store_fixed::<56, 1>(acc, pitch, y, bias, act),
+        (112, 1) => store_fixed::<112, 1>(acc, pitch, y, bias, act),
         (7, 2) => store_fixed::<7, 2>(acc, pitch, y, bias, act),
+        (_, 1) => {
+            // Consecutive outputs: a zip the compiler vectorizes (an indexed loop with a
+            // run-time step does not).
+            for (oy, dst) in y.chunks_exact_mut(ow_n).enumerate() {
+                for (d, &a) in dst.iter_mut().zip(&acc[oy * pitch..][..ow_n]) {
+                    *d = act.apply_branch_free(a + bias);
+                }
+            }
+        }
         _ => {
             for (oy, dst) in y.chunks_exact_mut(ow_n).enumerate() {
                 for (ox, d) in dst.iter_mut().enumerate() {
@@ -253,6 +267,8 @@ fn copy_row(src: &[f32], dst: &mut [f32]) {
         7 => fixed::<7>(src, dst),
         14 => fixed::<14>(src, dst),
         28 => fixed::<28>(src, dst),
+        56 => fixed::<56>(src, dst),
+        112 => fixed::<112>(src, dst),
         _ => dst.copy_from_slice(src),
     }
 }
