@@ -90,6 +90,15 @@ impl<'a> Im2col<'a> {
             // SAFETY: positions first..first + (hi − lo) lie inside the validated input.
             let src = unsafe { std::slice::from_raw_parts((self.x as *const f32).add(base + first), hi - lo) };
             dst[lo..hi].copy_from_slice(src);
+        } else if self.dt == DataType::Float && xs[4] == 1 {
+            // Strided f32 rows (stems, strided 3×3): a plain strided copy, which the compiler
+            // turns into shuffles for a constant stride; the per-element `load` dispatches on
+            // the data type.
+            let s = s as usize;
+            // SAFETY: positions first, first + s, …, first + (hi − lo − 1)·s lie inside the
+            // validated input.
+            let src = unsafe { std::slice::from_raw_parts((self.x as *const f32).add(base + first), (hi - lo - 1) * s + 1) };
+            strided_copy(src, s, &mut dst[lo..hi]);
         } else {
             for (i, v) in dst[lo..hi].iter_mut().enumerate() {
                 // SAFETY: as above, for every strided position.
@@ -195,6 +204,44 @@ impl Panels for Im2colT<'_> {
                     *v = self.0.value(o0 + t, n, od, oh, ow);
                 }
                 row[live..].fill(0.0);
+            }
+        }
+    }
+}
+
+/// dst[i] = src[i·s]; stride 2 (most strided layers) and 4 as fixed-stride loops.
+fn strided_copy(src: &[f32], s: usize, dst: &mut [f32]) {
+    #[inline(always)]
+    fn fixed<const S: usize>(src: &[f32], dst: &mut [f32]) {
+        let (last, body) = dst.split_last_mut().expect("a non-empty run");
+        for (d, c) in body.iter_mut().zip(src.chunks_exact(S)) {
+            *d = c[0];
+        }
+        *last = src[body.len() * S];
+    }
+    match s {
+        2 => fixed::<2>(src, dst),
+        4 => fixed::<4>(src, dst),
+        _ => {
+            for (i, d) in dst.iter_mut().enumerate() {
+                *d = src[i * s];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strided_copy;
+
+    #[test]
+    fn strided_copy_takes_every_sth_element() {
+        for s in 2..=5 {
+            for n in 1..40 {
+                let src: Vec<f32> = (0..(n - 1) * s + 1).map(|i| i as f32).collect();
+                let mut dst = vec![f32::NAN; n];
+                strided_copy(&src, s, &mut dst);
+                assert!(dst.iter().enumerate().all(|(i, &v)| v == (i * s) as f32), "stride {s}, {n} elements");
             }
         }
     }
