@@ -30,6 +30,7 @@ const FFT: &str = "CpuConvFft";
 const DIRECT_TAPS: &str = "CpuConvDirectTaps";
 const LIVE_TAPS: &str = "CpuConvLiveTaps";
 const SUBSAMPLE_1X1: &str = "CpuConvSubsample1x1";
+const STEM: &str = "CpuConvStem";
 
 /// A normal convolution: x → y through w.
 struct Geo {
@@ -361,6 +362,47 @@ fn subsample_and_patch_random_forward() {
     let fp = overlap.case((&d(&overlap.x), &d(&overlap.w), &d(&overlap.y))).fused(Dir::Forward);
     let why = solver(SUBSAMPLE_1X1).check(&fp, h.device().info()).unwrap_err();
     assert!(why.contains("overlap"), "{why}");
+}
+
+/// Few-channel stems on the direct band kernel: random 1–4 input channels, 8–40 outputs
+/// (partial channel blocks), filters of 2–7 taps per axis, strides 1–4, padding, sizes (partial
+/// column chunks), four layouts, f32 random and exact small integers (bit for bit), α/β,
+/// constant weights or not; the real stems' shapes; refusals with reasons.
+#[test]
+fn stem_random_forward() {
+    let h = Handle::cpu();
+    let mut rng = SplitMix64::new(29);
+    let mut ran = 0;
+    for case in 0..30usize {
+        let (c, k, n) = (rng.range(1, 4), rng.range(8, 40), rng.range(1, 2));
+        let f = [rng.range(2, 7), rng.range(2, 7)];
+        let strides = [rng.range(1, 4) as i64, rng.range(1, 4) as i64];
+        let pads = [rng.range(0, f[0] / 2) as i64, rng.range(0, f[1] / 2) as i64];
+        let (ih, iw) = (rng.range(f[0], 40), rng.range(f[1], 70));
+        let Some(mut geo) = make_geo(&pads, &strides, &[1, 1], 1, vec![n, c, ih, iw], vec![k, c, f[0], f[1]]) else { continue };
+        geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case % 2) as i64).unwrap();
+        let lay = if case % 3 == 2 { rng.pick(&LAYS) } else { [Lay::Packed, Lay::ChannelsLast][case / 2 % 2] };
+        let dt = DataType::Float;
+        let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+        let exact = case % 4 < 2;
+        let ab = if case % 4 == 3 { AB[1 + case % 3] } else { (1.0, 0.0) };
+        let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
+        ran += check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(STEM), ab, fill, tol, 9900 + case as u64 * 10) as usize;
+    }
+    assert!(ran >= 25, "stem: only {ran} of 30 cases applied");
+    // The stems of the zoo's networks (7×7 s2, 3×3 s2 with and without padding, 4×4 s4), on a
+    // smaller image.
+    for (i, (f, s, p, k)) in [(7, 2, 3, 64), (3, 2, 1, 32), (3, 2, 0, 32), (4, 4, 0, 96)].into_iter().enumerate() {
+        let geo = make_geo(&[p, p], &[s, s], &[1, 1], 1, vec![1, 3, 45, 61], vec![k, 3, f, f]).unwrap();
+        let d = |l: &[usize]| desc(DataType::Float, l, Lay::Packed);
+        assert!(check_solver(&h, &geo.case((&d(&geo.x), &d(&geo.w), &d(&geo.y))), Dir::Forward, solution_id(STEM), (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, 9990 + i as u64), "stem {i} refused");
+    }
+    let d = |l: &[usize]| desc(DataType::Float, l, Lay::Packed);
+    let refused = |geo: &Geo| solver(STEM).check(&geo.case((&d(&geo.x), &d(&geo.w), &d(&geo.y))).fused(Dir::Forward), h.device().info()).unwrap_err();
+    let wide = make_geo(&[1, 1], &[1, 1], &[1, 1], 1, vec![1, 8, 9, 9], vec![16, 8, 3, 3]).unwrap();
+    assert!(refused(&wide).contains("at most 4 input channels"), "{}", refused(&wide));
+    let dilated = make_geo(&[2, 2], &[1, 1], &[2, 2], 1, vec![1, 3, 9, 9], vec![16, 3, 3, 3]).unwrap();
+    assert!(refused(&dilated).contains("dilation"), "{}", refused(&dilated));
 }
 
 /// The FFT driver on every side (8, 16, 32, 64) and every GEMM micro-kernel this CPU has,
@@ -755,16 +797,17 @@ fn fused_bias_relu_per_algorithm() {
     }
 }
 
-/// conv + bias + ReLU / CLIPPEDRELU plans pinned to the two rewriting solvers: the live taps
-/// (the epilogue runs over y after the taps' sums) and the strided 1×1 (the epilogue goes to
-/// the inner 1×1 solver), f32 NCHW and NHWC, exact small integers bit for bit.
+/// conv + bias + ReLU / CLIPPEDRELU plans pinned to the rewriting solvers and the stem kernel:
+/// the live taps (the epilogue runs over y after the taps' sums), the strided 1×1 and patches
+/// (the epilogue goes to the inner 1×1 solver) and the stem (row spans through the shared
+/// store), f32 NCHW and NHWC, exact small integers bit for bit.
 #[test]
 fn fused_bias_relu_on_rewriting_solvers() {
     let h = Handle::cpu();
     let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
     // (solver, x lengths, w lengths, pad = dilation, stride)
-    let cases: [(&str, [usize; 4], [usize; 4], i64, i64); 3] =
-        [(LIVE_TAPS, [1, 16, 12, 12], [24, 16, 3, 3], 8, 1), (SUBSAMPLE_1X1, [2, 32, 9, 10], [24, 32, 1, 1], 0, 2), (SUBSAMPLE_1X1, [1, 16, 8, 10], [24, 16, 2, 2], 0, 2)];
+    let cases: [(&str, [usize; 4], [usize; 4], i64, i64); 4] =
+        [(LIVE_TAPS, [1, 16, 12, 12], [24, 16, 3, 3], 8, 1), (SUBSAMPLE_1X1, [2, 32, 9, 10], [24, 32, 1, 1], 0, 2), (SUBSAMPLE_1X1, [1, 16, 8, 10], [24, 16, 2, 2], 0, 2), (STEM, [2, 3, 21, 37], [20, 3, 3, 3], 1, 2)];
     for (name, xl, wl, pad, stride) in cases {
         for layout in [Layout::NCHW, Layout::NHWC] {
             for act in [ActivationMode::Relu, ActivationMode::ClippedRelu] {

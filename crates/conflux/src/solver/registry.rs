@@ -10,7 +10,7 @@
 //! workspace); the adapter solvers use it to pick the kernel that runs their rewritten problem.
 
 use super::cpu::{
-    CpuAmx1x1, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
+    CpuAmx1x1, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
     CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvStemTc, CudaConvTcNchw,
@@ -54,6 +54,7 @@ static CPU: &[Entry] = &[
     entry(&CpuLiveTaps, Role::Standalone, "f32 forward convolutions whose taps lie in the padding for 40% of the products or more (atrous layers on small maps), as one 1×1 convolution per tap over the outputs it reaches on the solvers below: ahead of all of them, which would multiply the zeros"),
     entry(&CpuSinglePixel, Role::Standalone, "1×1 filters with one output pixel per image (squeeze-and-excitation, fully connected): a dot product per output, where GEMM panels and tiles cost more than the products"),
     entry(&CpuSubsample1x1, Role::Standalone, "strided 1×1 f32 layers (downsampling shortcuts) and patch layers (stride = filter: ConvNeXt downsampling) on the 1×1 solvers over a packed copy of what they read: after the single-pixel dot products (one output position), ahead of the GEMM solvers, which gather the strided positions or copy x into short rows"),
+    entry(&CpuStem, Role::Standalone, "f32 stems (≤ 4 input channels, ungrouped): a direct kernel over bands of phase-split input rows, ahead of the GEMM solvers, which gather 27–147 strided im2col rows for a reduction too short to amortise their packing"),
     entry(&CpuDepthwisePlanes, Role::Standalone, "depthwise forward on channels-first planes: a whole plane per run of vector FMAs, with no copy to channels-last (which the next solver needs for short rows)"),
     entry(&CpuDepthwiseNhwc, Role::Standalone, "f32 depthwise computed channels-last (channels-first operands copied): channels fill the vector lanes where planar rows of 7–56 pixels leave them half empty"),
     entry(&CpuSmallGroups, Role::Standalone, "groups of 4–32 output channels (ResNeXt): a direct channels-last kernel where a GEMM per group is a sliver of rows"),

@@ -74,3 +74,23 @@ pub unsafe fn copy_lanes(src: &Lanes, dst: *mut f32, n: usize) {
     }
 }
 
+/// dst[i] = src[i·s]; stride 2 (most strided layers) and 4 as fixed-stride loops.
+pub fn strided_copy(src: &[f32], s: usize, dst: &mut [f32]) {
+    #[inline(always)]
+    fn fixed<const S: usize>(src: &[f32], dst: &mut [f32]) {
+        let (last, body) = dst.split_last_mut().expect("a non-empty run");
+        for (d, c) in body.iter_mut().zip(src.chunks_exact(S)) {
+            *d = c[0];
+        }
+        *last = src[body.len() * S];
+    }
+    match s {
+        2 => fixed::<2>(src, dst),
+        4 => fixed::<4>(src, dst),
+        _ => {
+            for (i, d) in dst.iter_mut().enumerate() {
+                *d = src[i * s];
+            }
+        }
+    }
+}

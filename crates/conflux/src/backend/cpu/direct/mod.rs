@@ -1,6 +1,6 @@
 //! Convolutions without a GEMM: depthwise and few-channel problems (`depthwise`; channels-last
 //! f32 depthwise with channels in the vector lanes, `depthwise_nhwc`), stride-1 f32
-//! as a sum of 1×1 tiles over the taps (`taps`), and the naive loops that apply to every
+//! as a sum of 1×1 tiles over the taps (`taps`), few-channel stems (`stem`), and the naive loops that apply to every
 //! geometry (`naive`).
 
 pub mod depthwise;
@@ -9,5 +9,6 @@ pub mod depthwise_nhwc;
 pub mod depthwise_planes;
 pub mod single_pixel;
 pub mod small_groups;
+pub mod stem;
 pub mod naive;
 pub mod taps;

@@ -98,7 +98,7 @@ impl<'a> Im2col<'a> {
             // SAFETY: positions first, first + s, …, first + (hi − lo − 1)·s lie inside the
             // validated input.
             let src = unsafe { std::slice::from_raw_parts((self.x as *const f32).add(base + first), (hi - lo - 1) * s + 1) };
-            strided_copy(src, s, &mut dst[lo..hi]);
+            crate::backend::cpu::lanes::strided_copy(src, s, &mut dst[lo..hi]);
         } else {
             for (i, v) in dst[lo..hi].iter_mut().enumerate() {
                 // SAFETY: as above, for every strided position.
@@ -209,30 +209,9 @@ impl Panels for Im2colT<'_> {
     }
 }
 
-/// dst[i] = src[i·s]; stride 2 (most strided layers) and 4 as fixed-stride loops.
-fn strided_copy(src: &[f32], s: usize, dst: &mut [f32]) {
-    #[inline(always)]
-    fn fixed<const S: usize>(src: &[f32], dst: &mut [f32]) {
-        let (last, body) = dst.split_last_mut().expect("a non-empty run");
-        for (d, c) in body.iter_mut().zip(src.chunks_exact(S)) {
-            *d = c[0];
-        }
-        *last = src[body.len() * S];
-    }
-    match s {
-        2 => fixed::<2>(src, dst),
-        4 => fixed::<4>(src, dst),
-        _ => {
-            for (i, d) in dst.iter_mut().enumerate() {
-                *d = src[i * s];
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::strided_copy;
+    use crate::backend::cpu::lanes::strided_copy;
 
     #[test]
     fn strided_copy_takes_every_sth_element() {

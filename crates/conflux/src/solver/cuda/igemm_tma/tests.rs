@@ -1,0 +1,77 @@
+//! Tile and split-K choices of the TMA kernel, and its generated sources.
+
+use super::*;
+use crate::problem::{ConvProblem, EpiOp, FusedKind};
+use crate::types::{ActivationMode, ConvMode, Layout};
+use crate::{ConvDesc, TensorDesc};
+
+/// A fused conv + bias + ReLU over channels-last tensors: c-hw-hw → k, an fh × fw filter.
+fn problem(dt: DataType, n: usize, c: usize, hw: usize, k: usize, (fh, fw): (usize, usize), stride: usize) -> FusedProblem {
+    let conv = ConvDesc::new(ConvMode::Convolution, &[fh as i64 / 2, fw as i64 / 2], &[stride as i64; 2], &[1; 2]).unwrap();
+    let t = |l: &[usize]| TensorDesc::with_layout(dt, Layout::NHWC, l).unwrap();
+    let (x, w) = (t(&[n, c, hw, hw]), t(&[k, c, fh, fw]));
+    let y = t(conv.output_desc(&x, &w).unwrap().lens());
+    let conv = ConvProblem::forward(&conv, &x, &w, &y).unwrap();
+    let epilogue = vec![EpiOp::Bias { dtype: dt }, EpiOp::Activation { mode: ActivationMode::Relu }];
+    FusedProblem { kind: FusedKind::Conv { conv, epilogue } }
+}
+
+fn geom(p: &FusedProblem) -> (Geom, TcPrecision) { tma_geometry(p).unwrap() }
+
+#[test]
+fn heuristic_avoids_a_nearly_empty_last_wave() {
+    let pick = |n, c, hw, k, f| {
+        let (g, prec) = geom(&problem(DataType::Half, n, c, hw, k, f, 1));
+        tma_heuristic(&g, prec, 132).label()
+    };
+    // Inception's 17 × 17 layers at batch 32: 146 tiles of 128 × 128 (a second wave of 14),
+    // 111 of 256 × 64 (one wave).
+    assert_eq!(pick(32, 160, 17, 160, (1, 7)), "tma256x64s4");
+    // ResNet's 28 × 28 3 × 3 at batch 32: 196 × 2 tiles of 128 × 128 fill three waves well.
+    assert_eq!(pick(32, 256, 28, 256, (3, 3)), "tma128x128s4");
+    // Batch 1 on 7 × 7: one row of tiles either way; narrower tiles give more blocks.
+    assert_eq!(pick(1, 512, 7, 512, (3, 3)), "tma128x64s6");
+    // Strict f32 keeps its own choice.
+    let (g, prec) = geom(&problem(DataType::Float, 32, 160, 17, 160, (1, 7), 1));
+    assert_eq!(tma_heuristic(&g, prec, 132).label(), "tma128x128s4d");
+}
+
+#[test]
+fn splits_fill_the_gpu_only_when_the_grid_is_small() {
+    // 8 tiles (batch 1, 7 × 7, 512 outputs in 64-wide tiles), 72 k-steps.
+    assert_eq!(tma_splits(8, 72, 132), 16);
+    // Inception's 1 × 7 at batch 1 (9 tiles, 21 k-steps): four k-steps per split.
+    assert_eq!(tma_splits(9, 21, 132), 5);
+    // Short reductions stay whole.
+    assert_eq!(tma_splits(8, 9, 132), 1);
+    // Half the SMs busy or more: no split.
+    assert_eq!(tma_splits(66, 72, 132), 2);
+    assert_eq!(tma_splits(67, 72, 132), 1);
+}
+
+/// Sources for split and unsplit kernels of every precision and store path generate; with
+/// `CONFLUX_KERNEL_SOURCES` set, written there for an offline NVRTC compile
+/// (`scripts/nvrtc_check.py`).
+#[test]
+fn sources_generate_with_and_without_splits() {
+    let out = std::env::var("CONFLUX_KERNEL_SOURCES").ok();
+    let cases = [
+        ("f16_n1_7x7", problem(DataType::Half, 1, 512, 7, 512, (3, 3), 1), None),
+        ("f16_n32_17x17_tail", problem(DataType::Half, 32, 160, 17, 192, (7, 1), 1), None),
+        ("f16_n1_tail_pingpong", problem(DataType::Half, 1, 96, 14, 96, (3, 3), 2), Some(TmaTile::pingpong(128, 4, true))),
+        ("f16_n1_1x1", problem(DataType::Half, 1, 1024, 14, 256, (1, 1), 1), Some(TmaTile::new(128, 128, 4, false))),
+        ("f32x3_n1", problem(DataType::Float, 1, 256, 14, 256, (3, 3), 1), None),
+        ("f16_n32_28x28", problem(DataType::Half, 32, 256, 28, 256, (3, 3), 1), None),
+    ];
+    for (name, p, tile) in cases {
+        let (g, prec) = geom(&p);
+        let cfg = tile.unwrap_or_else(|| tma_heuristic(&g, prec, 132));
+        let plan = kernel_plan(&p, &g, prec, cfg, FilterSource::Own, 132).unwrap();
+        assert!(plan.src.contains(&format!("#define SPLITS {}", plan.splits)), "{name}");
+        assert!(plan.cfg.smem_bytes(prec) <= SMEM_LIMIT, "{name}");
+        assert_eq!(plan.splits > 1, g.n == 1, "{name}: {} splits", plan.splits);
+        if let Some(dir) = &out {
+            std::fs::write(format!("{dir}/igemm_tma_{name}.cu"), &plan.src).unwrap();
+        }
+    }
+}
