@@ -326,6 +326,20 @@ fn live_taps_atrous_rates() {
     assert!(why.contains("% of the dense products"), "{why}");
 }
 
+/// One f32 forward case of a random-geometry test, varied by its index: constant weights on
+/// odd cases, a layout (packed, channels-last, or any of `LAYS` on every third), exact small
+/// integers (bit for bit) on half, α/β on a quarter. Whether the solver took it.
+fn check_varied_f32_forward(h: &Handle, rng: &mut SplitMix64, geo: &mut Geo, case: usize, solver_name: &str, seed: u64) -> bool {
+    geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case % 2) as i64).unwrap();
+    let lay = if case % 3 == 2 { rng.pick(&LAYS) } else { [Lay::Packed, Lay::ChannelsLast][case / 2 % 2] };
+    let dt = DataType::Float;
+    let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
+    let exact = case % 4 < 2;
+    let ab = if case % 4 == 3 { AB[1 + case % 3] } else { (1.0, 0.0) };
+    let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
+    check_solver(h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(solver_name), ab, fill, tol, seed)
+}
+
 /// Strided 1×1 layers and patch layers (stride ≥ filter: windows that do not overlap) on the
 /// 1×1 solvers over a packed copy of the input they read: random strides (2–3, each axis),
 /// filters of 1–4 taps per axis, sizes, groups of 16–40 input channels and layouts (the
@@ -346,14 +360,7 @@ fn subsample_and_patch_random_forward() {
         let strides = [(f[0] + rng.range(0, 1)).max(2) as i64, (f[1] + rng.range(0, 1)) as i64];
         let (ih, iw) = (rng.range(f[0], 15), rng.range(f[1], 15));
         let mut geo = make_geo(&[0, 0], &strides, &[1, 1], g, vec![n, g * cg, ih, iw], vec![g * kg, cg, f[0], f[1]]).unwrap();
-        geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case % 2) as i64).unwrap();
-        let lay = if case % 3 == 2 { rng.pick(&LAYS) } else { [Lay::Packed, Lay::ChannelsLast][case / 2 % 2] };
-        let dt = DataType::Float;
-        let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
-        let exact = case % 4 < 2;
-        let ab = if case % 4 == 3 { AB[1 + case % 3] } else { (1.0, 0.0) };
-        let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
-        ran += check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(SUBSAMPLE_1X1), ab, fill, tol, 9700 + case as u64 * 10) as usize;
+        ran += check_varied_f32_forward(&h, &mut rng, &mut geo, case, SUBSAMPLE_1X1, 9700 + case as u64 * 10) as usize;
     }
     let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
     assert!(ran >= 24 || !avx512, "subsample 1×1 / patches: only {ran} of 36 cases applied");
@@ -381,14 +388,7 @@ fn stem_random_forward() {
         let pads = [rng.range(0, f[0] / 2) as i64, rng.range(0, f[1] / 2) as i64];
         let (ih, iw) = (rng.range(f[0], 40), rng.range(f[1], 70));
         let Some(mut geo) = make_geo(&pads, &strides, &[1, 1], 1, vec![n, c, ih, iw], vec![k, c, f[0], f[1]]) else { continue };
-        geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case % 2) as i64).unwrap();
-        let lay = if case % 3 == 2 { rng.pick(&LAYS) } else { [Lay::Packed, Lay::ChannelsLast][case / 2 % 2] };
-        let dt = DataType::Float;
-        let (xd, wd, yd) = (desc(dt, &geo.x, lay), desc(dt, &geo.w, lay), desc(dt, &geo.y, lay));
-        let exact = case % 4 < 2;
-        let ab = if case % 4 == 3 { AB[1 + case % 3] } else { (1.0, 0.0) };
-        let (fill, tol) = if exact { (Fill::SmallInt(-2, 2), 0.0) } else { (Fill::Normal, tolerance(dt)) };
-        ran += check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(STEM), ab, fill, tol, 9900 + case as u64 * 10) as usize;
+        ran += check_varied_f32_forward(&h, &mut rng, &mut geo, case, STEM, 9900 + case as u64 * 10) as usize;
     }
     assert!(ran >= 25, "stem: only {ran} of 30 cases applied");
     // The stems of the zoo's networks (7×7 s2, 3×3 s2 with and without padding), on a smaller
