@@ -1,6 +1,7 @@
 //! The small-groups CPU solver (4, 8, 16 or 32 output channels and up to 32 input channels per
 //! group: ResNeXt's grouped 3×3 layers): strides 1 and 2, padding, dilation, 1×1 and 5×5
-//! filters, rows wide enough for the four-output blocks and their borders, NCHW / NHWC /
+//! filters, rows wide enough for the four-output blocks and their borders, four groups of
+//! 4 → 4 channels per vector, NCHW / NHWC /
 //! gapped tensors, through `check_solver` (f64 reference, poisoned output, bit-identical rerun,
 //! gaps untouched) with exact and α/β data; immediate choice takes it; refusals name the cause.
 
@@ -11,7 +12,7 @@ use support::*;
 
 const SOLVER: &str = "CpuConvSmallGroups";
 
-const CASES: [GroupedSpec; 8] = [
+const CASES: [GroupedSpec; 10] = [
     (DataType::Float, &[2, 32, 9, 14], &[32, 8, 3, 3], 4, 1, 1, 1, Lay::Packed),
     (DataType::Float, &[1, 64, 12, 17], &[64, 8, 3, 3], 8, 1, 2, 1, Lay::ChannelsLast),
     (DataType::Float, &[2, 16, 8, 13], &[16, 4, 3, 3], 4, 1, 1, 1, Lay::Gapped),
@@ -19,6 +20,10 @@ const CASES: [GroupedSpec; 8] = [
     (DataType::Float, &[2, 12, 7, 11], &[16, 3, 5, 5], 4, 2, 1, 1, Lay::Packed),
     (DataType::Float, &[1, 24, 6, 9], &[48, 2, 1, 1], 12, 0, 1, 1, Lay::ChannelsLast),
     (DataType::Float, &[1, 16, 5, 3], &[32, 8, 3, 3], 2, 1, 2, 1, Lay::Packed),
+    // Four groups of 4 → 4 per vector (eight groups), stride 2; groups of 8 → 8 (six groups),
+    // a dilated 5×5.
+    (DataType::Float, &[1, 32, 10, 11], &[32, 4, 3, 3], 8, 1, 2, 1, Lay::ChannelsLast),
+    (DataType::Float, &[1, 48, 9, 13], &[48, 8, 5, 5], 6, 2, 1, 2, Lay::Packed),
     // ResNeXt's last stage: 32 in and 32 out per group, stride 2.
     (DataType::Float, &[1, 64, 11, 13], &[64, 32, 3, 3], 2, 1, 2, 1, Lay::Packed),
 ];
