@@ -6,6 +6,7 @@
 //! Any geometry: 2-D / 3-D, groups, stride, padding (asymmetric too), dilation, any strides.
 
 pub mod dot;
+pub mod vnni;
 
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::backend::cpu::tensor_io::access;
@@ -56,6 +57,7 @@ impl Lane for f32 {
 /// y = convert(epilogue(α·conv(x, w) + β·y)).
 pub fn forward(g: &Geom, q: Quant, r: &QuantRun) {
     match q {
+        Quant::Int8 if vnni::available() => run_int8_vnni(g, r),
         Quant::Int8 => run::<i8>(g, None, None, r),
         Quant::Fp8 { x, w } => run::<f32>(g, Some(x), Some(w), r),
     }
@@ -100,6 +102,63 @@ fn run<T: Lane>(g: &Geom, xf: Option<Fp8>, wf: Option<Fp8>, r: &QuantRun) {
                         acc[p0..p0 + 4].copy_from_slice(&s);
                     }
                     finish(g, r, raw, n, k, [d, h, w0], &acc[..cnt], &mut vals[..cnt]);
+                }
+            }
+        }
+    });
+}
+
+/// `run::<i8>` on AVX-512 VNNI: per group, its filter rows in blocks of 16 (`vnni.rs`) against
+/// four patch rows at a time, the patches shifted to x + 128.
+fn run_int8_vnni(g: &Geom, r: &QuantRun) {
+    let (cg, kg, taps) = (g.cg(), g.kg(), g.filter_size());
+    let lp = padded(cg * taps, INT8_STEP);
+    let ws = g.w_strides;
+    let filters: Vec<vnni::Filters> = (0..g.groups)
+        .map(|grp| {
+            vnni::Filters::pack_with(kg, lp, |kk, row| {
+                let k = grp * kg + kk;
+                for c in 0..cg {
+                    for (t, (td, th, tw)) in tap_iter(g.filter).enumerate() {
+                        let off = k * ws[0] + c * ws[1] + td * ws[2] + th * ws[3] + tw * ws[4];
+                        // SAFETY: (k, c, t) is inside w, whose descriptor the problem validated.
+                        row[c * taps + t] = unsafe { i8::load(r.w, off, None) };
+                    }
+                }
+            })
+        })
+        .collect();
+    let [od, oh, ow] = g.output;
+    let raw = r.y_dtype == DataType::Int32 && r.alpha == 1.0 && r.beta == 0.0 && r.epi.is_empty();
+    let quads = CHUNK.next_multiple_of(4);
+    (0..g.n * od * oh).into_par_iter().for_each(|row| {
+        let (n, d, h) = (row / (od * oh), (row / oh) % od, row % oh);
+        let mut patches = vec![0i8; quads * lp];
+        let mut shifted = vec![0u8; quads * lp];
+        let mut acc = vec![0f64; kg * quads];
+        let mut vals = vec![0f32; CHUNK];
+        for w0 in (0..ow).step_by(CHUNK) {
+            let cnt = CHUNK.min(ow - w0);
+            for (grp, f) in filters.iter().enumerate() {
+                for p in 0..cnt {
+                    gather::<i8>(g, None, r.x, n, grp, [d, h, w0 + p], &mut patches[p * lp..(p + 1) * lp]);
+                }
+                for (s, &v) in shifted[..cnt * lp].iter_mut().zip(&patches[..cnt * lp]) {
+                    *s = (v as u8) ^ 0x80;
+                }
+                for block in 0..kg.div_ceil(16) {
+                    for p0 in (0..cnt).step_by(4) {
+                        let prow = |j: usize| &shifted[(p0 + j) * lp..(p0 + j + 1) * lp];
+                        let sums = f.block4(block, [prow(0), prow(1), prow(2), prow(3)]);
+                        for (j, lanes) in sums.iter().enumerate() {
+                            for (l, &v) in lanes.iter().enumerate().take(kg - (block * 16).min(kg)) {
+                                acc[(block * 16 + l) * quads + p0 + j] = v as f64;
+                            }
+                        }
+                    }
+                }
+                for kk in 0..kg {
+                    finish(g, r, raw, n, grp * kg + kk, [d, h, w0], &acc[kk * quads..kk * quads + cnt], &mut vals[..cnt]);
                 }
             }
         }
