@@ -1,5 +1,6 @@
 //! int8 and fp8 forward convolutions (`quant.rs`) on the CPU: exact i32 sums of int8
-//! products (AVX2 `madd` where the CPU has it), f32 sums of fp8 values decoded on load, any
+//! products (AVX-512 VNNI blocks of 16 filters, else AVX2 `madd`), f32 sums of fp8 values
+//! decoded on load, any
 //! geometry and layout, the fused epilogue in f32 and the output conversion. The only CPU
 //! solver `registry::verdict` lets quantized problems reach.
 //!

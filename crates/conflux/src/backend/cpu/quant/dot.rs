@@ -5,10 +5,9 @@
 //! CPU, so results do not depend on the instruction set. Rows are padded with zeros to
 //! `INT8_STEP` / `F32_STEP` elements.
 //!
-//! Where faster int8 instructions would go: AVX-512 VNNI (`vpdpbusd`, u8 × s8: add 128 to x
-//! and subtract 128·Σw per filter row, or `vpdpwssd` on the i16 form used here) and AMX-INT8
-//! tiles (`tdpbssd`, s8 × s8 straight into i32) replace `dot4_avx2` with a blocked kernel of
-//! several filter rows; the exact i32 result is the same.
+//! CPUs with AVX-512 VNNI take `vnni.rs` instead (16 filter rows per block, `vpdpbusd`).
+//! AMX-INT8 tiles (`tdpbssd`, s8 × s8 straight into i32) would be the next such kernel; the
+//! exact i32 result is the same.
 
 /// Patch and filter rows of int8 are padded to a multiple of this many elements.
 pub const INT8_STEP: usize = 16;

@@ -1,7 +1,8 @@
 //! The quantized (int8 and fp8) forward convolution on the CPU, following `quant.rs`: for each
 //! output row (n, d, h) and group, the input patches of up to `CHUNK` output pixels are
 //! gathered into rows of `C/G · taps` elements (int8 as is, fp8 decoded to f32; zeros in the
-//! padding), each filter row is dotted with four patch rows at a time (`dot.rs`), and the
+//! padding), each filter row is dotted with four patch rows at a time (`dot.rs`; with AVX-512
+//! VNNI, blocks of 16 filter rows, `vnni.rs`), and the
 //! sums pass through α/β, the epilogue (f32) and the output conversion into y's strides.
 //! Any geometry: 2-D / 3-D, groups, stride, padding (asymmetric too), dilation, any strides.
 
