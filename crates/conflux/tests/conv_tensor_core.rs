@@ -140,6 +140,17 @@ cuda_tests!(tiles_larger_than_one_block, |h: &Handle| {
     }
 });
 
+/// A 2-D channels-last case: x and w lengths, groups, padding, stride, dilation.
+fn channels_last_case(dt: DataType, lx: [usize; 4], lw: [usize; 4], groups: usize, pad: [i64; 2], stride: [i64; 2], dil: [i64; 2]) -> Case {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dil).unwrap();
+    conv.set_groups(groups as i64).unwrap();
+    let x = desc(dt, &lx, Lay::ChannelsLast);
+    let w = desc(dt, &lw, Lay::ChannelsLast);
+    let y = conv.output_desc(&x, &w).unwrap();
+    let b = TensorDesc::new(dt, &[1, lw[0], 1, 1]).unwrap();
+    Case { dt, conv, x, w, y, b }
+}
+
 cuda_tests!(tma_geometries, |h: &Handle| {
     // The TMA kernel's own conditions (2-D, 64-channel groups): padding and stride in the
     // im2col walk, dilated taps, groups, 1×1 (plain GEMM loads) with a pixel tail and with
@@ -159,13 +170,7 @@ cuda_tests!(tma_geometries, |h: &Handle| {
         (DataType::Half, true, [3, 128, 5, 6], [128, 64, 1, 1], 2, [0, 0], [1, 1], [1, 1]),
     ];
     for (i, (dt, exact, lx, lw, groups, pad, stride, dil)) in cases.into_iter().enumerate() {
-        let mut conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dil).unwrap();
-        conv.set_groups(groups as i64).unwrap();
-        let x = desc(dt, &lx, Lay::ChannelsLast);
-        let w = desc(dt, &lw, Lay::ChannelsLast);
-        let y = conv.output_desc(&x, &w).unwrap();
-        let b = TensorDesc::new(dt, &[1, lw[0], 1, 1]).unwrap();
-        let c = Case { dt, conv, x, w, y, b };
+        let c = channels_last_case(dt, lx, lw, groups, pad, stride, dil);
         let problem = plan_for(&c).problem().unwrap();
         if CudaConvIgemmTma.check(&problem, h.device().info()).is_err() {
             // Not an sm_90 GPU: the other kernels are covered elsewhere.
@@ -188,12 +193,7 @@ cuda_tests!(tma_split_k, |h: &Handle| {
         (DataType::Half, true, [2, 128, 8, 8], [136, 128, 3, 3], [1, 1], [2, 2]),
     ];
     for (i, (dt, exact, lx, lw, pad, stride)) in cases.into_iter().enumerate() {
-        let conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &[1, 1]).unwrap();
-        let x = desc(dt, &lx, Lay::ChannelsLast);
-        let w = desc(dt, &lw, Lay::ChannelsLast);
-        let y = conv.output_desc(&x, &w).unwrap();
-        let b = TensorDesc::new(dt, &[1, lw[0], 1, 1]).unwrap();
-        let c = Case { dt, conv, x, w, y, b };
+        let c = channels_last_case(dt, lx, lw, 1, pad, stride, [1, 1]);
         let problem = plan_for(&c).problem().unwrap();
         if CudaConvIgemmTma.check(&problem, h.device().info()).is_err() {
             return; // not an sm_90 GPU

@@ -775,29 +775,38 @@ fn fused_bias_relu_per_algorithm() {
                     _ => name,
                 };
                 assert_eq!(plan.solver_name(), Some(name), "{algo:?} {dt:?} {layout:?} {act:?}");
-                let yd = plan.output_desc().clone();
                 let fill = if exact { Fill::SmallInt(-2, 2) } else { Fill::Normal };
-                let (x, w, b) = (random(&h, &xd, fill, 1), random(&h, &wd, fill, 2), random(&h, &bd, fill, 3));
-                let y = poisoned(&h, &yd);
-                let mut args = OpArgs::new();
-                args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
-                args.set(1, OpArg::Bias { b: b.ptr() });
-                args.set(2, OpArg::Activation { alpha: cap, beta: 0.0, gamma: 0.0 });
-                plan.execute(&h, &xd, x.ptr(), &yd, y.ptr(), &args).unwrap();
-                let ypacked = TensorDesc::new(dt, yd.lens()).unwrap();
-                let mut want = vec![0.0; ypacked.element_space()];
-                r::conv::conv_forward(&conv, &xd, &x.host, &wd, &w.host, &ypacked, &mut want).unwrap();
-                for (i, v) in want.iter_mut().enumerate() {
-                    let pre = *v + b.host[(i / (yd.lens()[2] * yd.lens()[3])) % wl[0]];
-                    *v = if act == ActivationMode::Relu { pre.max(0.0) } else { pre.max(0.0).min(cap) };
-                }
-                let got = logical(&yd, &download(&h, &y));
+                let (got, want) = run_bias_act_plan(&h, &plan, &conv, (&xd, &wd, &bd), act, cap, fill, 1);
                 // The FFT rounds integer data (irrational twiddles); the others keep it exact.
                 let tol = if !exact { tolerance(dt) } else if algo == ConvAlgorithm::Fft { 1e-6 } else { 0.0 };
                 assert_close(&format!("{name} {dt:?} {layout:?} exact={exact} {act:?}"), &got, &want, tol);
             }
         }
     }
+}
+
+/// Runs a compiled conv + bias + activation (ReLU, or CLIPPEDRELU at α = `cap`) plan on
+/// random x, w and b (`fill`, seeds `seed`..`seed + 2`) into a poisoned y: (y as the plan wrote
+/// it, the f64 reference), both in logical order.
+#[allow(clippy::too_many_arguments)]
+fn run_bias_act_plan(h: &Handle, plan: &FusionPlan, conv: &ConvDesc, (xd, wd, bd): (&TensorDesc, &TensorDesc, &TensorDesc), act: ActivationMode, cap: f64, fill: Fill, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let yd = plan.output_desc().clone();
+    let (x, w, b) = (random(h, xd, fill, seed), random(h, wd, fill, seed + 1), random(h, bd, fill, seed + 2));
+    let y = poisoned(h, &yd);
+    let mut args = OpArgs::new();
+    args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
+    args.set(1, OpArg::Bias { b: b.ptr() });
+    args.set(2, OpArg::Activation { alpha: cap, beta: 0.0, gamma: 0.0 });
+    plan.execute(h, xd, x.ptr(), &yd, y.ptr(), &args).unwrap();
+    let ypacked = TensorDesc::new(yd.dtype(), yd.lens()).unwrap();
+    let mut want = vec![0.0; ypacked.element_space()];
+    r::conv::conv_forward(conv, xd, &x.host, wd, &w.host, &ypacked, &mut want).unwrap();
+    let (k, plane) = (yd.lens()[1], yd.lens()[2] * yd.lens()[3]);
+    for (i, v) in want.iter_mut().enumerate() {
+        let pre = *v + b.host[(i / plane) % k];
+        *v = if act == ActivationMode::Relu { pre.max(0.0) } else { pre.max(0.0).min(cap) };
+    }
+    (logical(&yd, &download(h, &y)), want)
 }
 
 /// conv + bias + ReLU / CLIPPEDRELU plans pinned to the rewriting solvers and the stem kernel:
@@ -831,23 +840,8 @@ fn fused_bias_relu_on_rewriting_solvers() {
                     continue;
                 }
                 assert_eq!(plan.solver_name(), Some(name));
-                let yd = plan.output_desc().clone();
-                let cap = 6.0;
-                let (x, w, b) = (random(&h, &xd, Fill::SmallInt(-2, 2), 5), random(&h, &wd, Fill::SmallInt(-2, 2), 6), random(&h, &bd, Fill::SmallInt(-2, 2), 7));
-                let y = poisoned(&h, &yd);
-                let mut args = OpArgs::new();
-                args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
-                args.set(1, OpArg::Bias { b: b.ptr() });
-                args.set(2, OpArg::Activation { alpha: cap, beta: 0.0, gamma: 0.0 });
-                plan.execute(&h, &xd, x.ptr(), &yd, y.ptr(), &args).unwrap();
-                let ypacked = TensorDesc::new(dt, yd.lens()).unwrap();
-                let mut want = vec![0.0; ypacked.element_space()];
-                r::conv::conv_forward(&conv, &xd, &x.host, &wd, &w.host, &ypacked, &mut want).unwrap();
-                for (i, v) in want.iter_mut().enumerate() {
-                    let pre = *v + b.host[(i / (yd.lens()[2] * yd.lens()[3])) % wl[0]];
-                    *v = if act == ActivationMode::Relu { pre.max(0.0) } else { pre.max(0.0).min(cap) };
-                }
-                assert_close(&format!("{name} {layout:?} {act:?}"), &logical(&yd, &download(&h, &y)), &want, 0.0);
+                let (got, want) = run_bias_act_plan(&h, &plan, &conv, (&xd, &wd, &bd), act, 6.0, Fill::SmallInt(-2, 2), 5);
+                assert_close(&format!("{name} {layout:?} {act:?}"), &got, &want, 0.0);
             }
         }
     }

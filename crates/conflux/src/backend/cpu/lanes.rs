@@ -94,3 +94,20 @@ pub fn strided_copy(src: &[f32], s: usize, dst: &mut [f32]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::strided_copy;
+
+    #[test]
+    fn strided_copy_takes_every_sth_element() {
+        for s in 2..=5 {
+            for n in 1..40 {
+                let src: Vec<f32> = (0..(n - 1) * s + 1).map(|i| i as f32).collect();
+                let mut dst = vec![f32::NAN; n];
+                strided_copy(&src, s, &mut dst);
+                assert!(dst.iter().enumerate().all(|(i, &v)| v == (i * s) as f32), "stride {s}, {n} elements");
+            }
+        }
+    }
+}

@@ -128,7 +128,8 @@ fn load_band(g: &Geom, lay: &StemLayout, p: ConvPtrs, n: usize, oy0: usize, buf:
     let [_, sh, sw] = g.stride;
     let [_, ph, pw] = g.pad;
     let (h_n, w_n) = (g.input[1], g.input[2]);
-    let mut row = vec![0f32; w_n];
+    // A converted row, for inputs whose rows are not consecutive f32 (channels-last x).
+    let mut row = Vec::new();
     for c in 0..g.c {
         for i in 0..lay.rows {
             let Some(ih) = (oy0 * sh + i).checked_sub(ph).filter(|&ih| ih < h_n) else { continue };
@@ -137,6 +138,7 @@ fn load_band(g: &Geom, lay: &StemLayout, p: ConvPtrs, n: usize, oy0: usize, buf:
                 // SAFETY: the W consecutive f32 elements of input row (n, c, ih).
                 unsafe { std::slice::from_raw_parts((p.x as *const f32).add(src), w_n) }
             } else {
+                row.resize(w_n, 0.0);
                 for (iw, v) in row.iter_mut().enumerate() {
                     // SAFETY: (n, c, ih, iw) is an element of the caller's validated x.
                     *v = unsafe { load(p.dt, p.x, src + iw * xs[4]) };

@@ -33,6 +33,11 @@ pub struct QuantRun<'a> {
     pub stochastic: bool,
 }
 
+impl QuantRun<'_> {
+    /// The sums go to an Int32 y as they are (α = 1, β = 0, no epilogue).
+    fn raw_int32(&self) -> bool { self.y_dtype == DataType::Int32 && self.alpha == 1.0 && self.beta == 0.0 && self.epi.is_empty() }
+}
+
 /// Element of a patch row: int8 as stored, or f32 decoded from fp8.
 trait Lane: Copy + Default + Send + Sync {
     const STEP: usize;
@@ -72,18 +77,11 @@ fn run<T: Lane>(g: &Geom, xf: Option<Fp8>, wf: Option<Fp8>, r: &QuantRun) {
     let lp = padded(len, T::STEP);
     // Filter rows [k][c][t], zero-padded to lp.
     let mut wpack = vec![T::default(); g.k * lp];
-    let ws = g.w_strides;
-    for k in 0..g.k {
-        for c in 0..cg {
-            for (t, (td, th, tw)) in tap_iter(g.filter).enumerate() {
-                let off = k * ws[0] + c * ws[1] + td * ws[2] + th * ws[3] + tw * ws[4];
-                // SAFETY: (k, c, t) is inside w, whose descriptor the problem validated.
-                wpack[k * lp + c * taps + t] = unsafe { T::load(r.w, off, wf) };
-            }
-        }
+    for (k, row) in wpack.chunks_exact_mut(lp).enumerate() {
+        filter_row(g, r.w, wf, k, row);
     }
     let [od, oh, ow] = g.output;
-    let raw = r.y_dtype == DataType::Int32 && r.alpha == 1.0 && r.beta == 0.0 && r.epi.is_empty();
+    let raw = r.raw_int32();
     (0..g.n * od * oh).into_par_iter().for_each(|row| {
         let (n, d, h) = (row / (od * oh), (row / oh) % od, row % oh);
         let mut patches = vec![T::default(); CHUNK.next_multiple_of(4) * lp];
@@ -112,25 +110,11 @@ fn run<T: Lane>(g: &Geom, xf: Option<Fp8>, wf: Option<Fp8>, r: &QuantRun) {
 /// `run::<i8>` on AVX-512 VNNI: per group, its filter rows in blocks of 16 (`vnni.rs`) against
 /// four patch rows at a time, the patches shifted to x + 128.
 fn run_int8_vnni(g: &Geom, r: &QuantRun) {
-    let (cg, kg, taps) = (g.cg(), g.kg(), g.filter_size());
-    let lp = padded(cg * taps, INT8_STEP);
-    let ws = g.w_strides;
-    let filters: Vec<vnni::Filters> = (0..g.groups)
-        .map(|grp| {
-            vnni::Filters::pack_with(kg, lp, |kk, row| {
-                let k = grp * kg + kk;
-                for c in 0..cg {
-                    for (t, (td, th, tw)) in tap_iter(g.filter).enumerate() {
-                        let off = k * ws[0] + c * ws[1] + td * ws[2] + th * ws[3] + tw * ws[4];
-                        // SAFETY: (k, c, t) is inside w, whose descriptor the problem validated.
-                        row[c * taps + t] = unsafe { i8::load(r.w, off, None) };
-                    }
-                }
-            })
-        })
-        .collect();
+    let kg = g.kg();
+    let lp = padded(g.cg() * g.filter_size(), INT8_STEP);
+    let filters: Vec<vnni::Filters> = (0..g.groups).map(|grp| vnni::Filters::pack_with(kg, lp, |kk, row| filter_row(g, r.w, None, grp * kg + kk, row))).collect();
     let [od, oh, ow] = g.output;
-    let raw = r.y_dtype == DataType::Int32 && r.alpha == 1.0 && r.beta == 0.0 && r.epi.is_empty();
+    let raw = r.raw_int32();
     let quads = CHUNK.next_multiple_of(4);
     (0..g.n * od * oh).into_par_iter().for_each(|row| {
         let (n, d, h) = (row / (od * oh), (row / oh) % od, row % oh);
@@ -164,6 +148,18 @@ fn run_int8_vnni(g: &Geom, r: &QuantRun) {
             }
         }
     });
+}
+
+/// Filter k's elements in [c][t] order into row[..C/G · taps] (the rest keeps its zeros).
+fn filter_row<T: Lane>(g: &Geom, w: u64, fmt: Option<Fp8>, k: usize, row: &mut [T]) {
+    let (ws, taps) = (g.w_strides, g.filter_size());
+    for c in 0..g.cg() {
+        for (t, (td, th, tw)) in tap_iter(g.filter).enumerate() {
+            let off = k * ws[0] + c * ws[1] + td * ws[2] + th * ws[3] + tw * ws[4];
+            // SAFETY: (k, c, t) is inside w, whose descriptor the problem validated.
+            row[c * taps + t] = unsafe { T::load(w, off, fmt) };
+        }
+    }
 }
 
 /// (td, th, tw) of every tap in [t][h][w] order.
