@@ -6,8 +6,11 @@
 //! With BENCH_SWEEP=<solver name>, also one row per configuration of that solver's tuning space
 //! (solver column `name:label`, the convolution alone) for each problem it takes; with
 //! BENCH_SWEEP_ONLY=a,b only the labels containing one of those substrings.
+//! Quantized inputs (i8, e4m3, e5m2): the plan's output is Float (a fusion plan's output type);
+//! a second row per problem (solver column `conv->TYPE`) times the convolution alone through
+//! immediate mode into a y of BENCH_QY's type (default f16; i8 / i32 / f32 / bf16 / e4m3).
 //!
-//! cargo run --release --example bench_cba -- LIST N DTYPE(f32|f16|bf16) LAYOUT(nchw|nhwc) [reps]
+//! cargo run --release --example bench_cba -- LIST N DTYPE(f32|tf32|f16|bf16|i8|e4m3|e5m2) LAYOUT(nchw|nhwc) [reps]
 
 use conflux::element::encode;
 use conflux::reference::fill::fill_normal;
@@ -26,7 +29,19 @@ fn main() -> conflux::Result<()> {
         "f32" | "tf32" => DataType::Float,
         "f16" => DataType::Half,
         "bf16" => DataType::BFloat16,
+        "i8" => DataType::Int8,
+        "e4m3" => DataType::Float8,
+        "e5m2" => DataType::BFloat8,
         o => panic!("dtype {o}"),
+    };
+    let quantized = matches!(dt, DataType::Int8 | DataType::Float8 | DataType::BFloat8);
+    let qy = match std::env::var("BENCH_QY").as_deref().unwrap_or("f16") {
+        "i8" => DataType::Int8,
+        "i32" => DataType::Int32,
+        "f32" => DataType::Float,
+        "bf16" => DataType::BFloat16,
+        "e4m3" => DataType::Float8,
+        _ => DataType::Half,
     };
     let layout = if a[4] == "nhwc" { Layout::NHWC } else { Layout::NCHW };
     let reps: usize = a.get(5).map(|s| s.parse().unwrap()).unwrap_or(50);
@@ -42,7 +57,7 @@ fn main() -> conflux::Result<()> {
         let (sy, sx, g, dy, dx) = (v[8], v[9], v[10], v[11], v[12]);
         let x_desc = TensorDesc::with_layout(dt, layout, &[n, c, hh, ww])?;
         let w_desc = TensorDesc::with_layout(dt, layout, &[k, c / g, fy, fx])?;
-        let b_desc = TensorDesc::new(dt, &[1, k, 1, 1])?;
+        let b_desc = TensorDesc::new(if quantized { DataType::Float } else { dt }, &[1, k, 1, 1])?;
         let i = |v: usize| v as i64;
         let mut conv = ConvDesc::new(ConvMode::Convolution, &[i(py), i(px)], &[i(sy), i(sx)], &[i(dy), i(dx)])?;
         conv.set_groups(i(g))?;
@@ -56,11 +71,13 @@ fn main() -> conflux::Result<()> {
         let up = |d: &TensorDesc, seed: u64, scale: f64| -> conflux::Result<conflux::Buffer> {
             let vals: Vec<f64> = fill_normal(seed, d.element_space()).iter().map(|v| v * scale).collect();
             let mut b = h.alloc(d.num_bytes())?;
-            h.write(&mut b, &encode(dt, &vals))?;
+            h.write(&mut b, &encode(d.dtype(), &vals))?;
             Ok(b)
         };
-        let xb = up(&x_desc, 1, 1.0)?;
-        let wb = up(&w_desc, 2, 1.0 / ((c * fy * fx) as f64).sqrt())?;
+        // int8 data spans its range; float data has unit variance per output.
+        let (xs, ws) = if dt == DataType::Int8 { (40.0, 40.0) } else { (1.0, 1.0 / ((c * fy * fx) as f64).sqrt()) };
+        let xb = up(&x_desc, 1, xs)?;
+        let wb = up(&w_desc, 2, ws)?;
         let bb = up(&b_desc, 3, 1.0)?;
         let yb = h.alloc(y_desc.num_bytes())?;
         let mut args = OpArgs::new();
@@ -92,6 +109,21 @@ fn main() -> conflux::Result<()> {
             plan.solver_name().unwrap_or("?"),
             flops / med / 1e6
         );
+        if quantized {
+            let qy_desc = TensorDesc::with_layout(qy, layout, y_desc.lens())?;
+            let qyb = h.alloc(qy_desc.num_bytes())?;
+            // α scales int8 sums into an int8 / fp8 output's range.
+            let alpha = if dt == DataType::Int8 && qy != DataType::Int32 { 1.0 / 4096.0 } else { 1.0 };
+            let conv_run = || {
+                let ws = conflux::conv::api::Workspace::default();
+                conflux::conv::api::forward(&h, &conv, &x_desc, xb.ptr(), &w_desc, wb.ptr(), &qy_desc, qyb.ptr(), alpha, 0.0, conflux::conv::api::Choice::Auto, ws)
+            };
+            for _ in 0..3 {
+                conv_run()?;
+            }
+            let med = median_us(&h, &flush, reps, conv_run)?;
+            println!("{line},{},{},{n},conv->{qy:?},{med:.1},{:.1}", a[3], a[4], flops / med / 1e6);
+        }
     }
     Ok(())
 }

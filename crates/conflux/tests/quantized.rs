@@ -1,7 +1,8 @@
 //! int8 and fp8 forward convolutions (`quant.rs`): exact int32 results against the f64
 //! reference on every geometry family and layout, requantization edges, float outputs with
 //! α/β, fused epilogues, fp8 convolutions, and refusals (status, reason, untouched outputs).
-//! The GPU has no quantized kernels yet: on CUDA the bodies assert the refusal.
+//! Every body runs on both devices; the CUDA-only tests at the end pin the tensor-core kernel
+//! (TMA + wgmma s8 / fp8) on the shapes it takes and check its fallback.
 
 mod support;
 
@@ -61,13 +62,6 @@ fn reference(conv: &ConvDesc, x: &Dev, w: &Dev, y: &Dev, alpha: f64, beta: f64, 
     logical(&y.desc, &out)
 }
 
-/// On CUDA every quantized forward is refused, naming the missing kernel, and y is untouched.
-fn assert_cuda_refuses(h: &Handle, conv: &ConvDesc, x: &Dev, w: &Dev, y: &Dev) {
-    let e = expect_err("quantized forward on CUDA", forward(h, conv, x, w, y, 1.0, 0.0), Status::UnsupportedOp, &["no CUDA kernel"]);
-    assert!(e.reason.contains("Int8") || e.reason.contains("Fp8"), "{}", e.reason);
-    assert_unchanged("y after a refusal", h, y);
-}
-
 device_tests!(int8_int32_outputs_are_exact_on_every_geometry, |h: &Handle| {
     for (i, geo) in GEOMETRIES.iter().enumerate() {
         for cl in [false, true] {
@@ -75,10 +69,6 @@ device_tests!(int8_int32_outputs_are_exact_on_every_geometry, |h: &Handle| {
             let x = random(h, &xd, Fill::SmallInt(-128, 127), 10 + i as u64);
             let w = random(h, &wd, Fill::SmallInt(-128, 127), 20 + i as u64);
             let y = sentinel(h, &yd, -1234567.0);
-            if is_cuda(h) {
-                assert_cuda_refuses(h, &conv, &x, &w, &y);
-                continue;
-            }
             forward(h, &conv, &x, &w, &y, 1.0, 0.0).unwrap();
             let got = logical(&yd, &download(h, &y));
             assert_eq!(got, reference(&conv, &x, &w, &y, 1.0, 0.0, &mut []), "{} channels-last {cl}", geo.0);
@@ -90,80 +80,75 @@ device_tests!(int8_int32_outputs_are_exact_on_every_geometry, |h: &Handle| {
 /// Packed outputs have no gaps; kept as a call so strided cases can be added without edits.
 fn assert_gaps_untouched_if_any(_h: &Handle, y: &Dev) { assert!(y.desc.is_packed()); }
 
-#[test]
-fn int8_extreme_values_accumulate_exactly() {
-    on_cpu(|h| {
-        // 64 channels × 3×3 of (−128)·(−128): 9,437,184 per interior output, beyond f32's 2^24.
-        let geo: Geo = ("extremes", &[1, 64, 6, 6], &[3, 64, 3, 3], 1, 1, 1, 1);
-        for (xv, wv) in [(-128.0, -128.0), (127.0, -128.0), (127.0, 127.0)] {
-            let (conv, xd, wd, yd) = case(&geo, DataType::Int8, DataType::Int8, DataType::Int32, false);
-            let (x, w) = (sentinel(h, &xd, xv), sentinel(h, &wd, wv));
-            let y = poisoned(h, &yd);
-            forward(h, &conv, &x, &w, &y, 1.0, 0.0).unwrap();
-            let got = logical(&yd, &download(h, &y));
-            assert_eq!(got, reference(&conv, &x, &w, &y, 1.0, 0.0, &mut []));
-            assert_eq!(got[7], 576.0 * xv * wv);
-        }
-    });
-}
-
-#[test]
-fn int8_requantization_rounds_half_to_even_and_saturates() {
-    on_cpu(|h| {
-        // y = α·x·1 over every int8 value: α = 1/2 gives ties at odd x, α = 4 saturates.
-        let xd = TensorDesc::new(DataType::Int8, &[1, 1, 16, 16]).unwrap();
-        let wd = TensorDesc::new(DataType::Int8, &[1, 1, 1, 1]).unwrap();
-        let yd = TensorDesc::new(DataType::Int8, &[1, 1, 16, 16]).unwrap();
-        let conv = ConvDesc::new_2d(ConvMode::Convolution, [0, 0], [1, 1], [1, 1]).unwrap();
-        let x = upload(h, &xd, &(0..256).map(|v| v as f64 - 128.0).collect::<Vec<_>>());
-        let w = upload(h, &wd, &[1.0]);
-        for alpha in [0.5, 0.25, 4.0, 1.0, -1.0] {
-            let y = poisoned(h, &yd);
-            forward(h, &conv, &x, &w, &y, alpha, 0.0).unwrap();
-            let got = download(h, &y);
-            for (i, &g) in got.iter().enumerate() {
-                let v = (i as f64 - 128.0) * alpha;
-                assert_eq!(g, v.round_ties_even().clamp(-128.0, 127.0), "α {alpha} x {}", i as f64 - 128.0);
-            }
-            assert_eq!(got, reference(&conv, &x, &w, &y, alpha, 0.0, &mut []));
-        }
-        // Spot checks of the rule: 0.5 → 0, 1.5 → 2, −2.5 → −2, 127·4 → 127, −128·(−1) → 127.
+device_tests!(int8_extreme_values_accumulate_exactly, |h: &Handle| {
+    // 64 channels × 3×3 of (−128)·(−128): 9,437,184 per interior output, beyond f32's 2^24.
+    let geo: Geo = ("extremes", &[1, 64, 6, 6], &[3, 64, 3, 3], 1, 1, 1, 1);
+    for (xv, wv) in [(-128.0, -128.0), (127.0, -128.0), (127.0, 127.0)] {
+        let (conv, xd, wd, yd) = case(&geo, DataType::Int8, DataType::Int8, DataType::Int32, false);
+        let (x, w) = (sentinel(h, &xd, xv), sentinel(h, &wd, wv));
         let y = poisoned(h, &yd);
-        forward(h, &conv, &x, &w, &y, 0.5, 0.0).unwrap();
-        let got = download(h, &y);
-        assert_eq!([got[129], got[131], got[123]], [0.0, 2.0, -2.0]);
-        forward(h, &conv, &x, &w, &y, -1.0, 0.0).unwrap();
-        assert_eq!(download(h, &y)[0], 127.0);
-    });
-}
+        forward(h, &conv, &x, &w, &y, 1.0, 0.0).unwrap();
+        let got = logical(&yd, &download(h, &y));
+        assert_eq!(got, reference(&conv, &x, &w, &y, 1.0, 0.0, &mut []));
+        assert_eq!(got[7], 576.0 * xv * wv);
+    }
+});
 
-#[test]
-fn int8_float_outputs_with_alpha_beta() {
-    on_cpu(|h| {
-        for (i, geo) in GEOMETRIES.iter().enumerate().step_by(2) {
-            for yt in [DataType::Float, DataType::Half, DataType::BFloat16, DataType::Int32, DataType::Int8] {
-                let (conv, xd, wd, yd) = case(geo, DataType::Int8, DataType::Int8, yt, i % 4 == 0);
-                let x = random(h, &xd, Fill::SmallInt(-128, 127), 30 + i as u64);
-                let w = random(h, &wd, Fill::SmallInt(-128, 127), 40 + i as u64);
-                // α a power of two keeps int outputs exact in f32; β blends the old output.
-                let (alpha, beta) = if matches!(yt, DataType::Int8 | DataType::Int32) { (1.0 / 256.0, 2.0) } else { (0.37, -0.5) };
-                let y = random(h, &yd, Fill::SmallInt(-20, 20), 50 + i as u64);
-                let want = reference(&conv, &x, &w, &y, alpha, beta, &mut []);
-                forward(h, &conv, &x, &w, &y, alpha, beta).unwrap();
-                let got = logical(&yd, &download(h, &y));
-                let tol = if matches!(yt, DataType::Int8 | DataType::Int32) { 0.0 } else { r::tolerance(yt) };
-                assert_close(&format!("{} → {yt:?}", geo.0), &got, &want, tol);
-            }
+device_tests!(int8_requantization_rounds_half_to_even_and_saturates, |h: &Handle| {
+    // y = α·x·1 over every int8 value: α = 1/2 gives ties at odd x, α = 4 saturates.
+    let xd = TensorDesc::new(DataType::Int8, &[1, 1, 16, 16]).unwrap();
+    let wd = TensorDesc::new(DataType::Int8, &[1, 1, 1, 1]).unwrap();
+    let yd = TensorDesc::new(DataType::Int8, &[1, 1, 16, 16]).unwrap();
+    let conv = ConvDesc::new_2d(ConvMode::Convolution, [0, 0], [1, 1], [1, 1]).unwrap();
+    let x = upload(h, &xd, &(0..256).map(|v| v as f64 - 128.0).collect::<Vec<_>>());
+    let w = upload(h, &wd, &[1.0]);
+    for alpha in [0.5, 0.25, 4.0, 1.0, -1.0] {
+        let y = poisoned(h, &yd);
+        forward(h, &conv, &x, &w, &y, alpha, 0.0).unwrap();
+        let got = download(h, &y);
+        for (i, &g) in got.iter().enumerate() {
+            let v = (i as f64 - 128.0) * alpha;
+            assert_eq!(g, v.round_ties_even().clamp(-128.0, 127.0), "α {alpha} x {}", i as f64 - 128.0);
         }
-    });
-}
+        assert_eq!(got, reference(&conv, &x, &w, &y, alpha, 0.0, &mut []));
+    }
+    // Spot checks of the rule: 0.5 → 0, 1.5 → 2, −2.5 → −2, 127·4 → 127, −128·(−1) → 127.
+    let y = poisoned(h, &yd);
+    forward(h, &conv, &x, &w, &y, 0.5, 0.0).unwrap();
+    let got = download(h, &y);
+    assert_eq!([got[129], got[131], got[123]], [0.0, 2.0, -2.0]);
+    forward(h, &conv, &x, &w, &y, -1.0, 0.0).unwrap();
+    assert_eq!(download(h, &y)[0], 127.0);
+});
+
+device_tests!(int8_float_outputs_with_alpha_beta, |h: &Handle| {
+    for (i, geo) in GEOMETRIES.iter().enumerate().step_by(2) {
+        for yt in [DataType::Float, DataType::Half, DataType::BFloat16, DataType::Int32, DataType::Int8] {
+            let (conv, xd, wd, yd) = case(geo, DataType::Int8, DataType::Int8, yt, i % 4 == 0);
+            let x = random(h, &xd, Fill::SmallInt(-128, 127), 30 + i as u64);
+            let w = random(h, &wd, Fill::SmallInt(-128, 127), 40 + i as u64);
+            // α a power of two keeps int outputs exact in f32; β blends the old output.
+            let (alpha, beta) = if matches!(yt, DataType::Int8 | DataType::Int32) { (1.0 / 256.0, 2.0) } else { (0.37, -0.5) };
+            let y = random(h, &yd, Fill::SmallInt(-20, 20), 50 + i as u64);
+            let want = reference(&conv, &x, &w, &y, alpha, beta, &mut []);
+            forward(h, &conv, &x, &w, &y, alpha, beta).unwrap();
+            let got = logical(&yd, &download(h, &y));
+            let tol = if matches!(yt, DataType::Int8 | DataType::Int32) { 0.0 } else { r::tolerance(yt) };
+            assert_close(&format!("{} → {yt:?}", geo.0), &got, &want, tol);
+        }
+    }
+});
+
+/// A small plan geometry (the CUDA-core kernel) and one the tensor-core kernel takes (with a
+/// channels-last filter).
+const PLAN_SMALL: Geo = ("fused", &[2, 12, 7, 7], &[10, 12, 3, 3], 1, 1, 1, 1);
+const PLAN_WIDE: Geo = ("fused wide", &[2, 128, 9, 9], &[96, 128, 3, 3], 1, 1, 1, 1);
 
 /// int8 or fp8 x and w through a fusion plan with `ops` (B bias, N BN inference, A ReLU,
 /// L logistic, Z residual add); the plan's output is Float for int8 x (MIOpen's output type).
-fn fused_plan(h: &Handle, xt: DataType, wt: DataType, ops: &str, seed: u64) {
-    let geo: Geo = ("fused", &[2, 12, 7, 7], &[10, 12, 3, 3], 1, 1, 1, 1);
-    let conv = conv_of(&geo);
-    let (xd, wd) = (desc(xt, geo.1, true), desc(wt, geo.2, false));
+fn fused_plan(h: &Handle, geo: &Geo, xt: DataType, wt: DataType, ops: &str, seed: u64) {
+    let conv = conv_of(geo);
+    let (xd, wd) = (desc(xt, geo.1, true), desc(wt, geo.2, geo.0 == PLAN_WIDE.0));
     let fill = if xt == DataType::Int8 { Fill::SmallInt(-128, 127) } else { Fill::Normal };
     let (x, w) = (random(h, &xd, fill, seed), random(h, &wd, fill, seed + 1));
     let mut plan = FusionPlan::new(FusionDirection::Vertical, xd.clone());
@@ -205,11 +190,6 @@ fn fused_plan(h: &Handle, xt: DataType, wt: DataType, ops: &str, seed: u64) {
         }
     }
     let y = poisoned(h, &yd);
-    if is_cuda(h) {
-        let e = expect_err("quantized plan on CUDA", plan.compile(h), Status::UnsupportedOp, &["no CUDA kernel"]);
-        drop(e);
-        return;
-    }
     plan.compile(h).unwrap();
     plan.execute(h, &xd, x.ptr(), &yd, y.ptr(), &args).unwrap();
     // The reference chain: the same ops on the f64 values.
@@ -235,7 +215,10 @@ fn fused_plan(h: &Handle, xt: DataType, wt: DataType, ops: &str, seed: u64) {
 
 device_tests!(int8_fusion_plans_apply_the_epilogue_in_f32, |h: &Handle| {
     for (i, ops) in ["", "B", "BA", "NA", "BNL", "ZA", "BZNA"].iter().enumerate() {
-        fused_plan(h, DataType::Int8, DataType::Int8, ops, 100 + 20 * i as u64);
+        fused_plan(h, &PLAN_SMALL, DataType::Int8, DataType::Int8, ops, 100 + 20 * i as u64);
+        if i % 2 == 1 {
+            fused_plan(h, &PLAN_WIDE, DataType::Int8, DataType::Int8, ops, 500 + 20 * i as u64);
+        }
     }
 });
 
@@ -248,10 +231,6 @@ device_tests!(fp8_convolutions, |h: &Handle| {
             let x = random(h, &xd, Fill::Normal, 60 + i as u64);
             let w = random(h, &wd, Fill::Normal, 70 + i as u64);
             let y = poisoned(h, &yd);
-            if is_cuda(h) {
-                assert_cuda_refuses(h, &conv, &x, &w, &y);
-                break;
-            }
             for mode in [0, 1] {
                 conv.set_attribute(ConvAttrib::Fp8RoundingMode, mode).unwrap();
                 forward(h, &conv, &x, &w, &y, 1.0, 0.0).unwrap();
@@ -262,8 +241,8 @@ device_tests!(fp8_convolutions, |h: &Handle| {
                 assert_close(&format!("{} {xt:?}×{wt:?} → {yt:?} rounding {mode}", geo.0), &got, &want, tol);
             }
         }
-        if !is_cuda(h) && i % 3 == 0 {
-            fused_plan(h, xt, wt, "BA", 200 + i as u64);
+        if i % 3 == 0 {
+            fused_plan(h, &PLAN_SMALL, xt, wt, "BA", 200 + i as u64);
         }
     }
 });
@@ -320,4 +299,75 @@ device_tests!(quantized_refusals_write_nothing, |h: &Handle| {
     }
     assert_unchanged("f32 y", h, &fyo);
     assert_unchanged("int32 y", h, &y);
+});
+
+/// A channels-last case of `types` that the tensor-core kernel takes: x lengths, w lengths,
+/// padding, stride.
+type TcCase = (&'static str, (DataType, DataType, DataType), [usize; 4], [usize; 4], usize, usize);
+
+const TENSOR_CORE_CASES: &[TcCase] = &[
+    ("3x3 → i32", (DataType::Int8, DataType::Int8, DataType::Int32), [2, 128, 14, 14], [128, 128, 3, 3], 1, 1),
+    ("3x3 s2 → i8", (DataType::Int8, DataType::Int8, DataType::Int8), [2, 256, 15, 15], [256, 256, 3, 3], 1, 2),
+    ("1x1 → f16", (DataType::Int8, DataType::Int8, DataType::Half), [4, 256, 14, 14], [192, 256, 1, 1], 0, 1),
+    ("64-channel tail → bf16", (DataType::Int8, DataType::Int8, DataType::BFloat16), [2, 64, 16, 16], [64, 64, 3, 3], 1, 1),
+    ("batch 1, split-K → i32", (DataType::Int8, DataType::Int8, DataType::Int32), [1, 512, 7, 7], [512, 512, 3, 3], 1, 1),
+    ("1x1 → f32", (DataType::Int8, DataType::Int8, DataType::Float), [2, 128, 9, 9], [96, 128, 1, 1], 0, 1),
+    ("e4m3 → f16", (DataType::Float8, DataType::Float8, DataType::Half), [2, 256, 10, 10], [128, 256, 3, 3], 1, 1),
+    ("e4m3 × e5m2 → f32, batch 1", (DataType::Float8, DataType::BFloat8, DataType::Float), [1, 256, 7, 7], [256, 256, 3, 3], 1, 1),
+    ("e5m2 → e4m3", (DataType::BFloat8, DataType::BFloat8, DataType::Float8), [2, 128, 8, 8], [128, 128, 3, 3], 1, 1),
+];
+
+fn tc_case(&(_, (xt, wt, yt), xl, wl, pad, stride): &TcCase) -> (ConvDesc, TensorDesc, TensorDesc, TensorDesc) {
+    let conv = ConvDesc::new_2d(ConvMode::Convolution, [pad as i64; 2], [stride as i64; 2], [1, 1]).unwrap();
+    let (x, w) = (desc(xt, &xl, true), desc(wt, &wl, true));
+    let y = desc(yt, &conv.output_lens(&x, &w).unwrap(), true);
+    (conv, x, w, y)
+}
+
+cuda_tests!(int8_and_fp8_run_on_tensor_cores_exactly, |h: &Handle| {
+    let tma = Choice::Solution(solution_id("CudaConvImplicitGemmTma"));
+    for (i, case) in TENSOR_CORE_CASES.iter().enumerate() {
+        let (conv, xd, wd, yd) = tc_case(case);
+        let int8 = xd.dtype() == DataType::Int8;
+        // Integers small enough for every sum to be exact in f32 (fp8 holds them exactly), so
+        // each output is one rounding of the exact value on both sides: bit-equal results.
+        let fill = if int8 { Fill::SmallInt(-128, 127) } else { Fill::SmallInt(-6, 6) };
+        let x = random(h, &xd, fill, 300 + i as u64);
+        let w = random(h, &wd, fill, 310 + i as u64);
+        let alpha = if matches!(yd.dtype(), DataType::Int32 | DataType::Float) { 1.0 } else { 1.0 / 256.0 };
+        let y = poisoned(h, &yd);
+        let none = Workspace::default();
+        api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), alpha, 0.0, tma, none).unwrap();
+        let want = reference(&conv, &x, &w, &y, alpha, 0.0, &mut []);
+        assert_eq!(logical(&yd, &download(h, &y)), want, "{}", case.0);
+        // β blends the old output (a power-of-two α keeps int outputs exact).
+        let (alpha, beta) = (1.0 / 64.0, -2.0);
+        let y = random(h, &yd, Fill::SmallInt(-20, 20), 320 + i as u64);
+        let want = reference(&conv, &x, &w, &y, alpha, beta, &mut []);
+        api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), alpha, beta, tma, none).unwrap();
+        let tol = if matches!(yd.dtype(), DataType::Int8 | DataType::Int32 | DataType::Float) { 0.0 } else { r::tolerance(yd.dtype()) };
+        assert_close(&format!("{} with β", case.0), &logical(&yd, &download(h, &y)), &want, tol);
+        // Pointers the copy engine cannot use go to the CUDA-core kernel, same answer.
+        if i % 3 == 0 {
+            let (_keep, xp) = misaligned_copy(h, &x);
+            let y = poisoned(h, &yd);
+            api::forward(h, &conv, &xd, xp, &wd, w.ptr(), &yd, y.ptr(), 1.0, 0.0, tma, none).unwrap();
+            assert_eq!(logical(&yd, &download(h, &y)), reference(&conv, &x, &w, &y, 1.0, 0.0, &mut []), "{} misaligned", case.0);
+        }
+    }
+});
+
+cuda_tests!(int8_fp8_stochastic_rounding_matches_the_reference_bits, |h: &Handle| {
+    // fp8 outputs under MIOpen's default (stochastic) rounding take the bits of each element's
+    // logical index: the kernel's choices equal the reference's on exact sums.
+    let case: TcCase = ("e4m3 → e5m2", (DataType::Float8, DataType::Float8, DataType::BFloat8), [2, 128, 9, 9], [128, 128, 3, 3], 1, 1);
+    let (mut conv, xd, wd, yd) = tc_case(&case);
+    conv.set_attribute(ConvAttrib::Fp8RoundingMode, 1).unwrap();
+    let x = random(h, &xd, Fill::SmallInt(-5, 5), 401);
+    let w = random(h, &wd, Fill::SmallInt(-5, 5), 402);
+    for choice in [Choice::Solution(solution_id("CudaConvImplicitGemmTma")), Choice::Solution(solution_id("CudaConvQuantizedDirect"))] {
+        let y = poisoned(h, &yd);
+        api::forward(h, &conv, &xd, x.ptr(), &wd, w.ptr(), &yd, y.ptr(), 0.25, 0.0, choice, Workspace::default()).unwrap();
+        assert_eq!(logical(&yd, &download(h, &y)), reference(&conv, &x, &w, &y, 0.25, 0.0, &mut []), "{choice:?}");
+    }
 });

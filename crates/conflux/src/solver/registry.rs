@@ -13,7 +13,7 @@ use super::cpu::{
     CpuAmx1x1, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvStemTc, CudaConvTcNchw,
+    CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
     CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradIm2colLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise, CudaPooling, CudaSoftmax,
 };
 use super::Solver;
@@ -95,6 +95,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvIgemmTc, Role::ChannelsLastTensorCore, "mma.sync tensor cores on any recent GPU"),
     entry(&CudaConvFewOutputs, Role::Standalone, "ungrouped, ≤ 8 output channels (stem backward-data phases, image outputs) on CUDA cores: after the tensor-core kernels, as it is not yet measured against them on forward layers; Find times both"),
     entry(&CudaConvIgemm, Role::Standalone, "implicit GEMM on CUDA cores: any geometry, group count, layout and type"),
+    entry(&CudaConvQuantDirect, Role::Standalone, "int8 and fp8 convolutions on CUDA cores: every quantized geometry the tensor-core kernel refuses"),
     entry(&CudaConvDirect, Role::Standalone, "direct loops: always applies, ends the list"),
 ];
 
@@ -139,10 +140,7 @@ pub fn verdict(solver: &dyn Solver, problem: &FusedProblem, device: &DeviceInfo)
     }
     if let Some(q) = problem.conv_problem().and_then(|c| c.quant()) {
         if !solver.computes_quantized() {
-            return Err(match solver.device() {
-                DeviceKind::Cuda => format!("{q:?} convolutions have no CUDA kernel yet (the CPU computes them)"),
-                DeviceKind::Cpu => format!("{q:?} convolutions run on the quantized solvers only"),
-            });
+            return Err(format!("{q:?} convolutions run on the quantized solvers only"));
         }
     }
     solver.check(problem, device)

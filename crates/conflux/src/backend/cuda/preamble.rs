@@ -13,6 +13,8 @@ use std::fmt::Write;
 const COMMON: &str = include_str!("kernels/common.cuh");
 /// conflux's extension activations, beside MIOpen's in common.cuh.
 const ACT_MODERN: &str = include_str!("kernels/act_modern.cuh");
+/// int8 / fp8 element types, for the quantized convolution kernels.
+const QUANT: &str = include_str!("kernels/quant.cuh");
 
 /// CUDA type name of an element type.
 pub fn ctype(dt: DataType) -> Result<&'static str> {
@@ -55,17 +57,59 @@ pub struct Extra<'a> {
 
 /// Full source: defines, common.cuh, act_modern.cuh, the generated epilogue, then `template`.
 pub fn source(dt: DataType, epilogue: &[EpiOp], extra: &Extra, template: &str) -> Result<String> {
+    source_typed(&[("CONFLUX_T", ctype(dt)?)], None, epilogue, extra, template)
+}
+
+/// CUDA container of an element type a quantized convolution reads or writes (quant.cuh),
+/// beside the compute types.
+fn storage_ctype(dt: DataType) -> Result<&'static str> {
+    Ok(match dt {
+        DataType::Int8 => "s8",
+        DataType::Int32 => "s32",
+        DataType::Float8 => "e4m3",
+        DataType::BFloat8 => "e5m2",
+        other => ctype(other)?,
+    })
+}
+
+/// The source of a convolution kernel: as `source` for f32 / f16 / bf16 problems; for int8 and
+/// fp8 ones (`quant.rs`) CONFLUX_T is x's type, CONFLUX_TW w's and CONFLUX_TY y's, with
+/// quant.cuh after common.cuh, QUANT_INT8 (i32 products), RAW_I32 (an Int32 y with no
+/// epilogue: stored exactly when α = 1, β = 0) and FP8_STOCHASTIC (an fp8 y under the
+/// descriptor's stochastic rounding mode).
+pub fn conv_source(conv: &crate::problem::ConvProblem, epilogue: &[EpiOp], extra: &Extra, template: &str) -> Result<String> {
+    let Some(q) = conv.quant() else { return source(conv.dtype(), epilogue, extra, template) };
+    let (x, w, y) = (conv.x.dtype(), conv.w.dtype(), conv.y.dtype());
+    let int8 = q == crate::quant::Quant::Int8;
+    let stochastic = conv.conv.attribute(crate::types::ConvAttrib::Fp8RoundingMode) == 1 && crate::quant::Fp8::of(y).is_some();
+    let types = [("CONFLUX_T", storage_ctype(x)?), ("CONFLUX_TW", storage_ctype(w)?), ("CONFLUX_TY", storage_ctype(y)?)];
+    let flags = format!(
+        "#define QUANT_INT8 {}\n#define RAW_I32 {}\n#define FP8_STOCHASTIC {}\n",
+        int8 as u8,
+        (y == DataType::Int32 && epilogue.is_empty()) as u8,
+        stochastic as u8
+    );
+    source_typed(&types, Some(&flags), epilogue, extra, template)
+}
+
+fn source_typed(types: &[(&str, &str)], quant_flags: Option<&str>, epilogue: &[EpiOp], extra: &Extra, template: &str) -> Result<String> {
     if epilogue.len() > MAX_EPI {
         return Err(Error::unsupported(format!("CUDA backend: {} epilogue ops; at most {MAX_EPI}", epilogue.len())));
     }
     let mut s = String::new();
     writeln!(s, "// generated preamble").unwrap();
-    writeln!(s, "#define CONFLUX_T {}", ctype(dt)?).unwrap();
+    for (name, t) in types {
+        writeln!(s, "#define {name} {t}").unwrap();
+    }
     writeln!(s, "#define CONFLUX_PARAMS_SIZE {}", std::mem::size_of::<Params>()).unwrap();
     for (k, v) in extra.defines {
         writeln!(s, "#define {k} {v}").unwrap();
     }
+    s.push_str(quant_flags.unwrap_or(""));
     s.push_str(COMMON);
+    if quant_flags.is_some() {
+        s.push_str(QUANT);
+    }
     s.push_str(ACT_MODERN);
     let act = act_name(extra.act.unwrap_or(ActivationMode::PassThru));
     writeln!(s, "#define CONFLUX_ACT(x, a, b, g) act_{act}(x, a, b, g)").unwrap();

@@ -31,6 +31,9 @@ fn data_type(dt: DataType) -> sys::CUtensorMapDataType {
     match dt {
         DataType::BFloat16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         DataType::Float => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        DataType::Int32 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32,
+        // int8 and fp8 codes are moved as bytes (the zero fill is 0 and +0 in every format).
+        DataType::Int8 | DataType::Float8 | DataType::BFloat8 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
         _ => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
     }
 }

@@ -6,10 +6,14 @@
 //! Also the f32 paths: f32 problems whose descriptor allows TF32 run the same kernel with
 //! 32-channel k-steps (a 128-byte row of f32) and tf32 wgmma (f32 accumulation); strict f32
 //! problems run it with every operand split into TF32 high and low parts and three TF32
-//! products per product (`TcPrecision::Tf32x3`), which keeps f32 accuracy.
+//! products per product (`TcPrecision::Tf32x3`), which keeps f32 accuracy. int8 and fp8
+//! problems (`quant.rs`) run it with 128-channel k-steps (a 128-byte row of bytes), s8 or fp8
+//! wgmma (i32 or f32 sums) and y of its own type; their other shapes and misaligned pointers
+//! go to the CUDA-core quantized kernel (`quant_direct`).
 
 use super::common::{conv_run_params, cuda_of, Fallback};
 use super::igemm_simt::CudaConvIgemm;
+use super::quant_direct::{quant_check, CudaConvQuantDirect};
 use super::tensor_core::{tensor_core_defines, tensor_core_layout, tensor_core_precision, Staging, TcPrecision};
 use crate::solver::{Invoker, RunArgs, Solver, chosen_config};
 use crate::backend::cuda::module::Kernel;
@@ -24,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::solver::BuildContext;
+use crate::quant::Quant;
 use crate::types::{ConvAlgorithm, DataType};
 use std::sync::Arc;
 
@@ -65,7 +70,7 @@ impl TmaTile {
     /// flag words, 1 KiB to align the base.
     pub fn smem_bytes(&self, prec: TcPrecision) -> usize {
         let (stage, buffers) = ((self.bm + self.bn * prec.b_tiles()) * 128, self.rings() * self.stages);
-        buffers * stage + if self.staged { self.consumers() * 64 * self.bn * prec.elem() } else { 0 } + 16 * buffers + 16 + 1024
+        buffers * stage + if self.staged { self.consumers() * 64 * self.bn * prec.stage_elem() } else { 0 } + 16 * buffers + 16 + 1024
     }
     /// Blocks per SM that shared memory and registers (accumulators plus about 48; Tf32x3
     /// also holds a per-stage partial and split A fragments) allow: with short reductions the
@@ -144,7 +149,7 @@ pub fn tma_heuristic(g: &Geom, prec: TcPrecision, sms: usize) -> TmaTile {
     } else {
         TmaTile::new(128, 128, 4, true)
     };
-    if prec != TcPrecision::Bits16 {
+    if !prec.narrow() {
         return base;
     }
     // The narrower tiles multiply less efficiently per SM (more loads per product): they win
@@ -180,7 +185,14 @@ fn step_channels(dt: DataType) -> usize { 128 / dt.size() }
 /// The tensor-core conditions for this problem's element type, and how it is multiplied.
 fn tma_geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), String> {
     let conv = problem.conv_problem().ok_or("not a convolution problem")?;
-    let prec = tensor_core_precision(conv)?;
+    let prec = match conv.quant() {
+        Some(Quant::Int8) => TcPrecision::Int8,
+        Some(Quant::Fp8 { .. }) => TcPrecision::Fp8,
+        None => tensor_core_precision(conv)?,
+    };
+    if conv.quant().is_some() {
+        quant_check(problem)?;
+    }
     Ok((tensor_core_layout(conv)?, prec))
 }
 
@@ -193,9 +205,11 @@ fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
     if g.cg() % bk != 0 && g.groups != 1 {
         return Err(format!("channels per group ({}) not a multiple of {bk} (a box past one group's channels would read the next group's)", g.cg()));
     }
-    if g.cg() < bk {
-        // Most of every box would be zeros: the cp.async kernels read 16-byte chunks instead.
-        return Err(format!("{} channels, fewer than one {bk}-channel slice", g.cg()));
+    // Most of every box would be zeros: the cp.async kernels read 16-byte chunks instead. For
+    // 8-bit data a half-empty box still beats the CUDA-core kernel, the only other one.
+    let least = if dt.size() == 1 { bk / 2 } else { bk };
+    if g.cg() < least {
+        return Err(format!("{} channels, fewer than {least} (a {bk}-channel slice)", g.cg()));
     }
     let ws = g.w_strides;
     if ws[4] != g.cg() || ws[3] != g.filter[2] * g.cg() {
@@ -307,12 +321,13 @@ impl Solver for CudaConvIgemmTma {
     fn solution_id(&self) -> u64 { 106 }
     fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::ImplicitGemm }
     fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+    fn computes_quantized(&self) -> bool { true }
 
     fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
         let (g, prec) = tma_geometry(problem)?;
         let dt = problem.conv_problem().map(|c| c.dtype()).unwrap_or(DataType::Half);
         tma_check(&g, dt)?;
-        if channel_tail(&g, dt) && prec != TcPrecision::Bits16 {
+        if channel_tail(&g, dt) && !prec.narrow() {
             // The split filter copy has no tail; TF32 tails are not yet run on a GPU.
             return Err(format!("f32 over {} channels: channel tails are taken for 16-bit data only", g.cg()));
         }
@@ -324,6 +339,7 @@ impl Solver for CudaConvIgemmTma {
         // About 500 TFLOP/s on an H100/H200-class GPU in 16-bit types, half that in TF32, a
         // third of that again with three products each.
         let rate = |c: &crate::problem::ConvProblem| match tensor_core_precision(c) {
+            _ if c.quant().is_some() => 1000e12,
             Ok(TcPrecision::Bits16) => 500e12,
             Ok(TcPrecision::Tf32) => 250e12,
             _ => 80e12,
@@ -384,6 +400,7 @@ impl CudaConvIgemmTma {
             be,
             kernel,
             dtype: conv.dtype(),
+            y_dtype: conv.y.dtype(),
             prec,
             bm: cfg.bm,
             bn: cfg.bn,
@@ -396,7 +413,7 @@ impl CudaConvIgemmTma {
             filter,
             geom: g,
             problem: problem.clone(),
-            fallback: Fallback::new(&CudaConvIgemm),
+            fallback: Fallback::new(if conv.quant().is_some() { &CudaConvQuantDirect } else { &CudaConvIgemm }),
         }))
     }
 }
@@ -412,10 +429,11 @@ struct KernelPlan {
 }
 
 fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile, filter: FilterSource, sms: usize) -> Result<KernelPlan> {
-    let dt = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?.dtype();
+    let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
+    let (dt, ydt) = (conv.dtype(), conv.y.dtype());
     let bk = step_channels(dt);
     let tail = channel_tail(g, dt);
-    if tail && prec != TcPrecision::Bits16 {
+    if tail && !prec.narrow() {
         return Err(Error::internal("igemm-tma: channel tails are taken for 16-bit data only"));
     }
     let ksteps = g.filter_size() * g.cg().div_ceil(bk);
@@ -428,13 +446,16 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
     let [od, oh, ow] = g.output;
     // (A 2-D y has D stride 0: only the N stride says whether images are packed.)
     let pixel_rows = ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3]) && ys[0] == od * oh * ys[3];
-    let bulk_ok = Staging::of(g) == Staging::Rows && pixel_rows && (g.groups == 1 || g.kg() % bk == 0);
+    let bulk_ok = Staging::of(g) == Staging::Rows && pixel_rows && (g.groups == 1 || g.kg() % step_channels(ydt) == 0);
     // f32 results are staged only for bulk stores (the other staged stores pack 16-bit
     // values; channel-major runs of f32 for NCHW y measured slower than stores from
     // registers: bench/results/2026-11-27-history-from-status.md) and only where the
     // staging buffer fits; else they go from registers.
-    let staging = match (cfg.staged, dt) {
+    // Quantized kernels stage only 16-bit y (`TcPrecision::stage_elem`); int8, int32 and fp8
+    // outputs go from registers.
+    let staging = match (cfg.staged, ydt) {
         (false, _) => Staging::Direct,
+        (true, _) if prec.elem() == 1 && ydt.size() != 2 => Staging::Direct,
         (true, DataType::Float) if bulk_ok && cfg.smem_bytes(prec) <= SMEM_LIMIT => Staging::Rows,
         (true, DataType::Float) => Staging::Direct,
         (true, _) => Staging::of(g),
@@ -460,10 +481,16 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
         tile.extend([("SRC_FW", taps.src[2]), ("TAP0_H", h.first), ("TAP_STEP_H", h.step), ("TAP0_W", w.first), ("TAP_STEP_W", w.step)]);
     }
     tile.extend(staging.defines());
-    let (defs, pair_store) = tensor_core_defines(g, dt, &tile);
-    let y_align = staging.y_align(pair_store, dt.size());
+    let (mut defs, pair_store) = tensor_core_defines(g, dt, &tile);
+    // fp8 operands may differ: w's format is B's.
+    match conv.w.dtype() {
+        DataType::Float8 => defs.push(("MMA_B".into(), "\"e4m3\"".into())),
+        DataType::BFloat8 => defs.push(("MMA_B".into(), "\"e5m2\"".into())),
+        _ => {}
+    }
+    let y_align = staging.y_align(pair_store, ydt.size());
     let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    let src = preamble::source(dt, problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+    let src = preamble::conv_source(conv, problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
     Ok(KernelPlan { src, cfg, splits, y_align, tma_store })
 }
 
@@ -484,6 +511,7 @@ struct TmaInvoker {
     be: Arc<CudaBackend>,
     kernel: Kernel,
     dtype: DataType,
+    y_dtype: DataType,
     prec: TcPrecision,
     bm: usize,
     bn: usize,
@@ -535,7 +563,8 @@ impl Invoker for TmaInvoker {
             let (x, w) = encode_maps(g, self.dtype, self.prec, (self.bm, self.bn), self.filter, a.x.0, w_in)?;
             let y = if self.tma_store {
                 let pixels = (g.n * g.output_size()) as u64;
-                tensor_map::tiled_2d([g.k as u64, pixels], (g.y_strides[4] * self.dtype.size()) as u64, [step_channels(self.dtype) as u32, 64], self.dtype, a.y.0)?
+                let yt = self.y_dtype;
+                tensor_map::tiled_2d([g.k as u64, pixels], (g.y_strides[4] * yt.size()) as u64, [step_channels(yt) as u32, 64], yt, a.y.0)?
             } else {
                 TensorMap { opaque: [0; 16] }
             };

@@ -28,12 +28,25 @@ pub enum TcPrecision {
     /// TF32 low part and every product is three TF32 products (hi·hi + hi·lo + lo·hi), which
     /// keeps f32 accuracy (kernels/tf32_split.cuh).
     Tf32x3,
+    /// int8 operands, exact i32 sums (TMA kernel only; `quant.rs`).
+    Int8,
+    /// fp8 operands (e4m3 / e5m2, each operand its own), f32 sums (TMA kernel only).
+    Fp8,
 }
 
 impl TcPrecision {
     pub fn elem(self) -> usize {
-        if self == TcPrecision::Bits16 { 2 } else { 4 }
+        match self {
+            TcPrecision::Bits16 => 2,
+            TcPrecision::Tf32 | TcPrecision::Tf32x3 => 4,
+            TcPrecision::Int8 | TcPrecision::Fp8 => 1,
+        }
     }
+    /// Bytes per element of a staged output tile: quantized kernels stage only 16-bit y
+    /// (other outputs go from registers).
+    pub fn stage_elem(self) -> usize { self.elem().max(2) }
+    /// Operands of 8 or 16 bits (one wgmma instruction reads 16 or 32 of their k values).
+    pub fn narrow(self) -> bool { matches!(self, TcPrecision::Bits16 | TcPrecision::Int8 | TcPrecision::Fp8) }
     /// Filter tiles per pipeline stage: the split precision loads w's high and low parts.
     pub fn b_tiles(self) -> usize {
         if self == TcPrecision::Tf32x3 { 2 } else { 1 }
@@ -82,6 +95,9 @@ pub(crate) fn tensor_core_defines(g: &Geom, dt: DataType, tile: &[(&str, usize)]
     let mma = match dt {
         DataType::Half => "\"f16\"",
         DataType::Float => "\"tf32\"",
+        DataType::Int8 => "\"s8\"",
+        DataType::Float8 => "\"e4m3\"",
+        DataType::BFloat8 => "\"e5m2\"",
         _ => "\"bf16\"",
     };
     let mut defs = preamble::conv_geometry_defines(g);
@@ -90,6 +106,8 @@ pub(crate) fn tensor_core_defines(g: &Geom, dt: DataType, tile: &[(&str, usize)]
     }
     defs.push(("MMA_AB".into(), mma.into()));
     defs.push(("MMA_TF32".into(), ((dt == DataType::Float) as usize).to_string()));
+    defs.push(("MMA_I8".into(), ((dt == DataType::Int8) as usize).to_string()));
+    defs.push(("MMA_F8".into(), (matches!(dt, DataType::Float8 | DataType::BFloat8) as usize).to_string()));
     (defs, pair_store)
 }
 

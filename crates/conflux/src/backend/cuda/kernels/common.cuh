@@ -38,6 +38,9 @@ template <> __device__ __forceinline__ b16 from_f<b16>(float v) {
     return r;
 }
 
+template <class A, class B> struct same_type { static constexpr bool value = false; };
+template <class A> struct same_type<A, A> { static constexpr bool value = true; };
+
 template <class T> __device__ __forceinline__ float ld(const void* p, i64 i) { return to_f(((const T*)p)[i]); }
 template <class T> __device__ __forceinline__ void st(void* p, i64 i, float v) { ((T*)p)[i] = from_f<T>(v); }
 

@@ -1,6 +1,7 @@
 // Implicit-GEMM forward convolution on Hopper (sm_90a): tiles brought in by the copy engine
 // (TMA: im2col loads of x, box loads of w) and multiplied with wgmma, f32 accumulation,
-// 16-bit or f32 (TF32 multiplies) channels-last 2-D tensors, fused epilogue. Prepended by the solver: igemm_tile.cuh
+// 16-bit or f32 (TF32 multiplies) channels-last 2-D tensors, fused epilogue. Also int8 (i32
+// sums, QUANT_INT8) and fp8 x and w (quant.cuh), whose y type TY differs from x's. Prepended by the solver: igemm_tile.cuh
 // (GEMM view, epilogue helpers), tma.cuh, wgmma.cuh, wgmma_epilogue.cuh, tf32_split.cuh,
 // wgmma_tf32x3.cuh.
 //
@@ -13,7 +14,7 @@
 // the producer runs ahead into the next tile while consumers run this tile's epilogue.
 //
 // GEMM k-step kt = (filter tap, BK-channel slice; BK = 64 for 16-bit data, 32 for f32 on TF32
-// tensor cores — one 128-byte row either way); a step never straddles taps. CHANNEL_TAIL
+// tensor cores, 128 for 8-bit data — one 128-byte row each way); a step never straddles taps. CHANNEL_TAIL
 // (ungrouped, CG not a multiple of BK): each tap's last slice overhangs the channels and the
 // copy engine fills the overhang of x's and w's boxes with zeros (w is then mapped as
 // CG × taps × K instead of a K × (FH·FW·CG) matrix). The im2col copy starts at the tile's first output pixel (its filter window's corner
@@ -70,7 +71,8 @@ static_assert(BM == 64, "ping-pong tiles are 64 rows, one per consumer warpgroup
 #endif
 static_assert(SPLITS >= 1 && SPLITS <= KSTEPS, "every split has a k-step");
 #define PARTS (PINGPONG ? 1 : CONSUMERS)   // consumer warpgroups per output tile
-#define OUT_BYTES (STAGE_STORE ? CONSUMERS * 64 * BN * (int)sizeof(T) : 0)
+#define OUT_BYTES (STAGE_STORE ? CONSUMERS * 64 * BN * (int)sizeof(TY) : 0)
+#define YBK (128 / (int)sizeof(TY))   // y channels per 128-byte row of a bulk-store box
 #define EMPTY_ARRIVALS (PINGPONG ? 4 : CONSUMERS * 4)   // one per consumer warp of the ring
 
 static_assert(BK * sizeof(T) == 128, "128-byte rows");
@@ -100,15 +102,22 @@ struct __align__(64) TmaArgs {
     unsigned* counters;   // SPLITS > 1: [group][tile][part] splits finished, zero at launch
 };
 
+// Accumulators as raw 32-bit words (split-K partials) and back.
+__device__ __forceinline__ unsigned acc_bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned acc_bits(int v) { return (unsigned)v; }
+__device__ __forceinline__ void acc_add_bits(float& a, unsigned u) { a += __uint_as_float(u); }
+__device__ __forceinline__ void acc_add_bits(int& a, unsigned u) { a += (int)u; }
+
 #if SPLITS > 1
 // One consumer warpgroup's share of split-K: store this split's partial sums, count the split
 // in, and if it was the tile's last, replace acc by the sum of every split's partial in split
 // order. Returns whether this warpgroup runs the epilogue. `flag` is a shared word of its own.
-__device__ __forceinline__ bool split_reduce(const TmaArgs& a, float (&acc)[BN / 2], int slot, int split, int t, int barrier, volatile unsigned* flag) {
+__device__ __forceinline__ bool split_reduce(const TmaArgs& a, Acc (&acc)[BN / 2], int slot, int split, int t, int barrier, volatile unsigned* flag) {
     float* base = a.partial + (size_t)slot * SPLITS * (128 * (BN / 2));
-    float4* mine = (float4*)(base + (size_t)split * (128 * (BN / 2)));
+    uint4* mine = (uint4*)(base + (size_t)split * (128 * (BN / 2)));
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) __stcg(mine + j * 128 + t, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+    for (int j = 0; j < BN / 8; ++j)
+        __stcg(mine + j * 128 + t, make_uint4(acc_bits(acc[4 * j]), acc_bits(acc[4 * j + 1]), acc_bits(acc[4 * j + 2]), acc_bits(acc[4 * j + 3])));
     __threadfence();   // the partial is visible GPU-wide before the count says so
     named_barrier(barrier, 128);
     if (t == 0) {
@@ -121,16 +130,16 @@ __device__ __forceinline__ bool split_reduce(const TmaArgs& a, float (&acc)[BN /
     // barrier, so after this read.)
     if (!*flag) return false;
 #pragma unroll
-    for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
+    for (int j = 0; j < BN / 2; ++j) acc[j] = 0;
     for (int s = 0; s < SPLITS; ++s) {
-        const float4* src = (const float4*)(base + (size_t)s * (128 * (BN / 2)));
+        const uint4* src = (const uint4*)(base + (size_t)s * (128 * (BN / 2)));
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
-            const float4 v = __ldcg(src + j * 128 + t);
-            acc[4 * j] += v.x;
-            acc[4 * j + 1] += v.y;
-            acc[4 * j + 2] += v.z;
-            acc[4 * j + 3] += v.w;
+            const uint4 v = __ldcg(src + j * 128 + t);
+            acc_add_bits(acc[4 * j], v.x);
+            acc_add_bits(acc[4 * j + 1], v.y);
+            acc_add_bits(acc[4 * j + 2], v.z);
+            acc_add_bits(acc[4 * j + 3], v.w);
         }
     }
     return true;
@@ -138,7 +147,7 @@ __device__ __forceinline__ bool split_reduce(const TmaArgs& a, float (&acc)[BN /
 #endif
 
 #if TMA_STORE
-static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1, "bulk stores need dense channels-last y");
+static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1 && (sizeof(TY) == 2 || sizeof(TY) == 4), "bulk stores need dense channels-last y of 16- or 32-bit values");
 // One warpgroup's 64 × BN results → staging boxes → bulk stores. `stage` is the warpgroup's
 // 1024-byte aligned buffer (plain stores into it, so the compiler may interleave them with
 // the epilogue's loads); `issuer` the thread that owns its bulk-store groups.
@@ -148,11 +157,11 @@ __device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc
     named_barrier(barrier, 128);
     const FragRows f(0, lane, warp, m0, M);   // rows past the batch are clipped by the store
     for_each_pair(p, acc, f, lane, n0, g, [&](int j, int h, const float (&v)[2]) {
-        // Boxes of BK channels × 64 rows; 128-byte rows whose 16-byte chunks are XOR-swizzled
+        // Boxes of YBK channels × 64 rows; 128-byte rows whose 16-byte chunks are XOR-swizzled
         // by row. 16-bit: channel group j (8 channels) is chunk j % 8 of box j / 8; f32: it is
         // chunks 2·(j % 4) and the next of box j / 4, this thread's pair in one of them.
         const int row = f.rows[h];
-        if constexpr (sizeof(T) == 4) {
+        if constexpr (sizeof(TY) == 4) {
             const int chunk = (j & 3) * 2 + ((lane & 3) >> 1);
             *(float2*)(stage + (j >> 2) * 8192 + row * 128 + ((chunk ^ (row & 7)) << 4) + (lane & 1) * 8) = make_float2(v[0], v[1]);
         } else {
@@ -163,9 +172,28 @@ __device__ __forceinline__ void tma_epilogue(const TmaArgs& a, const float (&acc
     named_barrier(barrier, 128);
     if (issuer) {
 #pragma unroll
-        for (int b = 0; b < BN / BK; ++b)
-            if (n0 + BK * b < KG) tma_store_2d(&a.y, smem_addr(stage) + b * 8192, g * KG + n0 + BK * b, m0);
+        for (int b = 0; b < BN / YBK; ++b)
+            if (n0 + YBK * b < KG) tma_store_2d(&a.y, smem_addr(stage) + b * 8192, g * KG + n0 + YBK * b, m0);
         bulk_commit();
+    }
+}
+#endif
+
+#if QUANT_INT8 && RAW_I32
+static_assert(!STAGE_STORE, "an Int32 y is stored from registers");
+// An Int32 y with no epilogue at α = 1, β = 0: the exact sums, stored from registers.
+__device__ __forceinline__ void raw_store(const Params& p, const Acc (&acc)[BN / 2], int lane, int warp, int m0, int n0, int g, int M) {
+    const FragRows f(0, lane, warp, m0, M);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int kn = n0 + j * 8 + (lane & 3) * 2;
+            if (!f.live[h] || kn >= KG) continue;
+            s32* y = (s32*)p.y + f.r[h].off + (i64)(g * KG + kn) * YS_C;
+            y[0].u = acc[4 * j + 2 * h];
+            if (kn + 1 < KG) y[YS_C].u = acc[4 * j + 2 * h + 1];
+        }
     }
 }
 #endif
@@ -247,11 +275,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
     }
 
     const int cw = wg - 1, lane = tid & 31, warp = (tid >> 5) & 3;
-    T* stage = (T*)(base + RINGS * STAGES * STAGE_BYTES) + cw * 64 * BN;
+    TY* stage = (TY*)(base + RINGS * STAGES * STAGE_BYTES) + cw * 64 * BN;
     // Ping-pong: this warpgroup's ring, the whole A tile of each stage; else ring 0 and rows
     // 64·cw.. of every stage's A tile.
     const int r = PINGPONG ? cw : 0, a_part = PINGPONG ? 0 : cw, row0 = PINGPONG ? 0 : cw * 64;
-    float acc[BN / 2];
+    Acc acc[BN / 2];
     int it = 0;
     for (int i = 0; i < my_tiles; ++i) {
         if (PINGPONG && (i & 1) != cw) continue;
@@ -259,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         const int m0 = tt / N_TILES * BM, n0 = tt % N_TILES * BN;
         const int k_begin = split * KSTEPS / SPLITS, k_end = (split + 1) * KSTEPS / SPLITS;
 #pragma unroll
-        for (int j = 0; j < BN / 2; ++j) acc[j] = 0.f;
+        for (int j = 0; j < BN / 2; ++j) acc[j] = 0;
 #if F32_SPLIT
         // Each stage's products retire inside mma_tile_split (they read A registers) into a
         // fresh partial, added here with f32 rounding (the other consumer warpgroups keep the
@@ -291,10 +319,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
         const int slot = (g * ((M + BM - 1) / BM * N_TILES) + tt) * PARTS + (PINGPONG ? 0 : cw);
         if (!split_reduce(args, acc, slot, split, tid & 127, 1 + cw, split_flags + cw)) continue;
 #endif
-#if TMA_STORE
-        tma_epilogue(args, acc, (unsigned char*)stage, (tid & 127) == 0, 1 + cw, lane, warp, m0 + row0, n0, g, M);
+#if QUANT_INT8
+#if RAW_I32
+        if (p.alpha == 1.f && p.beta == 0.f) {
+            raw_store(p, acc, lane, warp, m0 + row0, n0, g, M);
+            continue;
+        }
+#endif
+        // The epilogue works in f32: v = α·sum + β·y_old, rounded once (quant.rs).
+        float sums[BN / 2];
+#pragma unroll
+        for (int j = 0; j < BN / 2; ++j) sums[j] = (float)acc[j];
 #else
-        wg_epilogue<64, 128>(p, acc, stage, 0, lane, warp, tid & 127, m0 + row0, n0, g, M, [cw] { named_barrier(1 + cw, 128); });
+        float (&sums)[BN / 2] = acc;
+#endif
+#if TMA_STORE
+        tma_epilogue(args, sums, (unsigned char*)stage, (tid & 127) == 0, 1 + cw, lane, warp, m0 + row0, n0, g, M);
+#else
+        wg_epilogue<64, 128>(p, sums, stage, 0, lane, warp, tid & 127, m0 + row0, n0, g, M, [cw] { named_barrier(1 + cw, 128); });
 #endif
     }
 #if TMA_STORE

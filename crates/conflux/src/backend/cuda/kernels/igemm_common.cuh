@@ -4,6 +4,12 @@
 // including kernel's generated preamble defines the geometry (every stride a compile-time
 // constant; only the batch size is not).
 typedef CONFLUX_T T;
+// y's element type: T, except in quantized kernels (int8 / fp8 x and w, quant.cuh).
+#ifdef CONFLUX_TY
+typedef CONFLUX_TY TY;
+#else
+typedef T TY;
+#endif
 
 #define OSP (OD * OH * OW)
 #define FS (FD * FH * FW)
@@ -80,39 +86,53 @@ __device__ __forceinline__ void epilogue_pair(const Params& p, const OutRow& r, 
         if (kn + e >= KG) continue;   // the epilogue may read per-channel data
         const int k = g * KG + kn + e;
         float t = p.alpha * acc[e];
-        if (p.beta != 0.f) t += p.beta * ld<T>(p.y, r.off + (i64)k * YS_C);
+        if (p.beta != 0.f) t += p.beta * ld<TY>(p.y, r.off + (i64)k * YS_C);
         v[e] = conflux_epilogue(t, p.epi, r.q.n, k, r.q.od, r.q.oh, r.q.ow, r.sp, OSP);
     }
 }
 
 // Two 16-bit values in one word (a template so that f32 kernels, which never call it,
 // compile).
-template <class U = T> __device__ __forceinline__ unsigned pack2(float a, float b) {
+template <class U = TY> __device__ __forceinline__ unsigned pack2(float a, float b) {
     return (unsigned)from_f<U>(a).u | ((unsigned)from_f<U>(b).u << 16);
 }
 
 // Two adjacent elements of y in one store: a word for 16-bit types, 8 bytes for f32 (TF32
-// kernels).
-template <class U = T> __device__ __forceinline__ void st2(void* y, i64 o, const float (&v)[2]) {
+// kernels) and int32, 2 bytes for int8.
+template <class U = TY> __device__ __forceinline__ void st2(void* y, i64 o, const float (&v)[2]) {
     if constexpr (sizeof(U) == 4) {
+#ifdef QUANT_INT8
+        if constexpr (same_type<U, s32>::value) {
+            *(int2*)((U*)y + o) = make_int2(from_f<U>(v[0]).u, from_f<U>(v[1]).u);
+            return;
+        }
+#endif
         *(float2*)((U*)y + o) = make_float2(v[0], v[1]);
+    } else if constexpr (sizeof(U) == 1) {
+        *(unsigned short*)((U*)y + o) = (unsigned short)((unsigned char)from_f<U>(v[0]).u | ((unsigned)(unsigned char)from_f<U>(v[1]).u << 8));
     } else {
         *(unsigned*)((U*)y + o) = pack2<U>(v[0], v[1]);
     }
 }
 
 // Finished values of channels kn and kn + 1 stored straight to y (both at once when
-// PAIR_STORE says they are adjacent and 4-byte aligned).
+// PAIR_STORE says they are adjacent and aligned). Stochastically rounded fp8 elements each
+// take the bits of their own logical index.
 __device__ __forceinline__ void put_pair(const Params& p, const OutRow& r, int g, int kn, const float (&v)[2]) {
     const i64 o = r.off + (i64)(g * KG + kn) * YS_C;
+#if FP8_STOCHASTIC
+    for (int e = 0; e < 2; ++e)
+        if (kn + e < KG) st_q<TY>(p.y, o + e * YS_C, v[e], ((unsigned long long)r.q.n * p.k + g * KG + kn + e) * OSP + r.sp);
+    return;
+#endif
 #if PAIR_STORE
     if (kn + 1 < KG) {
         st2(p.y, o, v);
         return;
     }
 #endif
-    if (kn < KG) st<T>(p.y, o, v[0]);
-    if (kn + 1 < KG) st<T>(p.y, o + YS_C, v[1]);
+    if (kn < KG) st<TY>(p.y, o, v[0]);
+    if (kn + 1 < KG) st<TY>(p.y, o + YS_C, v[1]);
 }
 
 // epilogue_pair, then put_pair.

@@ -18,7 +18,7 @@
 
 static_assert((BM * CHUNKS) % LOADER_THREADS == 0 && (BN * CHUNKS) % LOADER_THREADS == 0, "tile loads per thread");
 static_assert(CG % 8 == 0, "channels per group must be a multiple of 8");
-static_assert(BK == 32 || BK == 64, "BK");
+static_assert(BK == 32 || BK == 64 || (BK == 128 && sizeof(T) == 1), "BK");
 
 // Element offset of logical chunk `chunk` of tile row `row`: 128-byte rows (BK = 64) swizzle
 // by row % 8, 64-byte rows (two per 128 bytes) by (row / 2) % 4.

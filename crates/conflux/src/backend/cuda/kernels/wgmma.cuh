@@ -19,23 +19,48 @@ __device__ __forceinline__ unsigned long long wgmma_desc_mn(unsigned smem_byte_a
            (1ull << 62);
 }
 
-// Operand majorness of every wgmma below: K-major A and B, or both MN-major (transposed).
-// TF32 (MMA_AB "tf32", f32 data): k8 per instruction — still 32 bytes of a 128-byte row, so
-// descriptors and the k-step walk are the 16-bit ones — and K-major only, which the
-// instruction states by having no transpose operands.
+// Operand majorness and types of every wgmma below: K-major A and B, or both MN-major
+// (transposed). Each instruction multiplies 32 bytes of a 128-byte row: k16 for 16-bit data,
+// k8 for TF32 (MMA_AB "tf32", f32 data), k32 for 8-bit data — so descriptors and the k-step
+// walk are the same for every type. TF32 and 8-bit types are K-major only, which the
+// instruction states by having no transpose operands; int8 (MMA_I8) accumulates in s32
+// registers and has no operand scales either. fp8 A and B may differ (MMA_B: e4m3 / e5m2).
 // WGMMA_B_MN_MAJOR: K-major A, MN-major B (backward-data reading the caller's filter).
-#if defined(MMA_TF32) && MMA_TF32
-#define WGMMA_K "k8"
+#ifndef MMA_B
+#define MMA_B MMA_AB
+#endif
+#if defined(MMA_I8) && MMA_I8
+#define WGMMA_K "k32"
+#define WGMMA_D "s32"
 #define WGMMA_TAIL ""
+#elif defined(MMA_F8) && MMA_F8
+#define WGMMA_K "k32"
+#define WGMMA_D "f32"
+#define WGMMA_TAIL ", 1, 1"
+#elif defined(MMA_TF32) && MMA_TF32
+#define WGMMA_K "k8"
+#define WGMMA_D "f32"
+#define WGMMA_TAIL ", 1, 1"
 #elif defined(WGMMA_MN_MAJOR) && WGMMA_MN_MAJOR
 #define WGMMA_K "k16"
-#define WGMMA_TAIL ", 1, 1"
+#define WGMMA_D "f32"
+#define WGMMA_TAIL ", 1, 1, 1, 1"
 #elif defined(WGMMA_B_MN_MAJOR) && WGMMA_B_MN_MAJOR
 #define WGMMA_K "k16"
-#define WGMMA_TAIL ", 0, 1"
+#define WGMMA_D "f32"
+#define WGMMA_TAIL ", 1, 1, 0, 1"
 #else
 #define WGMMA_K "k16"
-#define WGMMA_TAIL ", 0, 0"
+#define WGMMA_D "f32"
+#define WGMMA_TAIL ", 1, 1, 0, 0"
+#endif
+// Accumulator element: i32 for int8 products, f32 otherwise.
+#if defined(MMA_I8) && MMA_I8
+typedef int Acc;
+#define ACC_REG(v) "+r"(v)
+#else
+typedef float Acc;
+#define ACC_REG(v) "+f"(v)
 #endif
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -48,13 +73,22 @@ template <int R> __device__ __forceinline__ void wgmma_hold(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+template <int R> __device__ __forceinline__ void wgmma_hold(int (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
 
-// Operand lists of the wrappers below: the accumulator registers d[0..R) as "+f" operands
-// (WG_D<R>) and their names %0..%R-1 in the instruction (WG_R<R>).
+// Operand lists of the wrappers below: the accumulator registers d[0..R) as in-out operands
+// (WG_D<R>: f32 accumulators; WG_ACC<R>: the kernel's Acc type) and their names %0..%R-1 in
+// the instruction (WG_R<R>).
 #define WG_D8(o) "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7])
 #define WG_D32 WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
 #define WG_D64 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
-#define WG_D128 WG_D64, WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88), WG_D8(96), WG_D8(104), WG_D8(112), WG_D8(120)
+#define WG_ACC8(o) ACC_REG(d[o]), ACC_REG(d[o + 1]), ACC_REG(d[o + 2]), ACC_REG(d[o + 3]), ACC_REG(d[o + 4]), ACC_REG(d[o + 5]), ACC_REG(d[o + 6]), \
+    ACC_REG(d[o + 7])
+#define WG_ACC32 WG_ACC8(0), WG_ACC8(8), WG_ACC8(16), WG_ACC8(24)
+#define WG_ACC64 WG_ACC32, WG_ACC8(32), WG_ACC8(40), WG_ACC8(48), WG_ACC8(56)
+#define WG_ACC128 WG_ACC64, WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88), WG_ACC8(96), WG_ACC8(104), WG_ACC8(112), WG_ACC8(120)
 #define WG_R32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define WG_R64 WG_R32 ", " \
@@ -66,27 +100,27 @@ template <int R> __device__ __forceinline__ void wgmma_hold(float (&d)[R]) {
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
-__device__ __forceinline__ void wgmma_n64(float (&d)[32], unsigned long long da, unsigned long long db) {
+__device__ __forceinline__ void wgmma_n64(Acc (&d)[32], unsigned long long da, unsigned long long db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64" WGMMA_K ".f32." MMA_AB "." MMA_AB " {" WG_R32 "}, %32, %33, p, 1, 1" WGMMA_TAIL ";\n}\n"
-        : WG_D32
+        "wgmma.mma_async.sync.aligned.m64n64" WGMMA_K "." WGMMA_D "." MMA_AB "." MMA_B " {" WG_R32 "}, %32, %33, p" WGMMA_TAIL ";\n}\n"
+        : WG_ACC32
         : "l"(da), "l"(db), "r"(1));
 }
 
-__device__ __forceinline__ void wgmma_n128(float (&d)[64], unsigned long long da, unsigned long long db) {
+__device__ __forceinline__ void wgmma_n128(Acc (&d)[64], unsigned long long da, unsigned long long db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128" WGMMA_K ".f32." MMA_AB "." MMA_AB " {" WG_R64 "}, %64, %65, p, 1, 1" WGMMA_TAIL ";\n}\n"
-        : WG_D64
+        "wgmma.mma_async.sync.aligned.m64n128" WGMMA_K "." WGMMA_D "." MMA_AB "." MMA_B " {" WG_R64 "}, %64, %65, p" WGMMA_TAIL ";\n}\n"
+        : WG_ACC64
         : "l"(da), "l"(db), "r"(1));
 }
 
-__device__ __forceinline__ void wgmma_n256(float (&d)[128], unsigned long long da, unsigned long long db) {
+__device__ __forceinline__ void wgmma_n256(Acc (&d)[128], unsigned long long da, unsigned long long db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256" WGMMA_K ".f32." MMA_AB "." MMA_AB " {" WG_R128 "}, %128, %129, p, 1, 1" WGMMA_TAIL ";\n}\n"
-        : WG_D128
+        "wgmma.mma_async.sync.aligned.m64n256" WGMMA_K "." WGMMA_D "." MMA_AB "." MMA_B " {" WG_R128 "}, %128, %129, p" WGMMA_TAIL ";\n}\n"
+        : WG_ACC128
         : "l"(da), "l"(db), "r"(1));
 }
 
@@ -98,11 +132,11 @@ __device__ __forceinline__ void wgmma_n256(float (&d)[128], unsigned long long d
 #define WGMMA wgmma_n256
 #endif
 
-// The four 32-byte k slices (k16, or k8 for TF32) of one stage laid out as [BM pixel rows |
+// The four 32-byte k slices (k16; k8 for TF32, k32 for 8-bit types) of one stage laid out as [BM pixel rows |
 // BN channel rows] of 128 bytes (BK elements): A rows of warpgroup cw, all BN rows of B.
 // WGMMA_B_MN_MAJOR: B is BN/64 blocks of BK k-rows × 64 channels instead (8 KiB apart), a
 // k16 slice being 16 of those rows.
-__device__ __forceinline__ void mma_tile(float (&acc)[BN / 2], unsigned stage_addr, int cw) {
+__device__ __forceinline__ void mma_tile(Acc (&acc)[BN / 2], unsigned stage_addr, int cw) {
     static_assert(BK * sizeof(T) == 128, "one 128-byte row per pixel or channel");
     const unsigned sa = stage_addr + cw * (64 * 128);
     const unsigned sb = stage_addr + BM * 128;

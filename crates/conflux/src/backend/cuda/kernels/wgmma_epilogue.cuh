@@ -21,7 +21,7 @@ template <int ROWS> __device__ __forceinline__ int cm_swz(int ch, int row) { ret
 // Channel-major staged tile → y along each channel's pixels. y offset of pixel m, channel
 // k: n·YS_N + k·YS_C + (m − n·OSP), since an image's pixels are contiguous.
 template <int ROWS, int NT>
-__device__ __forceinline__ void store_runs(const Params& p, const T* stage, int t, int m0, int n0, int g, int M) {
+__device__ __forceinline__ void store_runs(const Params& p, const TY* stage, int t, int m0, int n0, int g, int M) {
 #if CM_VEC
     // A run of 8 pixels never leaves its image (OSP % 8 == 0, m0 % 8 == 0).
     for (int i = t; i < BN * (ROWS / 8); i += NT) {
@@ -30,7 +30,7 @@ __device__ __forceinline__ void store_runs(const Params& p, const T* stage, int 
         if (m >= M || kn >= KG) continue;
         const int n = m / OSP;
         const i64 o = (i64)n * YS_N + (i64)(g * KG + kn) * YS_C + (m - n * OSP);
-        *(uint4*)((T*)p.y + o) = *(const uint4*)(stage + cm_swz<ROWS>(ch, c8 * 8));
+        *(uint4*)((TY*)p.y + o) = *(const uint4*)(stage + cm_swz<ROWS>(ch, c8 * 8));
     }
 #else
     for (int i = t; i < BN * ROWS; i += NT) {
@@ -38,7 +38,7 @@ __device__ __forceinline__ void store_runs(const Params& p, const T* stage, int 
         const int m = m0 + r, kn = n0 + ch;
         if (m >= M || kn >= KG) continue;
         const int n = m / OSP;
-        ((T*)p.y)[(i64)n * YS_N + (i64)(g * KG + kn) * YS_C + (m - n * OSP)] = stage[cm_swz<ROWS>(ch, r)];
+        ((TY*)p.y)[(i64)n * YS_N + (i64)(g * KG + kn) * YS_C + (m - n * OSP)] = stage[cm_swz<ROWS>(ch, r)];
     }
 #endif
 }
@@ -81,7 +81,7 @@ __device__ __forceinline__ void for_each_pair(const Params& p, const float (&acc
 // among them and `sync()` a barrier over exactly them. The caller guarantees nobody else
 // touches the buffer until the next sync after this returns.
 template <int ROWS, int NT, class Sync>
-__device__ __forceinline__ void wg_epilogue(const Params& p, const float (&acc)[BN / 2], T* stage, int row0, int lane, int warp, int t, int m0, int n0, int g, int M, Sync sync) {
+__device__ __forceinline__ void wg_epilogue(const Params& p, const float (&acc)[BN / 2], TY* stage, int row0, int lane, int warp, int t, int m0, int n0, int g, int M, Sync sync) {
 #if STAGE_STORE
     sync();   // the buffer's previous readers (multiplies or stores) are done
 #endif
@@ -89,8 +89,8 @@ __device__ __forceinline__ void wg_epilogue(const Params& p, const float (&acc)[
     for_each_pair(p, acc, f, lane, n0, g, [&](int j, int h, const float (&v)[2]) {
 #if STAGE_CM
         const int ch = j * 8 + (lane & 3) * 2;
-        stage[cm_swz<ROWS>(ch, f.rows[h])] = from_f<T>(v[0]);
-        stage[cm_swz<ROWS>(ch + 1, f.rows[h])] = from_f<T>(v[1]);
+        stage[cm_swz<ROWS>(ch, f.rows[h])] = from_f<TY>(v[0]);
+        stage[cm_swz<ROWS>(ch + 1, f.rows[h])] = from_f<TY>(v[1]);
 #elif STAGE_STORE
         *(unsigned*)(stage + out_swz(f.rows[h], j) + (lane & 3) * 2) = pack2(v[0], v[1]);
 #else
@@ -107,11 +107,11 @@ __device__ __forceinline__ void wg_epilogue(const Params& p, const float (&acc)[
         const int m = m0 + row, kn = n0 + ch * 8;
         if (m >= M || kn >= KG) continue;
         const i64 o = y_row_offset(m) + g * KG + kn;
-        const T* src = stage + out_swz(row, ch);
+        const TY* src = stage + out_swz(row, ch);
         if (kn + 8 <= KG) {
-            *(uint4*)((T*)p.y + o) = *(const uint4*)src;
+            *(uint4*)((TY*)p.y + o) = *(const uint4*)src;
         } else {
-            for (int e = 0; e < KG - kn; ++e) ((T*)p.y)[o + e] = src[e];
+            for (int e = 0; e < KG - kn; ++e) ((TY*)p.y)[o + e] = src[e];
         }
     }
 #endif

@@ -75,3 +75,42 @@ fn sources_generate_with_and_without_splits() {
         }
     }
 }
+
+/// A quantized conv (+ bias + ReLU when `fused`) over channels-last tensors of the given types.
+fn quant_problem((xt, wt, yt): (DataType, DataType, DataType), n: usize, c: usize, hw: usize, k: usize, f: usize, fused: bool) -> FusedProblem {
+    let conv = ConvDesc::new(ConvMode::Convolution, &[f as i64 / 2; 2], &[1; 2], &[1; 2]).unwrap();
+    let t = |dt, l: &[usize]| TensorDesc::with_layout(dt, Layout::NHWC, l).unwrap();
+    let (x, w) = (t(xt, &[n, c, hw, hw]), t(wt, &[k, c, f, f]));
+    let y = t(yt, conv.output_desc(&x, &w).unwrap().lens());
+    let conv = ConvProblem::forward(&conv, &x, &w, &y).unwrap();
+    let epilogue = if fused { vec![EpiOp::Bias { dtype: DataType::Float }, EpiOp::Activation { mode: ActivationMode::Relu }] } else { vec![] };
+    FusedProblem { kind: FusedKind::Conv { conv, epilogue } }
+}
+
+/// int8 and fp8 problems take 128-channel k-steps, s8 / fp8 wgmma, and stage only 16-bit y;
+/// their sources generate (and are written for the offline compile check as above).
+#[test]
+fn quantized_sources_generate() {
+    use DataType::*;
+    let out = std::env::var("CONFLUX_KERNEL_SOURCES").ok();
+    let cases = [
+        ("i8_i32_raw", quant_problem((Int8, Int8, Int32), 2, 256, 14, 256, 3, false)),
+        ("i8_f16_n1_split", quant_problem((Int8, Int8, Half), 1, 512, 7, 512, 3, true)),
+        ("i8_i8_tail64", quant_problem((Int8, Int8, Int8), 8, 64, 28, 64, 3, true)),
+        ("i8_f32_1x1", quant_problem((Int8, Int8, Float), 8, 256, 28, 512, 1, true)),
+        ("e4m3_f16", quant_problem((Float8, Float8, Half), 8, 256, 14, 256, 3, true)),
+        ("e4m3_e5m2_bf8", quant_problem((Float8, BFloat8, BFloat8), 8, 128, 14, 128, 3, false)),
+    ];
+    for (name, p) in cases {
+        let (g, prec) = geom(&p);
+        assert!(prec.elem() == 1, "{name}");
+        let cfg = tma_heuristic(&g, prec, 132);
+        let plan = kernel_plan(&p, &g, prec, cfg, FilterSource::Own, 132).unwrap();
+        assert!(plan.src.contains("#define BK 128"), "{name}");
+        assert_eq!(plan.src.contains("#define STAGE_STORE 1"), p.conv_problem().unwrap().y.dtype() == Half, "{name}");
+        assert!(plan.cfg.smem_bytes(prec) <= SMEM_LIMIT, "{name}");
+        if let Some(dir) = &out {
+            std::fs::write(format!("{dir}/igemm_tma_{name}.cu"), &plan.src).unwrap();
+        }
+    }
+}
