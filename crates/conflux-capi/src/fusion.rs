@@ -155,6 +155,15 @@ pub unsafe extern "C" fn miopenFusionPlanConvolutionSetAlgo(fuse_plan_desc: Miop
     })
 }
 
+/// conflux extension: the output type of a plan around an int8 or fp8 convolution.
+#[no_mangle]
+pub unsafe extern "C" fn confluxFusionPlanSetOutputType(fuse_plan_desc: MiopenPlan, data_type: i32) -> CStatus {
+    guard("confluxFusionPlanSetOutputType", || {
+        let po = plan_mut(fuse_plan_desc)?;
+        po.plan.set_output_type(enum_arg(data_type)?)
+    })
+}
+
 /// conflux checks shapes when an op is added (BadParm with the reason); MIOpen defers them.
 #[no_mangle]
 pub unsafe extern "C" fn miopenCreateOpConvForward(fuse_plan_desc: MiopenPlan, conv_op: *mut MiopenOp, conv_desc: MiopenConv, w_desc: MiopenTensor) -> CStatus {

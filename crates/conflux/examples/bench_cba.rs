@@ -6,9 +6,10 @@
 //! With BENCH_SWEEP=<solver name>, also one row per configuration of that solver's tuning space
 //! (solver column `name:label`, the convolution alone) for each problem it takes; with
 //! BENCH_SWEEP_ONLY=a,b only the labels containing one of those substrings.
-//! Quantized inputs (i8, e4m3, e5m2): the plan's output is Float (a fusion plan's output type);
-//! a second row per problem (solver column `conv->TYPE`) times the convolution alone through
-//! immediate mode into a y of BENCH_QY's type (default f16; i8 / i32 / f32 / bf16 / e4m3).
+//! Quantized inputs (i8, e4m3, e5m2): the plan outputs BENCH_QY's type (default f16; i8 / i32 /
+//! f32 / bf16 / e4m3; `confluxFusionPlanSetOutputType`), the convolution's α scaling int8 sums
+//! into an 8-bit output's range; a second row per problem (solver column `conv->TYPE`) times
+//! the convolution alone through immediate mode into the same type.
 //!
 //! cargo run --release --example bench_cba -- LIST N DTYPE(f32|tf32|f16|bf16|i8|e4m3|e5m2) LAYOUT(nchw|nhwc) [reps]
 
@@ -66,6 +67,9 @@ fn main() -> conflux::Result<()> {
         plan.add_conv_forward(&conv, &w_desc)?;
         plan.add_bias(&b_desc)?;
         plan.add_activation(ActivationMode::Relu)?;
+        if quantized {
+            plan.set_output_type(qy)?;
+        }
         plan.compile(&h)?;
         let y_desc = plan.output_desc().clone();
         let up = |d: &TensorDesc, seed: u64, scale: f64| -> conflux::Result<conflux::Buffer> {
@@ -80,8 +84,10 @@ fn main() -> conflux::Result<()> {
         let wb = up(&w_desc, 2, ws)?;
         let bb = up(&b_desc, 3, 1.0)?;
         let yb = h.alloc(y_desc.num_bytes())?;
+        // α scales int8 sums into an int8 / fp8 output's range.
+        let alpha = if dt == DataType::Int8 && qy != DataType::Int32 { 1.0 / 4096.0 } else { 1.0 };
         let mut args = OpArgs::new();
-        args.set(0, OpArg::Conv { w: wb.ptr(), alpha: 1.0, beta: 0.0 });
+        args.set(0, OpArg::Conv { w: wb.ptr(), alpha: if quantized { alpha } else { 1.0 }, beta: 0.0 });
         args.set(1, OpArg::Bias { b: bb.ptr() });
         args.set(2, OpArg::Activation { alpha: 0.0, beta: 0.0, gamma: 0.0 });
         let run = || plan.execute(&h, &x_desc, xb.ptr(), &y_desc, yb.ptr(), &args);
@@ -112,8 +118,6 @@ fn main() -> conflux::Result<()> {
         if quantized {
             let qy_desc = TensorDesc::with_layout(qy, layout, y_desc.lens())?;
             let qyb = h.alloc(qy_desc.num_bytes())?;
-            // α scales int8 sums into an int8 / fp8 output's range.
-            let alpha = if dt == DataType::Int8 && qy != DataType::Int32 { 1.0 / 4096.0 } else { 1.0 };
             let conv_run = || {
                 let ws = conflux::conv::api::Workspace::default();
                 conflux::conv::api::forward(&h, &conv, &x_desc, xb.ptr(), &w_desc, wb.ptr(), &qy_desc, qyb.ptr(), alpha, 0.0, conflux::conv::api::Choice::Auto, ws)

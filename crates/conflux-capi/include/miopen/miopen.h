@@ -1271,6 +1271,20 @@ miopenConvolutionBiasActivationForward(miopenHandle_t handle,
 #define CONFLUX_ACTIVATION_GELU_TANH   ((miopenActivationMode_t)104) /* 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) */
 #define CONFLUX_ACTIVATION_MISH        ((miopenActivationMode_t)105) /* x * tanh(softplus(x)) */
 
+/* The output type of a fusion plan around an int8 or fp8 convolution. A plan's output
+ * otherwise follows miopenGetConvolutionForwardOutputDim's rule (Float for int8 x, x's type
+ * for fp8 x). int8 plans may output miopenInt32, miopenFloat, miopenHalf, miopenBFloat16 or
+ * miopenInt8; fp8 plans miopenFloat, miopenHalf, miopenBFloat16, miopenFloat8 or
+ * miopenBFloat8. The epilogue (bias, batch norm, activation, residual add) runs in f32 on
+ * alpha * sum + beta * y, and the result is converted once: int8 and int32 round half to
+ * even and saturate (NaN gives 0), fp8 rounds as the convolution's
+ * MIOPEN_CONVOLUTION_ATTRIB_FP8_ROUNDING_MODE says. A residual z added after an int8,
+ * int32 or fp8 output may be miopenFloat, miopenHalf or miopenBFloat16. Call it after
+ * miopenCreateOpConvForward and before miopenCompileFusionPlan; the output descriptor given
+ * to miopenExecuteFusionPlan must then have this type. Any other plan: miopenStatusBadParm. */
+MIOPEN_EXPORT miopenStatus_t confluxFusionPlanSetOutputType(miopenFusionPlanDescriptor_t plan,
+                                                            miopenDataType_t type);
+
 /* The reason of the last failing call made on this thread, e.g.
  * "miopenCompileFusionPlan: miopenStatusUnsupportedOp: op 2 (...): ...". Successful calls
  * leave it unchanged; "" before any failure. Valid until the next failing call on this

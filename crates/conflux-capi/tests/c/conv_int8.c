@@ -1,6 +1,7 @@
 /* int8 and fp8 forward convolutions through miopen.h: Find + Forward with exact int32 output,
  * immediate mode with a requantized int8 output (round half to even, saturation), a fusion
- * plan conv + bias + ReLU on int8 x (float output), an e4m3 convolution with the FP8 rounding
+ * plan conv + bias + ReLU on int8 x (float output, then int8 through
+ * confluxFusionPlanSetOutputType), an e4m3 convolution with the FP8 rounding
  * attribute, and the refusals (int8 backward-data, mismatched types, cast types). */
 #define MIOPEN_BETA_API
 #include "common.h"
@@ -132,6 +133,28 @@ int main(void)
             double want = (double)sums[i] + bias[i / (OH * OW)];
             want = want > 0 ? want : 0;
             REQUIRE(fabs(yf[i] - want) <= 1e-6 * (1 + fabs(want)));
+        }
+        /* The same plan with an int8 output (conflux extension): requantized after the
+         * epilogue, ops added after the call keep the type, a float y is then refused. */
+        CHECK(miopenDestroyOperatorArgs(args));
+        CHECK(miopenDestroyFusionPlan(plan));
+        CHECK(miopenCreateFusionPlan(&plan, miopenVerticalFusion, x_desc));
+        CHECK(miopenCreateOperatorArgs(&args));
+        EXPECT_STATUS(miopenStatusBadParm, confluxFusionPlanSetOutputType(plan, miopenInt8));
+        CHECK(miopenCreateOpConvForward(plan, &conv_op, conv, w_desc));
+        CHECK(miopenCreateOpBiasForward(plan, &bias_op, b_desc));
+        EXPECT_STATUS(miopenStatusBadParm, confluxFusionPlanSetOutputType(plan, miopenFloat8));
+        CHECK(confluxFusionPlanSetOutputType(plan, miopenInt8));
+        CHECK(miopenCreateOpActivationForward(plan, &act_op, miopenActivationRELU));
+        CHECK(miopenCompileFusionPlan(handle, plan));
+        CHECK(miopenSetOpArgsConvForward(args, conv_op, &small, &beta, w));
+        CHECK(miopenSetOpArgsBiasForward(args, bias_op, &alpha, &beta, bias));
+        CHECK(miopenSetOpArgsActivForward(args, act_op, &alpha, &beta, 0.0, 0.0, 0.0));
+        EXPECT_STATUS(miopenStatusBadParm, miopenExecuteFusionPlan(handle, plan, x_desc, x, yf_desc, yf, args));
+        CHECK(miopenExecuteFusionPlan(handle, plan, x_desc, x, y8_desc, y8, args));
+        for(i = 0; i < sizeof y8; i++) {
+            double want = (double)sums[i] / 1024.0 + bias[i / (OH * OW)];
+            REQUIRE(y8[i] == requant(want > 0 ? want : 0));
         }
         CHECK(miopenDestroyOperatorArgs(args));
         CHECK(miopenDestroyFusionPlan(plan));

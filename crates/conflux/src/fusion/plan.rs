@@ -226,14 +226,47 @@ impl FusionPlan {
     pub fn add_tensor_add(&mut self, z: &TensorDesc) -> Result<usize> {
         let at = self.ops.len();
         let x = self.current().clone();
+        // After an int8 / fp8 convolution with an 8-bit or int32 output the sum runs in f32:
+        // z may then be of any compute type.
+        let z_type_ok = z.dtype() == x.dtype() || (!x.dtype().is_compute_type() && z.dtype().is_compute_type());
         ensure!(
-            z.lens() == x.lens() && z.dtype() == x.dtype(),
+            z.lens() == x.lens() && z_type_ok,
             BadParm,
             "op {at} (tensor add): z ({}) must match the op input ({})",
             z.key(),
             x.key()
         );
         Ok(self.push_pointwise(FusionOpKind::AddTensor { z: z.clone() }, x))
+    }
+
+    /// `confluxFusionPlanSetOutputType`: the output type of a vertical plan around an int8 or
+    /// fp8 convolution (`quant.rs`: int8 → Int32, Float, Half, BFloat16, Int8; fp8 → Float,
+    /// Half, BFloat16, Float8, BFloat8). The convolution's output and every later op's tensors
+    /// take it: the epilogue runs in f32 and the result is converted once. Ops added later
+    /// keep it. Other plans: BadParm.
+    pub fn set_output_type(&mut self, dt: crate::types::DataType) -> Result<()> {
+        let what = "fusion plan output type";
+        ensure!(self.direction == FusionDirection::Vertical, BadParm, "{what}: vertical plans only");
+        let Some(at) = self.ops.iter().position(|o| matches!(o.kind, FusionOpKind::ConvForward { .. })) else {
+            bail!(BadParm, "{what}: the plan has no convolution (add it first)")
+        };
+        let FusionOpKind::ConvForward { conv, w } = &self.ops[at].kind else { unreachable!() };
+        let (x, y) = (&self.ops[at].input, self.ops[at].output.with_dtype(dt)?);
+        let dir = if conv.mode() == crate::types::ConvMode::Transpose { crate::types::Direction::BackwardData } else { crate::types::Direction::Forward };
+        ensure!(
+            crate::quant::conv_types(what, dir, x, w, &y)?.is_some(),
+            BadParm,
+            "{what}: {dt:?} outputs are for int8 and fp8 convolutions (x is {:?})",
+            x.dtype()
+        );
+        for (i, op) in self.ops.iter_mut().enumerate().skip(at) {
+            if i > at {
+                op.input = op.input.with_dtype(dt)?;
+            }
+            op.output = op.output.with_dtype(dt)?;
+        }
+        self.compiled = None;
+        Ok(())
     }
 
     /// `miopenFusionPlanConvolutionSetAlgo`: restrict the convolution solver's algorithm.
