@@ -38,11 +38,18 @@ fn data_type(dt: DataType) -> sys::CUtensorMapDataType {
     }
 }
 
+/// Shared-memory swizzle of boxes whose rows hold `row_bytes`: the 128-byte pattern the
+/// kernels' descriptors assume, or the 64-byte one for 64-byte rows (8-bit 64-channel k-steps).
+fn swizzle(row_bytes: usize) -> sys::CUtensorMapSwizzle {
+    if row_bytes == 64 { sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B } else { sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B }
+}
+
 fn check(what: &str, r: sys::CUresult) -> Result<()> {
     r.result().map_err(|e: cu::DriverError| driver_err(what, e))
 }
 
-/// Encode `m` over the tensor at `addr`, 128-byte swizzled in shared memory, zeros outside.
+/// Encode `m` over the tensor at `addr`, 128-byte swizzled in shared memory (64-byte for
+/// 64-byte rows), zeros outside.
 pub fn im2col(m: &Im2col, dt: DataType, addr: u64) -> Result<TensorMap> {
     let mut map = TensorMap { opaque: [0; 16] };
     let elem_strides = [1, m.stride[0], m.stride[1], 1];
@@ -62,7 +69,7 @@ pub fn im2col(m: &Im2col, dt: DataType, addr: u64) -> Result<TensorMap> {
             m.pixels,
             elem_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            swizzle(m.channels as usize * dt.size()),
             sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
@@ -100,7 +107,7 @@ fn tiled(dims: &[u64], strides: &[u64], boxes: &[u32], dt: DataType, addr: u64) 
             boxes.as_ptr(),
             elem_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            swizzle(boxes[0] as usize * dt.size()),
             sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )

@@ -182,6 +182,13 @@ fn wave_cost(g: &Geom, t: &TmaTile, sms: usize) -> usize {
 /// Channels per k-step: one 128-byte row of the element type (64 16-bit, 32 f32).
 fn step_channels(dt: DataType) -> usize { 128 / dt.size() }
 
+/// Channels per k-step of x and w: one 128-byte row, except for 8-bit channel counts that are
+/// a multiple of 64 but not of 128 (64-channel layers), which take 64-byte rows (the copy
+/// engine's and wgmma's 64-byte swizzle) rather than boxes half full of zeros.
+fn k_step(g: &Geom, dt: DataType) -> usize {
+    if dt.size() == 1 && g.cg() % 128 != 0 && g.cg() % 64 == 0 { 64 } else { step_channels(dt) }
+}
+
 /// The tensor-core conditions for this problem's element type, and how it is multiplied.
 fn tma_geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), String> {
     let conv = problem.conv_problem().ok_or("not a convolution problem")?;
@@ -201,7 +208,7 @@ fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
     if g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 {
         return Err("TMA im2col kernel handles 2-D convolutions only".into());
     }
-    let bk = step_channels(dt);
+    let bk = k_step(g, dt);
     if g.cg() % bk != 0 && g.groups != 1 {
         return Err(format!("channels per group ({}) not a multiple of {bk} (a box past one group's channels would read the next group's)", g.cg()));
     }
@@ -224,9 +231,9 @@ fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
 /// Channels that end in a partial k-step: the last slice's boxes overhang the channels and
 /// the copy engine fills the overhang with zeros (x's channels are innermost in its map; w is
 /// then mapped as CG × taps × K so that its overhang is zeros too).
-fn channel_tail(g: &Geom, dt: DataType) -> bool { g.cg() % step_channels(dt) != 0 }
+fn channel_tail(g: &Geom, dt: DataType) -> bool { g.cg() % k_step(g, dt) != 0 }
 
-fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col { im2col_boxes(g, dt, step_channels(dt), bm) }
+fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col { im2col_boxes(g, dt, k_step(g, dt), bm) }
 
 /// The im2col map of x for boxes of `channels` × `pixels` output pixels (the backward-weights
 /// kernels load x the same way).
@@ -280,7 +287,7 @@ pub enum FilterSource {
 /// The x and w maps (over stand-in addresses in `check`: the driver validates the geometry —
 /// corner ranges, strides, extents — without touching memory).
 fn encode_maps(g: &Geom, dt: DataType, prec: TcPrecision, (bm, bn): (usize, usize), filter: FilterSource, x: u64, w: u64) -> Result<(TensorMap, TensorMap)> {
-    let bk = step_channels(dt) as u32;
+    let bk = k_step(g, dt) as u32;
     let xm = if plain_gemm(g) {
         let pixels = (g.n * g.input_size()) as u64;
         tensor_map::tiled_2d([g.c as u64, pixels], (g.x_strides[4] * dt.size()) as u64, [bk, bm as u32], dt, x)?
@@ -431,7 +438,7 @@ struct KernelPlan {
 fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile, filter: FilterSource, sms: usize) -> Result<KernelPlan> {
     let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
     let (dt, ydt) = (conv.dtype(), conv.y.dtype());
-    let bk = step_channels(dt);
+    let bk = k_step(g, dt);
     let tail = channel_tail(g, dt);
     if tail && !prec.narrow() {
         return Err(Error::internal("igemm-tma: channel tails are taken for 16-bit data only"));

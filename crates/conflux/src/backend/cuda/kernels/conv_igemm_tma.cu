@@ -14,7 +14,8 @@
 // the producer runs ahead into the next tile while consumers run this tile's epilogue.
 //
 // GEMM k-step kt = (filter tap, BK-channel slice; BK = 64 for 16-bit data, 32 for f32 on TF32
-// tensor cores, 128 for 8-bit data — one 128-byte row each way); a step never straddles taps. CHANNEL_TAIL
+// tensor cores, 128 for 8-bit data — one 128-byte row each way — or 64 for 8-bit data whose
+// channels are a multiple of 64 but not of 128: 64-byte rows in the 64-byte swizzle); a step never straddles taps. CHANNEL_TAIL
 // (ungrouped, CG not a multiple of BK): each tap's last slice overhangs the channels and the
 // copy engine fills the overhang of x's and w's boxes with zeros (w is then mapped as
 // CG × taps × K instead of a K × (FH·FW·CG) matrix). The im2col copy starts at the tile's first output pixel (its filter window's corner
@@ -60,8 +61,9 @@ static_assert(BM == 64, "ping-pong tiles are 64 rows, one per consumer warpgroup
 #define CONSUMERS (BM / 64)
 #define RINGS 1
 #endif
-#define A_BYTES (BM * 128)
-#define B_BYTES (BN * 128)
+#define ROW_BYTES (BK * (int)sizeof(T))   // 128, or 64 for 8-bit data in 64-channel k-steps
+#define A_BYTES (BM * ROW_BYTES)
+#define B_BYTES (BN * ROW_BYTES)
 #define B_TILES (1 + F32_SPLIT)
 #define STAGE_BYTES (A_BYTES + B_TILES * B_BYTES)
 #define C_SLICES ((CG + BK - 1) / BK)
@@ -75,7 +77,7 @@ static_assert(SPLITS >= 1 && SPLITS <= KSTEPS, "every split has a k-step");
 #define YBK (128 / (int)sizeof(TY))   // y channels per 128-byte row of a bulk-store box
 #define EMPTY_ARRIVALS (PINGPONG ? 4 : CONSUMERS * 4)   // one per consumer warp of the ring
 
-static_assert(BK * sizeof(T) == 128, "128-byte rows");
+static_assert(ROW_BYTES == 128 || (ROW_BYTES == 64 && sizeof(T) == 1), "128-byte rows (64-byte for 8-bit data)");
 static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one per 64 rows");
 #ifndef CHANNEL_TAIL
 #define CHANNEL_TAIL 0

@@ -10,6 +10,11 @@
 __device__ __forceinline__ unsigned long long wgmma_desc(unsigned smem_byte_addr) {
     return (unsigned long long)((smem_byte_addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
 }
+// The same for 64-byte rows in the 64-byte swizzle (8-bit data, 64-channel k-steps): 8-row
+// groups 512 bytes apart, swizzle mode 2.
+__device__ __forceinline__ unsigned long long wgmma_desc64(unsigned smem_byte_addr) {
+    return (unsigned long long)((smem_byte_addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(512 >> 4) << 32) | (2ull << 62);
+}
 
 // Descriptor of an MN-major tile (each row of 128 bytes holds 64 consecutive M or N elements
 // of one k; rows XOR-swizzled as above): 8-row groups along k 1024 bytes apart, blocks of 64
@@ -132,22 +137,28 @@ __device__ __forceinline__ void wgmma_n256(Acc (&d)[128], unsigned long long da,
 #define WGMMA wgmma_n256
 #endif
 
-// The four 32-byte k slices (k16; k8 for TF32, k32 for 8-bit types) of one stage laid out as [BM pixel rows |
-// BN channel rows] of 128 bytes (BK elements): A rows of warpgroup cw, all BN rows of B.
+// The 32-byte k slices (k16; k8 for TF32, k32 for 8-bit types) of one stage laid out as [BM
+// pixel rows | BN channel rows] of BK elements — 128 bytes (four slices), or 64 bytes (two) for
+// 8-bit data in 64-channel k-steps: A rows of warpgroup cw, all BN rows of B.
 // WGMMA_B_MN_MAJOR: B is BN/64 blocks of BK k-rows × 64 channels instead (8 KiB apart), a
 // k16 slice being 16 of those rows.
 __device__ __forceinline__ void mma_tile(Acc (&acc)[BN / 2], unsigned stage_addr, int cw) {
-    static_assert(BK * sizeof(T) == 128, "one 128-byte row per pixel or channel");
-    const unsigned sa = stage_addr + cw * (64 * 128);
-    const unsigned sb = stage_addr + BM * 128;
+    constexpr int ROW = BK * (int)sizeof(T);
+    static_assert(ROW == 128 || (ROW == 64 && sizeof(T) == 1), "one 128-byte row (64 for 8-bit data) per pixel or channel");
+    const unsigned sa = stage_addr + cw * (64 * ROW);
+    const unsigned sb = stage_addr + BM * ROW;
     wgmma_hold(acc);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
+    for (int ks = 0; ks < ROW / 32; ++ks) {
 #if defined(WGMMA_B_MN_MAJOR) && WGMMA_B_MN_MAJOR
         WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc_mn(sb + ks * 2048, 8192));
 #else
-        WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+        if constexpr (ROW == 64) {
+            WGMMA(acc, wgmma_desc64(sa + ks * 32), wgmma_desc64(sb + ks * 32));
+        } else {
+            WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+        }
 #endif
     }
     wgmma_commit();

@@ -87,8 +87,9 @@ fn quant_problem((xt, wt, yt): (DataType, DataType, DataType), n: usize, c: usiz
     FusedProblem { kind: FusedKind::Conv { conv, epilogue } }
 }
 
-/// int8 and fp8 problems take 128-channel k-steps, s8 / fp8 wgmma, and stage only 16-bit y;
-/// their sources generate (and are written for the offline compile check as above).
+/// int8 and fp8 problems take 128-channel k-steps (64 where the channels are a multiple of
+/// 64 but not of 128), s8 / fp8 wgmma, and stage only 16-bit y; their sources generate (and
+/// are written for the offline compile check as above).
 #[test]
 fn quantized_sources_generate() {
     use DataType::*;
@@ -96,7 +97,9 @@ fn quantized_sources_generate() {
     let cases = [
         ("i8_i32_raw", quant_problem((Int8, Int8, Int32), 2, 256, 14, 256, 3, false)),
         ("i8_f16_n1_split", quant_problem((Int8, Int8, Half), 1, 512, 7, 512, 3, true)),
-        ("i8_i8_tail64", quant_problem((Int8, Int8, Int8), 8, 64, 28, 64, 3, true)),
+        ("i8_i8_64ch", quant_problem((Int8, Int8, Int8), 8, 64, 28, 64, 3, true)),
+        ("i8_f16_192ch", quant_problem((Int8, Int8, Half), 8, 192, 14, 128, 3, true)),
+        ("i8_f16_96ch_tail", quant_problem((Int8, Int8, Half), 8, 96, 14, 128, 3, true)),
         ("i8_f32_1x1", quant_problem((Int8, Int8, Float), 8, 256, 28, 512, 1, true)),
         ("e4m3_f16", quant_problem((Float8, Float8, Half), 8, 256, 14, 256, 3, true)),
         ("e4m3_e5m2_bf8", quant_problem((Float8, BFloat8, BFloat8), 8, 128, 14, 128, 3, false)),
@@ -106,7 +109,9 @@ fn quantized_sources_generate() {
         assert!(prec.elem() == 1, "{name}");
         let cfg = tma_heuristic(&g, prec, 132);
         let plan = kernel_plan(&p, &g, prec, cfg, FilterSource::Own, 132).unwrap();
-        assert!(plan.src.contains("#define BK 128"), "{name}");
+        let bk = if g.cg() % 128 != 0 && g.cg() % 64 == 0 { 64 } else { 128 };
+        assert!(plan.src.contains(&format!("#define BK {bk}\n")), "{name}");
+        assert_eq!(plan.src.contains("#define CHANNEL_TAIL 1"), g.cg() % 64 != 0, "{name}");
         assert_eq!(plan.src.contains("#define STAGE_STORE 1"), p.conv_problem().unwrap().y.dtype() == Half, "{name}");
         assert!(plan.cfg.smem_bytes(prec) <= SMEM_LIMIT, "{name}");
         if let Some(dir) = &out {
