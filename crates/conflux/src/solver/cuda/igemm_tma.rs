@@ -458,10 +458,13 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
     // values; channel-major runs of f32 for NCHW y measured slower than stores from
     // registers: bench/results/2026-11-27-history-from-status.md) and only where the
     // staging buffer fits; else they go from registers.
-    // Quantized kernels stage only 16-bit y (`TcPrecision::stage_elem`); int8, int32 and fp8
-    // outputs go from registers.
+    // Quantized kernels stage 16-bit y and channels-last 8-bit y rounded to nearest (within
+    // `TcPrecision::stage_elem`'s buffer); int32, f32 and stochastically rounded fp8 outputs
+    // (each element's own random bits) go from registers.
+    let stochastic = conv.conv.attribute(crate::types::ConvAttrib::Fp8RoundingMode) == 1 && crate::quant::Fp8::of(ydt).is_some();
     let staging = match (cfg.staged, ydt) {
         (false, _) => Staging::Direct,
+        (true, _) if prec.elem() == 1 && ydt.size() == 1 && !stochastic && Staging::of_elem(g, 1) == Staging::Rows => Staging::Rows,
         (true, _) if prec.elem() == 1 && ydt.size() != 2 => Staging::Direct,
         (true, DataType::Float) if bulk_ok && cfg.smem_bytes(prec) <= SMEM_LIMIT => Staging::Rows,
         (true, DataType::Float) => Staging::Direct,
@@ -470,7 +473,7 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
     // Shared memory must follow from the generated source alone: two configurations that
     // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
     let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
-    let tma_store = staging == Staging::Rows && bulk_ok;
+    let tma_store = staging == Staging::Rows && bulk_ok && ydt.size() >= 2;
     let mut tile = vec![
         ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
         ("MIN_BLOCKS", cfg.min_blocks(prec)), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),

@@ -125,9 +125,13 @@ pub(crate) enum Staging {
 }
 
 impl Staging {
-    pub(crate) fn of(g: &Geom) -> Staging {
+    pub(crate) fn of(g: &Geom) -> Staging { Staging::of_elem(g, 2) }
+
+    /// As `of` for y elements of `elem` bytes: staged rows are stored in 16-byte chunks.
+    pub(crate) fn of_elem(g: &Geom, elem: usize) -> Staging {
         let (ys, [od, oh, ow]) = (g.y_strides, g.output);
-        if ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % 8 == 0) && (g.kg() % 8 == 0 || g.groups == 1) {
+        let chunk = (16 / elem).max(8);
+        if ys[1] == 1 && [ys[0], ys[2], ys[3], ys[4]].iter().all(|v| v % chunk == 0) && (g.kg() % chunk == 0 || g.groups == 1) {
             return Staging::Rows;
         }
         if ys[4] == 1 && ys[3] == ow && (od == 1 || ys[2] == oh * ow) {

@@ -8,10 +8,24 @@
 // as 16-byte runs of 8 pixels (CM_VEC: images hold a multiple of 8 pixels) or element by
 // element along the pixels. Without staging, two channels per store straight from registers.
 
-// Staging buffer: row-major rows of BN values with the 16-byte chunks of a row XOR-swizzled
-// by row, so the fragment writes (8 rows × 4 words per warp) and the row-chunk reads miss
-// each other's banks.
-__device__ __forceinline__ int out_swz(int row, int chunk) { return row * BN + ((chunk ^ (row & 7)) << 3); }
+// Staging buffer: row-major rows of BN values with the 16-byte chunks of a row (OUT_CHUNK
+// values: 8 of 16 bits, 16 of 8 bits) XOR-swizzled by row, so the fragment writes (8 rows × 4
+// pairs per warp) and the row-chunk reads miss each other's banks.
+#define OUT_CHUNK (16 / (int)sizeof(TY))
+#define OUT_SWZ_MASK ((BN / OUT_CHUNK < 8 ? BN / OUT_CHUNK : 8) - 1)
+__device__ __forceinline__ int out_swz(int row, int chunk) { return row * BN + (chunk ^ (row & OUT_SWZ_MASK)) * OUT_CHUNK; }
+// Where channel `ch` of a staged row starts.
+__device__ __forceinline__ int out_at(int row, int ch) { return out_swz(row, ch / OUT_CHUNK) + ch % OUT_CHUNK; }
+// Two adjacent channels' finished values into the staging buffer (16-bit values as one word,
+// 8-bit ones as one 16-bit store).
+// (A template so that f32 kernels, which never call it, compile.)
+template <class U = TY> __device__ __forceinline__ void stage_pair(U* at, const float (&v)[2]) {
+    if constexpr (sizeof(U) == 1) {
+        *(unsigned short*)at = (unsigned short)((unsigned char)from_f<U>(v[0]).u | ((unsigned)(unsigned char)from_f<U>(v[1]).u << 8));
+    } else {
+        *(unsigned*)at = pack2<U>(v[0], v[1]);
+    }
+}
 
 // Channel-major staging of ROWS pixels per channel: channel rows with 16-byte (8-pixel)
 // chunks XOR-swizzled by channel, so the fragment writes (4 channel pairs × 8 pixels per
@@ -92,7 +106,7 @@ __device__ __forceinline__ void wg_epilogue(const Params& p, const float (&acc)[
         stage[cm_swz<ROWS>(ch, f.rows[h])] = from_f<TY>(v[0]);
         stage[cm_swz<ROWS>(ch + 1, f.rows[h])] = from_f<TY>(v[1]);
 #elif STAGE_STORE
-        *(unsigned*)(stage + out_swz(f.rows[h], j) + (lane & 3) * 2) = pack2(v[0], v[1]);
+        stage_pair(stage + out_at(f.rows[h], j * 8 + (lane & 3) * 2), v);
 #else
         put_pair(p, f.r[h], g, n0 + j * 8 + (lane & 3) * 2, v);
 #endif
@@ -102,13 +116,13 @@ __device__ __forceinline__ void wg_epilogue(const Params& p, const float (&acc)[
     store_runs<ROWS, NT>(p, stage, t, m0, n0, g, M);
 #elif STAGE_STORE
     sync();
-    for (int i = t; i < ROWS * (BN / 8); i += NT) {
-        const int row = i / (BN / 8), ch = i % (BN / 8);
-        const int m = m0 + row, kn = n0 + ch * 8;
+    for (int i = t; i < ROWS * (BN / OUT_CHUNK); i += NT) {
+        const int row = i / (BN / OUT_CHUNK), ch = i % (BN / OUT_CHUNK);
+        const int m = m0 + row, kn = n0 + ch * OUT_CHUNK;
         if (m >= M || kn >= KG) continue;
         const i64 o = y_row_offset(m) + g * KG + kn;
         const TY* src = stage + out_swz(row, ch);
-        if (kn + 8 <= KG) {
+        if (kn + OUT_CHUNK <= KG) {
             *(uint4*)((TY*)p.y + o) = *(const uint4*)src;
         } else {
             for (int e = 0; e < KG - kn; ++e) ((TY*)p.y)[o + e] = src[e];

@@ -112,7 +112,10 @@ fn quantized_sources_generate() {
         let bk = if g.cg() % 128 != 0 && g.cg() % 64 == 0 { 64 } else { 128 };
         assert!(plan.src.contains(&format!("#define BK {bk}\n")), "{name}");
         assert_eq!(plan.src.contains("#define CHANNEL_TAIL 1"), g.cg() % 64 != 0, "{name}");
-        assert_eq!(plan.src.contains("#define STAGE_STORE 1"), p.conv_problem().unwrap().y.dtype() == Half, "{name}");
+        // (The fp8 output rounds stochastically, MIOpen's default: from registers.)
+        let staged = matches!(p.conv_problem().unwrap().y.dtype(), Half | Int8);
+        assert_eq!(plan.src.contains("#define STAGE_STORE 1"), staged, "{name}");
+        assert!(!plan.src.contains("#define TMA_STORE 1") || p.conv_problem().unwrap().y.dtype() == Half, "{name}");
         assert!(plan.cfg.smem_bytes(prec) <= SMEM_LIMIT, "{name}");
         if let Some(dir) = &out {
             std::fs::write(format!("{dir}/igemm_tma_{name}.cu"), &plan.src).unwrap();
