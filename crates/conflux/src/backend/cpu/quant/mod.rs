@@ -2,7 +2,7 @@
 //! output row (n, d, h) and group, the input patches of up to `CHUNK` output pixels are
 //! gathered into rows of `C/G · taps` elements (int8 as is, fp8 decoded to f32; zeros in the
 //! padding), each filter row is dotted with four patch rows at a time (`dot.rs`; with AVX-512
-//! VNNI, blocks of 16 filter rows, `vnni.rs`), and the
+//! VNNI, u8 panels of 32 pixels against 8 filters at a time, `vnni.rs`), and the
 //! sums pass through α/β, the epilogue (f32) and the output conversion into y's strides.
 //! Any geometry: 2-D / 3-D, groups, stride, padding (asymmetric too), dilation, any strides.
 
@@ -35,7 +35,7 @@ pub struct QuantRun<'a> {
 
 impl QuantRun<'_> {
     /// The sums go to an Int32 y as they are (α = 1, β = 0, no epilogue).
-    fn raw_int32(&self) -> bool { self.y_dtype == DataType::Int32 && self.alpha == 1.0 && self.beta == 0.0 && self.epi.is_empty() }
+    pub(super) fn raw_int32(&self) -> bool { self.y_dtype == DataType::Int32 && self.alpha == 1.0 && self.beta == 0.0 && self.epi.is_empty() }
 }
 
 /// Element of a patch row: int8 as stored, or f32 decoded from fp8.
@@ -63,7 +63,7 @@ impl Lane for f32 {
 /// y = convert(epilogue(α·conv(x, w) + β·y)).
 pub fn forward(g: &Geom, q: Quant, r: &QuantRun) {
     match q {
-        Quant::Int8 if vnni::available() => run_int8_vnni(g, r),
+        Quant::Int8 if vnni::available() => vnni::run(g, r),
         Quant::Int8 => run::<i8>(g, None, None, r),
         Quant::Fp8 { x, w } => run::<f32>(g, Some(x), Some(w), r),
     }
@@ -101,49 +101,6 @@ fn run<T: Lane>(g: &Geom, xf: Option<Fp8>, wf: Option<Fp8>, r: &QuantRun) {
                         acc[p0..p0 + 4].copy_from_slice(&s);
                     }
                     finish(g, r, raw, n, k, [d, h, w0], &acc[..cnt], &mut vals[..cnt]);
-                }
-            }
-        }
-    });
-}
-
-/// `run::<i8>` on AVX-512 VNNI: per group, its filter rows in blocks of 16 (`vnni.rs`) against
-/// four patch rows at a time, the patches shifted to x + 128.
-fn run_int8_vnni(g: &Geom, r: &QuantRun) {
-    let kg = g.kg();
-    let lp = padded(g.cg() * g.filter_size(), INT8_STEP);
-    let filters: Vec<vnni::Filters> = (0..g.groups).map(|grp| vnni::Filters::pack_with(kg, lp, |kk, row| filter_row(g, r.w, None, grp * kg + kk, row))).collect();
-    let [od, oh, ow] = g.output;
-    let raw = r.raw_int32();
-    let quads = CHUNK.next_multiple_of(4);
-    (0..g.n * od * oh).into_par_iter().for_each(|row| {
-        let (n, d, h) = (row / (od * oh), (row / oh) % od, row % oh);
-        let mut patches = vec![0i8; quads * lp];
-        let mut shifted = vec![0u8; quads * lp];
-        let mut acc = vec![0f64; kg * quads];
-        let mut vals = vec![0f32; CHUNK];
-        for w0 in (0..ow).step_by(CHUNK) {
-            let cnt = CHUNK.min(ow - w0);
-            for (grp, f) in filters.iter().enumerate() {
-                for p in 0..cnt {
-                    gather::<i8>(g, None, r.x, n, grp, [d, h, w0 + p], &mut patches[p * lp..(p + 1) * lp]);
-                }
-                for (s, &v) in shifted[..cnt * lp].iter_mut().zip(&patches[..cnt * lp]) {
-                    *s = (v as u8) ^ 0x80;
-                }
-                for block in 0..kg.div_ceil(16) {
-                    for p0 in (0..cnt).step_by(4) {
-                        let prow = |j: usize| &shifted[(p0 + j) * lp..(p0 + j + 1) * lp];
-                        let sums = f.block4(block, [prow(0), prow(1), prow(2), prow(3)]);
-                        for (j, lanes) in sums.iter().enumerate() {
-                            for (l, &v) in lanes.iter().enumerate().take(kg - (block * 16).min(kg)) {
-                                acc[(block * 16 + l) * quads + p0 + j] = v as f64;
-                            }
-                        }
-                    }
-                }
-                for kk in 0..kg {
-                    finish(g, r, raw, n, grp * kg + kk, [d, h, w0], &acc[kk * quads..kk * quads + cnt], &mut vals[..cnt]);
                 }
             }
         }
@@ -211,6 +168,46 @@ fn finish(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, o: [usize; 3], 
         }
     }
     r.epi.apply_span(vals, n, k, sp0, g.output);
+    let first = ((n * g.k + k) * od * oh * ow + sp0) as u64;
+    for (p, &v) in vals.iter().enumerate() {
+        // SAFETY: as above.
+        unsafe { store_any(r.y_dtype, r.y, off(p), v, r.stochastic, first + p as u64) };
+    }
+}
+
+/// α/β, the epilogue and the conversion of exact int8 sums `acc` of output pixels sp0 ..
+/// sp0 + acc.len() of (n, k) (one image's, consecutive in (d, h, w) order); f32 y whose planes
+/// are dense take the results as one slice.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn finish_i32(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, sp0: usize, acc: &[i32], vals: &mut [f32]) {
+    let ys = g.y_strides;
+    let [od, oh, ow] = g.output;
+    let dense = ys[4] == 1 && ys[3] == ow && (od == 1 || ys[2] == oh * ow);
+    let base = n * ys[0] + k * ys[1];
+    let off = |p: usize| {
+        let sp = sp0 + p;
+        if dense { base + sp } else { base + sp / (oh * ow) * ys[2] + (sp / ow) % oh * ys[3] + sp % ow * ys[4] }
+    };
+    if raw {
+        for (p, &a) in acc.iter().enumerate() {
+            // SAFETY: the element is inside y; tiles of different tasks never overlap.
+            unsafe { *(r.y as *mut i32).add(off(p)) = a };
+        }
+        return;
+    }
+    for (p, (v, &a)) in vals.iter_mut().zip(acc).enumerate() {
+        *v = r.alpha * a as f32;
+        if r.beta != 0.0 {
+            // SAFETY: as above.
+            *v += r.beta * unsafe { load_any(r.y_dtype, r.y, off(p)) };
+        }
+    }
+    r.epi.apply_span(vals, n, k, sp0, g.output);
+    if dense && r.y_dtype == DataType::Float {
+        // SAFETY: the run's elements are consecutive in y.
+        unsafe { std::slice::from_raw_parts_mut((r.y as *mut f32).add(base + sp0), vals.len()) }.copy_from_slice(vals);
+        return;
+    }
     let first = ((n * g.k + k) * od * oh * ow + sp0) as u64;
     for (p, &v) in vals.iter().enumerate() {
         // SAFETY: as above.

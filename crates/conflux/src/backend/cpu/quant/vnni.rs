@@ -1,19 +1,29 @@
-//! int8 dot products on AVX-512 VNNI: 16 filter rows × 4 patch rows per call, each `vpdpbusd`
-//! multiplying 4 bytes of one patch row (broadcast) with 4 bytes of each of 16 filter rows and
-//! adding into 16 i32 sums.
+//! int8 convolutions on AVX-512 VNNI: output pixels in tiles of 32 (flattened over the batch,
+//! so small images fill them), each tile's input patches gathered once into a u8 panel, then
+//! multiplied with every filter of its group, 8 filters at a time.
 //!
-//! `vpdpbusd` multiplies unsigned by signed bytes, so patches arrive as x + 128 (u8) and each
-//! filter row's 128·Σw is subtracted afterwards. The instruction wraps rather than saturates,
-//! and so does the subtraction: the result is Σ x·w modulo 2³², which is Σ x·w itself, since
-//! the problem is refused where that could leave i32 (`quant.rs`: at most 2¹⁷ products).
+//! Panel layout: for each 4-element step s of the reduction, 32 pixels × 4 bytes (two 64-byte
+//! vectors). One `vpdpbusd` multiplies a vector of 16 pixels' 4 bytes with one filter's 4
+//! bytes broadcast and adds into that filter's 16 i32 sums, so a tile's sums are 16-pixel
+//! vectors per filter: runs along y's pixels, stored a vector at a time where y allows.
+//!
+//! `vpdpbusd` multiplies unsigned by signed bytes, so the panel holds x + 128 (x ^ 0x80) and
+//! each filter's 128·Σw is subtracted from its sums; the panel's padding past the reduction
+//! holds 0, which adds nothing. The instruction wraps rather than saturates, and so does the
+//! subtraction: the result is Σ x·w modulo 2³², which is Σ x·w itself, since the problem is
+//! refused where that could leave i32 (`quant.rs`: at most 2¹⁷ products).
+//!
+//! The reduction runs in the filter's own memory order ([c][t] for KCRS, [t][c] for KRSC), so a
+//! dense filter whose rows are a multiple of 4 bytes is read in place, with no copy per call.
 
-/// Filter rows grouped by 16, as `block4` reads them: for block b and 4-element step s, the
-/// 16 rows' 4 bytes each (one i32 lane per row), and each row's 128·Σw.
-pub struct Filters {
-    steps: usize,
-    lanes: Vec<i32>,
-    comp: Vec<i32>,
-}
+use super::{finish_i32, QuantRun};
+use crate::problem::Geom;
+use rayon::prelude::*;
+
+/// Pixels per tile: two vectors of 16.
+const PX: usize = 32;
+/// Filters per micro-tile (16 accumulators with two pixel vectors).
+const ROWS: usize = 8;
 
 /// Whether this CPU has AVX-512 VNNI.
 pub fn available() -> bool {
@@ -26,104 +36,247 @@ pub fn available() -> bool {
     false
 }
 
-impl Filters {
-    /// `rows` filter rows of `len` int8 elements each (len a multiple of 4), rows past the last
-    /// zero.
-    pub fn pack(w: &[i8], rows: usize, len: usize) -> Filters {
-        debug_assert!(w.len() >= rows * len);
-        Filters::pack_with(rows, len, |k, row| row.copy_from_slice(&w[k * len..(k + 1) * len]))
-    }
+/// The filter as the kernel reads it: K rows of `4·steps` bytes, `stride` bytes apart, in the
+/// reduction `Order`; each row's 128·Σw.
+struct FilterRows {
+    base: *const i8,
+    stride: usize,
+    comp: Vec<i32>,
+    /// Owns the rows when they had to be copied.
+    _copy: Option<Vec<i8>>,
+}
+// SAFETY: the rows are only read, by the threads of one call, while the caller's filter lives.
+unsafe impl Sync for FilterRows {}
 
-    /// As `pack`, with `fill(k, row)` writing filter row k (len elements) into `row`: callers
-    /// read the filter tensor straight into the blocks, with no packed copy in between.
-    pub fn pack_with(rows: usize, len: usize, fill: impl Fn(usize, &mut [i8]) + Sync) -> Filters {
-        use rayon::prelude::*;
-        debug_assert!(len.is_multiple_of(4));
-        let (blocks, steps) = (rows.div_ceil(16), len / 4);
-        let mut lanes = vec![0i32; blocks * steps * 16];
-        let mut comp = vec![0i32; blocks * 16];
-        // Blocks in parallel: a layer's filter is megabytes at batch 1.
-        lanes.par_chunks_mut(steps * 16).zip(comp.par_chunks_mut(16)).enumerate().for_each(|(b, (lanes, comp))| {
-            let mut row = vec![0i8; len];
-            for l in 0..16.min(rows - b * 16) {
-                fill(b * 16 + l, &mut row);
-                for (s, q) in row.chunks_exact(4).enumerate() {
-                    lanes[s * 16 + l] = i32::from_le_bytes([q[0] as u8, q[1] as u8, q[2] as u8, q[3] as u8]);
+/// Filter rows in place where w is dense in the reduction order and rows are whole 4-byte
+/// steps; else a zero-padded copy.
+fn filter_rows(g: &Geom, w: u64, order: Order, steps: usize) -> FilterRows {
+    let (cg, taps, ws) = (g.cg(), g.filter_size(), g.w_strides);
+    let kred = cg * taps;
+    let tap_off = |t: usize| {
+        let [_, fh, fw] = g.filter;
+        let (td, th, tw) = (t / (fh * fw), (t / fw) % fh, t % fw);
+        td * ws[2] + th * ws[3] + tw * ws[4]
+    };
+    // Reduction index i → (c, t) in `order`.
+    let ct = |i: usize| if order.c_step == 1 { (i % cg, i / cg) } else { (i / taps, i % taps) };
+    let off = |k: usize, i: usize| {
+        let (c, t) = ct(i);
+        k * ws[0] + c * ws[1] + tap_off(t)
+    };
+    let dense = (0..kred).all(|i| off(0, i) == i) && (g.k == 1 || ws[0] == kred);
+    let comp_of = |row: &[i8]| 128 * row.iter().map(|&v| v as i32).sum::<i32>();
+    if dense && kred.is_multiple_of(4) {
+        // SAFETY: w holds K dense rows of kred int8 values (the problem's descriptor).
+        let all = unsafe { std::slice::from_raw_parts(w as *const i8, g.k * kred) };
+        let comp = all.par_chunks(kred).map(comp_of).collect();
+        return FilterRows { base: w as *const i8, stride: kred, comp, _copy: None };
+    }
+    let stride = 4 * steps;
+    let mut copy = vec![0i8; g.k * stride];
+    copy.par_chunks_mut(stride).enumerate().for_each(|(k, row)| {
+        for (i, v) in row[..kred].iter_mut().enumerate() {
+            // SAFETY: (k, c, t) is inside w.
+            *v = unsafe { *(w as *const i8).add(off(k, i)) };
+        }
+    });
+    let comp = copy.par_chunks(stride).map(comp_of).collect();
+    FilterRows { base: copy.as_ptr(), stride, comp, _copy: Some(copy) }
+}
+
+/// y = convert(epilogue(α·conv(x, w) + β·y)) for int8 x and w. Call only where `available()`.
+pub fn run(g: &Geom, r: &QuantRun) {
+    let (cg, kg) = (g.cg(), g.kg());
+    let staged = staged_x(g, r.x);
+    let (x, xs, flip) = match &staged {
+        Some((v, s)) => (v.as_ptr() as u64, *s, 0),
+        None => (r.x, g.x_strides, 0x80),
+    };
+    let order = Order::of(g, xs[1] == 1);
+    let kred = cg * g.filter_size();
+    let steps = kred.div_ceil(4);
+    let f = filter_rows(g, r.w, order, steps);
+    let src = Source { x, xs, flip };
+    let spatial = g.output_size();
+    let pixels = g.n * spatial;
+    let raw = r.raw_int32();
+    (0..pixels.div_ceil(PX)).into_par_iter().for_each(|tile| {
+        let m0 = tile * PX;
+        let cnt = PX.min(pixels - m0);
+        let mut panel = vec![0u8; steps * PX * 4];
+        let mut sums = [[0i32; PX]; ROWS];
+        let mut vals = vec![0f32; PX];
+        for grp in 0..g.groups {
+            gather(g, &src, grp * cg * xs[1], order, m0, cnt, &mut panel);
+            for k0 in (grp * kg..(grp + 1) * kg).step_by(ROWS) {
+                let rows = ROWS.min((grp + 1) * kg - k0);
+                // SAFETY: `available()` was checked by the caller; the panel holds `steps`
+                // steps; filter rows k0.. k0 + rows exist with 4·steps bytes each.
+                unsafe { multiply(&panel, steps, &f, k0, rows, &mut sums) };
+                for (j, s) in sums.iter().enumerate().take(rows) {
+                    let k = k0 + j;
+                    // Runs of pixels within one image.
+                    let mut p = 0;
+                    while p < cnt {
+                        let (n, sp) = ((m0 + p) / spatial, (m0 + p) % spatial);
+                        let len = (spatial - sp).min(cnt - p);
+                        finish_i32(g, r, raw, n, k, sp, &s[p..p + len], &mut vals[..len]);
+                        p += len;
+                    }
                 }
-                comp[l] = 128 * row.iter().map(|&v| v as i32).sum::<i32>();
-            }
-        });
-        Filters { steps, lanes, comp }
-    }
-
-    /// Σ w·x of filter rows 16·block .. 16·block + 16 with four patch rows given as x + 128:
-    /// out[j][l] for patch j and row l. Call only where `available()`.
-    pub fn block4(&self, block: usize, p: [&[u8]; 4]) -> [[i32; 16]; 4] {
-        debug_assert!(available() && p.iter().all(|r| r.len() >= 4 * self.steps));
-        // SAFETY: the caller checked `available()`; each patch row holds 4·steps bytes and the
-        // block's lanes 16·steps values.
-        #[cfg(target_arch = "x86_64")]
-        return unsafe { self.block4_avx512(block, p) };
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("AVX-512 VNNI is x86-64 only")
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512vnni")]
-    unsafe fn block4_avx512(&self, block: usize, p: [&[u8]; 4]) -> [[i32; 16]; 4] {
-        use std::arch::x86_64::*;
-        let lanes = self.lanes[block * self.steps * 16..].as_ptr();
-        let mut acc = [_mm512_setzero_si512(); 4];
-        for s in 0..self.steps {
-            let wv = _mm512_loadu_si512(lanes.add(s * 16) as *const __m512i);
-            for (j, a) in acc.iter_mut().enumerate() {
-                let xv = _mm512_set1_epi32((p[j].as_ptr().add(4 * s) as *const i32).read_unaligned());
-                *a = _mm512_dpbusd_epi32(*a, xv, wv);
             }
         }
-        let comp = _mm512_loadu_si512(self.comp[block * 16..].as_ptr() as *const __m512i);
-        let mut out = [[0i32; 16]; 4];
-        for (o, a) in out.iter_mut().zip(acc) {
-            _mm512_storeu_si512(o.as_mut_ptr() as *mut __m512i, _mm512_sub_epi32(a, comp));
-        }
-        out
+    });
+}
+
+/// Where reduction index i = c·`c_step` + t·`t_step` of channel c and tap t lies.
+#[derive(Clone, Copy)]
+struct Order {
+    c_step: usize,
+    t_step: usize,
+}
+
+impl Order {
+    /// Channels innermost ([t][c]) where x's channels are contiguous (given or staged so) or
+    /// the filter already lies that way; else the filter's KCRS order ([c][t]).
+    fn of(g: &Geom, x_channels_last: bool) -> Order {
+        let (cg, taps) = (g.cg(), g.filter_size());
+        if x_channels_last || (g.w_strides[1] == 1 && cg > 1) { Order { c_step: 1, t_step: cg } } else { Order { c_step: taps, t_step: 1 } }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Extremes and random bytes against i32 sums, with a row count that is not a multiple
-    /// of 16 and a patch of all −128 (the largest products after the shift).
-    #[test]
-    fn blocks_equal_exact_sums() {
-        if !available() {
-            return;
+/// Channels-first x staged channels-last as x + 128 (one pass over x), where the panels'
+/// gathers then copy whole 4-channel words: worth it when the filter (which the [t][c] order
+/// makes us copy too, were it KCRS) is no larger than x, and there are channels to copy.
+fn staged_x(g: &Geom, x: u64) -> Option<(Vec<u8>, [usize; 5])> {
+    let xs = g.x_strides;
+    let [id, ih, iw] = g.input;
+    let (c, sp) = (g.c, id * ih * iw);
+    if xs[1] == 1 || g.cg() < 4 || !g.cg().is_multiple_of(4) || g.k * g.cg() * g.filter_size() > g.n * c * sp {
+        return None;
+    }
+    let mut out = vec![0u8; g.n * sp * c];
+    out.par_chunks_mut(iw * c).enumerate().for_each(|(row, dst)| {
+        let (n, d, h) = (row / (id * ih), (row / ih) % id, row % ih);
+        // Four channels' rows at a time, written as one 4-byte word per pixel (c is a multiple
+        // of 4: the channels per group are).
+        for ch in (0..c).step_by(4) {
+            let src: [*const u8; 4] = std::array::from_fn(|j| (x as *const u8).wrapping_add(n * xs[0] + (ch + j) * xs[1] + d * xs[2] + h * xs[3]));
+            for w in 0..iw {
+                // SAFETY: (n, ch + j, d, h, w) is inside x.
+                let b: [u8; 4] = std::array::from_fn(|j| unsafe { *src[j].add(w * xs[4]) } ^ 0x80);
+                dst[w * c + ch..w * c + ch + 4].copy_from_slice(&b);
+            }
         }
-        let (rows, len) = (21, 40);
-        let mut s = 7u64;
-        let mut next = || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (s >> 56) as u8 as i8
-        };
-        let mut w: Vec<i8> = (0..rows * len).map(|_| next()).collect();
-        w[..len].fill(-128);
-        w[len..2 * len].fill(127);
-        let mut patches: Vec<Vec<i8>> = (0..4).map(|_| (0..len).map(|_| next()).collect()).collect();
-        patches[0].fill(-128);
-        patches[1].fill(127);
-        let shifted: Vec<Vec<u8>> = patches.iter().map(|r| r.iter().map(|&v| (v as u8) ^ 0x80).collect()).collect();
-        let f = Filters::pack(&w, rows, len);
-        for block in 0..rows.div_ceil(16) {
-            let got = f.block4(block, [&shifted[0], &shifted[1], &shifted[2], &shifted[3]]);
-            for (j, p) in patches.iter().enumerate() {
-                for l in 0..16 {
-                    let k = block * 16 + l;
-                    let want: i32 = if k < rows { w[k * len..(k + 1) * len].iter().zip(p).map(|(&a, &b)| a as i32 * b as i32).sum() } else { 0 };
-                    assert_eq!(got[j][l], want, "row {k}, patch {j}");
+    });
+    Some((out, [sp * c, 1, ih * iw * c, iw * c, c]))
+}
+
+/// Where the panels read x: the caller's int8 x (`flip` 0x80 makes it x + 128) or the staged
+/// copy (already shifted, `flip` 0), with its strides.
+struct Source {
+    x: u64,
+    xs: [usize; 5],
+    flip: u8,
+}
+
+/// The panel of pixels m0 .. m0 + cnt (flattened n, d, h, w) for the group whose channels
+/// start `grp_off` elements into each image: x + 128, 128 for taps in the padding, 0 past the
+/// reduction and past `cnt`.
+fn gather(g: &Geom, src: &Source, grp_off: usize, order: Order, m0: usize, cnt: usize, panel: &mut [u8]) {
+    let [od, oh, ow] = g.output;
+    let (x, xs, flip) = (src.x, src.xs, src.flip);
+    // 4-channel words: channels innermost in both the order and x, whole words per tap.
+    let words = order.c_step == 1 && xs[1] == 1 && g.cg().is_multiple_of(4);
+    let [_, fh, fw] = g.filter;
+    let cg = g.cg();
+    // Each tap's offset along (d, h, w) from a window's corner, dilation applied.
+    let reach: Vec<[isize; 3]> = (0..g.filter_size())
+        .map(|t| {
+            let tap = [t / (fh * fw), (t / fw) % fh, t % fw];
+            std::array::from_fn(|a| (tap[a] * g.dilation[a]) as isize - g.pad[a] as isize)
+        })
+        .collect();
+    panel.fill(0);
+    for p in 0..cnt {
+        let m = m0 + p;
+        let (n, o) = (m / (od * oh * ow), [(m / (oh * ow)) % od, (m / ow) % oh, m % ow]);
+        let corner: [isize; 3] = std::array::from_fn(|a| (o[a] * g.stride[a]) as isize);
+        for (t, r) in reach.iter().enumerate() {
+            let mut off = n * xs[0] + grp_off;
+            let mut inside = true;
+            for a in 0..3 {
+                let i = corner[a] + r[a];
+                inside &= i >= 0 && (i as usize) < g.input[a];
+                off = off.wrapping_add((i as usize).wrapping_mul(xs[2 + a]));
+            }
+            let at = |c: usize| {
+                let i = c * order.c_step + t * order.t_step;
+                (i / 4) * (PX * 4) + p * 4 + i % 4
+            };
+            let from = (x as *const u8).wrapping_add(off);
+            if inside && words {
+                let flip4 = u32::from_ne_bytes([flip; 4]);
+                for c4 in (0..cg).step_by(4) {
+                    // SAFETY: the position's channels c4 .. c4 + 4 are inside x; the word's
+                    // panel bytes are consecutive (i % 4 == 0 at c4).
+                    let v = unsafe { (from.add(c4) as *const u32).read_unaligned() } ^ flip4;
+                    let at = at(c4);
+                    panel[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+                }
+            } else if inside {
+                for c in 0..cg {
+                    // SAFETY: the position is inside x.
+                    panel[at(c)] = unsafe { *from.add(c * xs[1]) } ^ flip;
+                }
+            } else {
+                for c in 0..cg {
+                    panel[at(c)] = 0x80;
                 }
             }
         }
+    }
+}
+
+/// Σ x·w of `rows` filters from k0 over the panel's 32 pixels: sums[j][p].
+unsafe fn multiply(panel: &[u8], steps: usize, f: &FilterRows, k0: usize, rows: usize, sums: &mut [[i32; PX]; ROWS]) {
+    #[cfg(target_arch = "x86_64")]
+    match rows {
+        8 => tile::<8>(panel, steps, f, k0, sums),
+        7 => tile::<7>(panel, steps, f, k0, sums),
+        6 => tile::<6>(panel, steps, f, k0, sums),
+        5 => tile::<5>(panel, steps, f, k0, sums),
+        4 => tile::<4>(panel, steps, f, k0, sums),
+        3 => tile::<3>(panel, steps, f, k0, sums),
+        2 => tile::<2>(panel, steps, f, k0, sums),
+        _ => tile::<1>(panel, steps, f, k0, sums),
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (panel, steps, f, k0, rows, sums);
+        unreachable!("AVX-512 VNNI is x86-64 only")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn tile<const R: usize>(panel: &[u8], steps: usize, f: &FilterRows, k0: usize, sums: &mut [[i32; PX]; ROWS]) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_si512(); 2]; R];
+    let rows: [*const i8; R] = std::array::from_fn(|j| f.base.add((k0 + j) * f.stride));
+    let pp = panel.as_ptr();
+    for s in 0..steps {
+        let x0 = _mm512_loadu_si512(pp.add(s * PX * 4) as *const __m512i);
+        let x1 = _mm512_loadu_si512(pp.add(s * PX * 4 + 64) as *const __m512i);
+        for (a, row) in acc.iter_mut().zip(&rows) {
+            let w = _mm512_set1_epi32((row.add(4 * s) as *const i32).read_unaligned());
+            a[0] = _mm512_dpbusd_epi32(a[0], x0, w);
+            a[1] = _mm512_dpbusd_epi32(a[1], x1, w);
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        let comp = _mm512_set1_epi32(f.comp[k0 + j]);
+        _mm512_storeu_si512(sums[j].as_mut_ptr() as *mut __m512i, _mm512_sub_epi32(a[0], comp));
+        _mm512_storeu_si512(sums[j].as_mut_ptr().add(16) as *mut __m512i, _mm512_sub_epi32(a[1], comp));
     }
 }
