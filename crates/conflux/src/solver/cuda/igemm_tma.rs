@@ -54,7 +54,7 @@ fn step_channels(dt: DataType) -> usize { 128 / dt.size() }
 /// a multiple of 64 but not of 128 (64-channel layers), which take 64-byte rows (the copy
 /// engine's and wgmma's 64-byte swizzle) rather than boxes half full of zeros.
 fn k_step(g: &Geom, dt: DataType) -> usize {
-    if dt.size() == 1 && g.cg() % 128 != 0 && g.cg() % 64 == 0 { 64 } else { step_channels(dt) }
+    if dt.size() == 1 && !g.cg().is_multiple_of(128) && g.cg().is_multiple_of(64) { 64 } else { step_channels(dt) }
 }
 
 /// The tensor-core conditions for this problem's element type, and how it is multiplied.

@@ -105,7 +105,7 @@ pub fn run(g: &Geom, r: &QuantRun) {
         let cnt = PX.min(pixels - m0);
         let mut panel = vec![0u8; steps * PX * 4];
         let mut sums = [[0i32; PX]; ROWS];
-        let mut vals = vec![0f32; PX];
+        let mut vals = [0f32; PX];
         for grp in 0..g.groups {
             gather(g, &src, grp * cg * xs[1], order, m0, cnt, &mut panel);
             for k0 in (grp * kg..(grp + 1) * kg).step_by(ROWS) {
