@@ -8,6 +8,7 @@
 
 pub mod dot;
 pub mod vnni;
+mod vnni_direct;
 
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::backend::cpu::tensor_io::access;

@@ -21,9 +21,9 @@ use crate::problem::Geom;
 use rayon::prelude::*;
 
 /// Pixels per tile: two vectors of 16.
-const PX: usize = 32;
+pub(super) const PX: usize = 32;
 /// Filters per micro-tile (16 accumulators with two pixel vectors).
-const ROWS: usize = 8;
+pub(super) const ROWS: usize = 8;
 
 /// Whether this CPU has AVX-512 VNNI.
 pub fn available() -> bool {
@@ -38,10 +38,10 @@ pub fn available() -> bool {
 
 /// The filter as the kernel reads it: K rows of `4·steps` bytes, `stride` bytes apart, in the
 /// reduction `Order`; each row's 128·Σw.
-struct FilterRows {
-    base: *const i8,
-    stride: usize,
-    comp: Vec<i32>,
+pub(super) struct FilterRows {
+    pub(super) base: *const i8,
+    pub(super) stride: usize,
+    pub(super) comp: Vec<i32>,
     /// Owns the rows when they had to be copied.
     _copy: Option<Vec<i8>>,
 }
@@ -50,7 +50,7 @@ unsafe impl Sync for FilterRows {}
 
 /// Filter rows in place where w is dense in the reduction order and rows are whole 4-byte
 /// steps; else a zero-padded copy.
-fn filter_rows(g: &Geom, w: u64, order: Order, steps: usize) -> FilterRows {
+pub(super) fn filter_rows(g: &Geom, w: u64, order: Order, steps: usize) -> FilterRows {
     let (cg, taps, ws) = (g.cg(), g.filter_size(), g.w_strides);
     let kred = cg * taps;
     let tap_off = |t: usize| {
@@ -74,10 +74,14 @@ fn filter_rows(g: &Geom, w: u64, order: Order, steps: usize) -> FilterRows {
     }
     let stride = 4 * steps;
     let mut copy = vec![0i8; g.k * stride];
+    let taps_at: Vec<usize> = (0..taps).map(tap_off).collect();
     copy.par_chunks_mut(stride).enumerate().for_each(|(k, row)| {
-        for (i, v) in row[..kred].iter_mut().enumerate() {
-            // SAFETY: (k, c, t) is inside w.
-            *v = unsafe { *(w as *const i8).add(off(k, i)) };
+        let src = (w as *const i8).wrapping_add(k * ws[0]);
+        for (t, &at) in taps_at.iter().enumerate() {
+            for c in 0..cg {
+                // SAFETY: (k, c, t) is inside w.
+                row[c * order.c_step + t * order.t_step] = unsafe { *src.add(c * ws[1] + at) };
+            }
         }
     });
     let comp = copy.par_chunks(stride).map(comp_of).collect();
@@ -86,6 +90,9 @@ fn filter_rows(g: &Geom, w: u64, order: Order, steps: usize) -> FilterRows {
 
 /// y = convert(epilogue(α·conv(x, w) + β·y)) for int8 x and w. Call only where `available()`.
 pub fn run(g: &Geom, r: &QuantRun) {
+    if super::vnni_direct::applies(g) {
+        return super::vnni_direct::run(g, r);
+    }
     let (cg, kg) = (g.cg(), g.kg());
     let staged = staged_x(g, r.x);
     let (x, xs, flip) = match &staged {
@@ -131,9 +138,9 @@ pub fn run(g: &Geom, r: &QuantRun) {
 
 /// Where reduction index i = c·`c_step` + t·`t_step` of channel c and tap t lies.
 #[derive(Clone, Copy)]
-struct Order {
-    c_step: usize,
-    t_step: usize,
+pub(super) struct Order {
+    pub(super) c_step: usize,
+    pub(super) t_step: usize,
 }
 
 impl Order {
@@ -147,12 +154,13 @@ impl Order {
 
 /// Channels-first x staged channels-last as x + 128 (one pass over x), where the panels'
 /// gathers then copy whole 4-channel words: worth it when the filter (which the [t][c] order
-/// makes us copy too, were it KCRS) is no larger than x, and there are channels to copy.
+/// makes us copy too, were it KCRS) is no larger than the patches gathered from x.
 fn staged_x(g: &Geom, x: u64) -> Option<(Vec<u8>, [usize; 5])> {
     let xs = g.x_strides;
     let [id, ih, iw] = g.input;
     let (c, sp) = (g.c, id * ih * iw);
-    if xs[1] == 1 || g.cg() < 4 || !g.cg().is_multiple_of(4) || g.k * g.cg() * g.filter_size() > g.n * c * sp {
+    let patches = g.n * g.output_size() * c * g.filter_size();
+    if xs[1] == 1 || g.cg() < 4 || !g.cg().is_multiple_of(4) || g.k * g.cg() * g.filter_size() > patches {
         return None;
     }
     let mut out = vec![0u8; g.n * sp * c];

@@ -1,0 +1,147 @@
+//! int8 stride-1 convolutions on rows of at least 16 output pixels, on AVX-512 VNNI without
+//! patches: x is staged once as x + 128 in blocks of 4 channels, [n][c/4][h][w][4 bytes], with
+//! its padding (as 128) around each plane. For a filter tap and a channel block, 16
+//! consecutive output pixels of a row read 16 consecutive 4-byte words of that block's plane
+//! shifted by the tap: one vector load, no gather. Tiles are 32 pixels of one output row
+//! (two vectors) against 8 filters; the filter runs in [t][c] order (`vnni::Order`).
+
+use super::vnni::{filter_rows, FilterRows, Order, PX, ROWS};
+use super::{finish_i32, QuantRun};
+use crate::problem::Geom;
+use rayon::prelude::*;
+
+/// Ungrouped 2-D stride-1 convolutions with whole 4-channel blocks, symmetric or asymmetric
+/// padding, whose output rows fill at least one 16-pixel vector, and whose filter (copied
+/// into [t][c] order unless it lies that way) is no larger than the patches it replaces.
+pub fn applies(g: &Geom) -> bool {
+    let krsc = g.w_strides[1] == 1;
+    let patches = g.n * g.output_size() * g.c * g.filter_size();
+    g.groups == 1
+        && g.filter[0] == 1
+        && g.input[0] == 1
+        && g.stride == [1; 3]
+        && g.c.is_multiple_of(4)
+        && g.output[2] >= 16
+        && (krsc || g.k * g.c * g.filter_size() <= patches)
+}
+
+/// The staged x: planes of `hp` × `wp` words per 4-channel block; `wp` leaves a vector of
+/// slack past the widest read.
+struct Staged {
+    data: Vec<u8>,
+    hp: usize,
+    wp: usize,
+}
+
+fn stage(g: &Geom, x: u64) -> Staged {
+    let [_, oh, ow] = g.output;
+    let [_, ih, iw] = g.input;
+    let ([_, fh, fw], [_, dh, dw], [_, ph, pw]) = (g.filter, g.dilation, g.pad);
+    let (hp, wp) = (oh + (fh - 1) * dh, ow + (fw - 1) * dw + 16);
+    let c4 = g.c / 4;
+    let xs = g.x_strides;
+    // (A tile's second vector may read up to a vector past the last plane's last row.)
+    let mut data = vec![0x80u8; g.n * c4 * hp * wp * 4 + PX * 4];
+    data.par_chunks_mut(hp * wp * 4).take(g.n * c4).enumerate().for_each(|(plane, dst)| {
+        let (n, b) = (plane / c4, plane % c4);
+        for h in 0..ih {
+            let hr = h + ph;
+            if hr >= hp {
+                continue;
+            }
+            let src: [*const u8; 4] = std::array::from_fn(|j| (x as *const u8).wrapping_add(n * xs[0] + (4 * b + j) * xs[1] + h * xs[3]));
+            for w in 0..iw {
+                let wc = w + pw;
+                if wc >= wp {
+                    break;
+                }
+                // SAFETY: (n, 4b + j, h, w) is inside x.
+                let word: [u8; 4] = std::array::from_fn(|j| unsafe { *src[j].add(w * xs[4]) } ^ 0x80);
+                let at = (hr * wp + wc) * 4;
+                dst[at..at + 4].copy_from_slice(&word);
+            }
+        }
+    });
+    Staged { data, hp, wp }
+}
+
+/// y = convert(epilogue(α·conv(x, w) + β·y)) for int8 x and w where `applies`; call only
+/// where `vnni::available()`.
+pub fn run(g: &Geom, r: &QuantRun) {
+    let [_, oh, ow] = g.output;
+    let ([_, fh, fw], [_, dh, dw]) = (g.filter, g.dilation);
+    let c4 = g.c / 4;
+    let steps = g.filter_size() * c4;
+    let f = filter_rows(g, r.w, Order { c_step: 1, t_step: g.c }, steps);
+    let st = stage(g, r.x);
+    // Byte offset of each tap's shifted plane position.
+    let taps: Vec<usize> = (0..fh * fw).map(|t| ((t / fw) * dh * st.wp + (t % fw) * dw) * 4).collect();
+    let plane = st.hp * st.wp * 4;
+    let per_row = ow.div_ceil(PX);
+    let raw = r.raw_int32();
+    (0..g.n * oh * per_row).into_par_iter().for_each(|task| {
+        let (row, ow0) = (task / per_row, task % per_row * PX);
+        let (n, h) = (row / oh, row % oh);
+        let cnt = PX.min(ow - ow0);
+        let base = st.data[n * c4 * plane + (h * st.wp + ow0) * 4..].as_ptr();
+        let mut sums = [[0i32; PX]; ROWS];
+        let mut vals = [0f32; PX];
+        for k0 in (0..g.k).step_by(ROWS) {
+            let rows = ROWS.min(g.k - k0);
+            // SAFETY: `vnni::available()` was checked by the caller; every read stays inside
+            // the staged planes (the slack covers the second vector past the row).
+            unsafe { multiply(base, &taps, plane, c4, &f, k0, rows, &mut sums) };
+            for (j, s) in sums.iter().enumerate().take(rows) {
+                finish_i32(g, r, raw, n, k0 + j, h * ow + ow0, &s[..cnt], &mut vals[..cnt]);
+            }
+        }
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn multiply(base: *const u8, taps: &[usize], plane: usize, c4: usize, f: &FilterRows, k0: usize, rows: usize, sums: &mut [[i32; PX]; ROWS]) {
+    #[cfg(target_arch = "x86_64")]
+    match rows {
+        8 => tile::<8>(base, taps, plane, c4, f, k0, sums),
+        7 => tile::<7>(base, taps, plane, c4, f, k0, sums),
+        6 => tile::<6>(base, taps, plane, c4, f, k0, sums),
+        5 => tile::<5>(base, taps, plane, c4, f, k0, sums),
+        4 => tile::<4>(base, taps, plane, c4, f, k0, sums),
+        3 => tile::<3>(base, taps, plane, c4, f, k0, sums),
+        2 => tile::<2>(base, taps, plane, c4, f, k0, sums),
+        _ => tile::<1>(base, taps, plane, c4, f, k0, sums),
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (base, taps, plane, c4, f, k0, rows, sums);
+        unreachable!("AVX-512 VNNI is x86-64 only")
+    }
+}
+
+/// Sums of `R` filters from k0 over 32 pixels: for each tap and channel block, two 16-word
+/// loads of the shifted plane against each filter's word broadcast.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn tile<const R: usize>(base: *const u8, taps: &[usize], plane: usize, c4: usize, f: &FilterRows, k0: usize, sums: &mut [[i32; PX]; ROWS]) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_si512(); 2]; R];
+    let rows: [*const i8; R] = std::array::from_fn(|j| f.base.add((k0 + j) * f.stride));
+    for (t, &toff) in taps.iter().enumerate() {
+        for b in 0..c4 {
+            let p = base.add(toff + b * plane);
+            let x0 = _mm512_loadu_si512(p as *const __m512i);
+            let x1 = _mm512_loadu_si512(p.add(64) as *const __m512i);
+            let s = t * c4 + b;
+            for (a, row) in acc.iter_mut().zip(&rows) {
+                let w = _mm512_set1_epi32((row.add(4 * s) as *const i32).read_unaligned());
+                a[0] = _mm512_dpbusd_epi32(a[0], x0, w);
+                a[1] = _mm512_dpbusd_epi32(a[1], x1, w);
+            }
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        let comp = _mm512_set1_epi32(f.comp[k0 + j]);
+        _mm512_storeu_si512(sums[j].as_mut_ptr() as *mut __m512i, _mm512_sub_epi32(a[0], comp));
+        _mm512_storeu_si512(sums[j].as_mut_ptr().add(16) as *mut __m512i, _mm512_sub_epi32(a[1], comp));
+    }
+}
