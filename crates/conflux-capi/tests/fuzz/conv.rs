@@ -15,12 +15,21 @@ use MIOpen::conv_run::ConvSolutionC;
 use MIOpen::handle::MiopenHandle;
 use MIOpen::tensor::*;
 
-/// A C tensor descriptor from lengths and strides (its status is part of the run).
+/// A C f32 tensor descriptor from lengths and strides (its status is part of the run).
 pub fn c_tensor(s: &mut Stats, lens: &[i64], strides: &[i64]) -> Option<MiopenTensor> {
+    c_tensor_of(s, 1, lens, strides)
+}
+
+/// `c_tensor` of MIOpen data type `dtype`, from usize lengths and strides.
+pub fn c_tensor_typed(s: &mut Stats, dtype: i32, lens: &[usize], strides: &[usize]) -> Option<MiopenTensor> {
+    c_tensor_of(s, dtype, &as_i64(lens), &as_i64(strides))
+}
+
+fn c_tensor_of(s: &mut Stats, dtype: i32, lens: &[i64], strides: &[i64]) -> Option<MiopenTensor> {
     let mut t = null_mut();
     s.call("miopenCreateTensorDescriptor", || unsafe { miopenCreateTensorDescriptor(&mut t) });
     let (l, st): (Vec<i32>, Vec<i32>) = (lens.iter().map(|v| *v as i32).collect(), strides.iter().map(|v| *v as i32).collect());
-    let status = s.call("miopenSetTensorDescriptor", || unsafe { miopenSetTensorDescriptor(t, 1, l.len() as i32, l.as_ptr(), st.as_ptr()) });
+    let status = s.call("miopenSetTensorDescriptor", || unsafe { miopenSetTensorDescriptor(t, dtype, l.len() as i32, l.as_ptr(), st.as_ptr()) });
     if status == 0 {
         Some(t)
     } else {

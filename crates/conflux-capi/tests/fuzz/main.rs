@@ -1,7 +1,7 @@
 //! A deterministic fuzzer of the C API (issue 33): random call sequences on the CPU backend,
 //! valid ones with small random shapes and hostile ones (NULLs, undefined enums, zero,
 //! negative, huge and overflowing sizes, ranks 1 to 8, mismatched descriptors, too little
-//! workspace, fusion ops in any order). Every call must return a status MIOpen defines, in
+//! workspace, fusion ops in any order), int8 and fp8 convolutions among them. Every call must return a status MIOpen defines, in
 //! bounded time; a failure writes nothing; a success equals the f64 reference; a request the
 //! generator knows to be invalid must fail.
 //!
@@ -16,6 +16,7 @@ mod fusion_run;
 mod harness;
 mod layers;
 mod pooling;
+mod quantized;
 
 use harness::{Rng, Stats};
 use std::ptr::null_mut;
@@ -39,7 +40,7 @@ fn random_c_api_calls_crash_nothing_and_never_succeed_wrongly() {
     assert_eq!(unsafe { miopenCreate(&mut h) }, 0);
     let start = std::time::Instant::now();
     for i in 0..scenarios {
-        let which = r.range(0, 10);
+        let which = r.range(0, 11);
         s.context = format!("seed {seed} scenario {i}");
         if harness::tracing() {
             // An abort cannot be caught: the last line names the scenario that caused it.
@@ -51,6 +52,7 @@ fn random_c_api_calls_crash_nothing_and_never_succeed_wrongly() {
             6 => layers::softmax(&mut r, &mut s, h),
             7 | 8 => layers::fusion(&mut r, &mut s, h),
             9 => layers::descriptors(&mut r, &mut s),
+            10 => quantized::convolution(&mut r, &mut s, h),
             _ => pooling::pooling(&mut r, &mut s, h),
         }
     }
