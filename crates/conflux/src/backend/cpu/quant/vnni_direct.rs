@@ -50,19 +50,50 @@ fn stage(g: &Geom, x: u64) -> Staged {
                 continue;
             }
             let src: [*const u8; 4] = std::array::from_fn(|j| (x as *const u8).wrapping_add(n * xs[0] + (4 * b + j) * xs[1] + h * xs[3]));
-            for w in 0..iw {
-                let wc = w + pw;
-                if wc >= wp {
-                    break;
-                }
+            let cols = iw.min(wp - pw.min(wp));
+            let row = &mut dst[(hr * wp + pw) * 4..];
+            // Contiguous channel rows (NCHW): 16 pixels of the four rows interleaved at once.
+            let done = if xs[4] == 1 { interleave16(src, cols, row) } else { 0 };
+            for w in done..cols {
                 // SAFETY: (n, 4b + j, h, w) is inside x.
                 let word: [u8; 4] = std::array::from_fn(|j| unsafe { *src[j].add(w * xs[4]) } ^ 0x80);
-                let at = (hr * wp + wc) * 4;
-                dst[at..at + 4].copy_from_slice(&word);
+                row[4 * w..4 * w + 4].copy_from_slice(&word);
             }
         }
     });
     Staged { data, hp, wp }
+}
+
+/// Words [r0[w], r1[w], r2[w], r3[w]] ^ 0x80 of four contiguous byte rows into `out`, 16
+/// pixels at a time (SSE2 byte and word unpacks); returns how many pixels it wrote (a multiple
+/// of 16, at most `cols`).
+fn interleave16(rows: [*const u8; 4], cols: usize, out: &mut [u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let whole = cols / 16 * 16;
+        debug_assert!(out.len() >= 4 * whole);
+        // SAFETY: SSE2 is part of x86-64; each row holds `cols` bytes from its pointer, and
+        // `out` 4·cols bytes.
+        unsafe {
+            let flip = _mm_set1_epi8(-128);
+            for w in (0..whole).step_by(16) {
+                let [a, b, c, d] = rows.map(|r| _mm_xor_si128(_mm_loadu_si128(r.add(w) as *const __m128i), flip));
+                let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
+                let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
+                let words = [_mm_unpacklo_epi16(ab_lo, cd_lo), _mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_hi, cd_hi), _mm_unpackhi_epi16(ab_hi, cd_hi)];
+                for (q, v) in words.iter().enumerate() {
+                    _mm_storeu_si128(out.as_mut_ptr().add(4 * w + 16 * q) as *mut __m128i, *v);
+                }
+            }
+        }
+        whole
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rows, cols, out);
+        0
+    }
 }
 
 /// y = convert(epilogue(α·conv(x, w) + β·y)) for int8 x and w where `applies`; call only
