@@ -2,8 +2,9 @@
 //! patches: x is staged once as x + 128 in blocks of 4 channels, [n][c/4][h][w][4 bytes], with
 //! its padding (as 128) around each plane. For a filter tap and a channel block, 16
 //! consecutive output pixels of a row read 16 consecutive 4-byte words of that block's plane
-//! shifted by the tap: one vector load, no gather. Tiles are 32 pixels of one output row
-//! (two vectors) against 8 filters; the filter runs in [t][c] order (`vnni::Order`).
+//! shifted by the tap: one vector load, no gather. Tiles are two vectors against 8 filters: 32
+//! pixels of one output row, or for rows of 8–16 pixels the first 16 words of two rows (the
+//! lanes past the row are discarded); the filter runs in [t][c] order (`vnni::Order`).
 
 use super::vnni::{filter_rows, FilterRows, Order, PX, ROWS};
 use super::{finish_i32, QuantRun};
@@ -11,7 +12,7 @@ use crate::problem::Geom;
 use rayon::prelude::*;
 
 /// Ungrouped 2-D stride-1 convolutions with whole 4-channel blocks, symmetric or asymmetric
-/// padding, whose output rows fill at least one 16-pixel vector, and whose filter (copied
+/// padding, whose output rows fill at least half a 16-pixel vector, and whose filter (copied
 /// into [t][c] order unless it lies that way) is no larger than the patches it replaces.
 pub fn applies(g: &Geom) -> bool {
     let krsc = g.w_strides[1] == 1;
@@ -21,7 +22,7 @@ pub fn applies(g: &Geom) -> bool {
         && g.input[0] == 1
         && g.stride == [1; 3]
         && g.c.is_multiple_of(4)
-        && g.output[2] >= 16
+        && g.output[2] >= 8
         && (krsc || g.k * g.c * g.filter_size() <= patches)
 }
 
@@ -40,8 +41,8 @@ fn stage(g: &Geom, x: u64) -> Staged {
     let (hp, wp) = (oh + (fh - 1) * dh, ow + (fw - 1) * dw + 16);
     let c4 = g.c / 4;
     let xs = g.x_strides;
-    // (A tile's second vector may read up to a vector past the last plane's last row.)
-    let mut data = vec![0x80u8; g.n * c4 * hp * wp * 4 + PX * 4];
+    // (A tile's second vector may read up to a row and a vector past the last plane.)
+    let mut data = vec![0x80u8; g.n * c4 * hp * wp * 4 + (wp + PX) * 4];
     data.par_chunks_mut(hp * wp * 4).take(g.n * c4).enumerate().for_each(|(plane, dst)| {
         let (n, b) = (plane / c4, plane % c4);
         for h in 0..ih {
@@ -108,52 +109,65 @@ pub fn run(g: &Geom, r: &QuantRun) {
     // Byte offset of each tap's shifted plane position.
     let taps: Vec<usize> = (0..fh * fw).map(|t| ((t / fw) * dh * st.wp + (t % fw) * dw) * 4).collect();
     let plane = st.hp * st.wp * 4;
-    let per_row = ow.div_ceil(PX);
+    // Rows of under 16 pixels: each tile's second vector is the next output row.
+    let two_rows = ow <= 16;
+    let (per_row, rows_per_task) = if two_rows { (1, 2) } else { (ow.div_ceil(PX), 1) };
+    let second = if two_rows { st.wp * 4 } else { 64 };
+    let tasks = g.n * oh.div_ceil(rows_per_task) * per_row;
     let raw = r.raw_int32();
-    (0..g.n * oh * per_row).into_par_iter().for_each(|task| {
+    (0..tasks).into_par_iter().for_each(|task| {
         let (row, ow0) = (task / per_row, task % per_row * PX);
-        let (n, h) = (row / oh, row % oh);
-        let cnt = PX.min(ow - ow0);
+        let (n, h) = (row / oh.div_ceil(rows_per_task), row % oh.div_ceil(rows_per_task) * rows_per_task);
         let base = st.data[n * c4 * plane + (h * st.wp + ow0) * 4..].as_ptr();
+        // (pixels of y's plane, lanes of the sums, count) of each output run of the tile.
+        let runs: [(usize, usize, usize); 2] = if two_rows {
+            [(h * ow, 0, ow), ((h + 1) * ow, 16, if h + 1 < oh { ow } else { 0 })]
+        } else {
+            [(h * ow + ow0, 0, PX.min(ow - ow0)), (0, 0, 0)]
+        };
         let mut sums = [[0i32; PX]; ROWS];
         let mut vals = [0f32; PX];
         for k0 in (0..g.k).step_by(ROWS) {
             let rows = ROWS.min(g.k - k0);
             // SAFETY: `vnni::available()` was checked by the caller; every read stays inside
             // the staged planes (the slack covers the second vector past the row).
-            unsafe { multiply(base, &taps, plane, c4, &f, k0, rows, &mut sums) };
+            unsafe { multiply(base, second, &taps, plane, c4, &f, k0, rows, &mut sums) };
             for (j, s) in sums.iter().enumerate().take(rows) {
-                finish_i32(g, r, raw, n, k0 + j, h * ow + ow0, &s[..cnt], &mut vals[..cnt]);
+                for &(sp, lane, cnt) in runs.iter().filter(|r| r.2 > 0) {
+                    finish_i32(g, r, raw, n, k0 + j, sp, &s[lane..lane + cnt], &mut vals[..cnt]);
+                }
             }
         }
     });
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn multiply(base: *const u8, taps: &[usize], plane: usize, c4: usize, f: &FilterRows, k0: usize, rows: usize, sums: &mut [[i32; PX]; ROWS]) {
+unsafe fn multiply(base: *const u8, second: usize, taps: &[usize], plane: usize, c4: usize, f: &FilterRows, k0: usize, rows: usize, sums: &mut [[i32; PX]; ROWS]) {
     #[cfg(target_arch = "x86_64")]
     match rows {
-        8 => tile::<8>(base, taps, plane, c4, f, k0, sums),
-        7 => tile::<7>(base, taps, plane, c4, f, k0, sums),
-        6 => tile::<6>(base, taps, plane, c4, f, k0, sums),
-        5 => tile::<5>(base, taps, plane, c4, f, k0, sums),
-        4 => tile::<4>(base, taps, plane, c4, f, k0, sums),
-        3 => tile::<3>(base, taps, plane, c4, f, k0, sums),
-        2 => tile::<2>(base, taps, plane, c4, f, k0, sums),
-        _ => tile::<1>(base, taps, plane, c4, f, k0, sums),
+        8 => tile::<8>(base, second, taps, plane, c4, f, k0, sums),
+        7 => tile::<7>(base, second, taps, plane, c4, f, k0, sums),
+        6 => tile::<6>(base, second, taps, plane, c4, f, k0, sums),
+        5 => tile::<5>(base, second, taps, plane, c4, f, k0, sums),
+        4 => tile::<4>(base, second, taps, plane, c4, f, k0, sums),
+        3 => tile::<3>(base, second, taps, plane, c4, f, k0, sums),
+        2 => tile::<2>(base, second, taps, plane, c4, f, k0, sums),
+        _ => tile::<1>(base, second, taps, plane, c4, f, k0, sums),
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (base, taps, plane, c4, f, k0, rows, sums);
+        let _ = (base, second, taps, plane, c4, f, k0, rows, sums);
         unreachable!("AVX-512 VNNI is x86-64 only")
     }
 }
 
 /// Sums of `R` filters from k0 over 32 pixels: for each tap and channel block, two 16-word
-/// loads of the shifted plane against each filter's word broadcast.
+/// loads of the shifted plane (the second `second` bytes after the first) against each
+/// filter's word broadcast.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn tile<const R: usize>(base: *const u8, taps: &[usize], plane: usize, c4: usize, f: &FilterRows, k0: usize, sums: &mut [[i32; PX]; ROWS]) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile<const R: usize>(base: *const u8, second: usize, taps: &[usize], plane: usize, c4: usize, f: &FilterRows, k0: usize, sums: &mut [[i32; PX]; ROWS]) {
     use std::arch::x86_64::*;
     let mut acc = [[_mm512_setzero_si512(); 2]; R];
     let rows: [*const i8; R] = std::array::from_fn(|j| f.base.add((k0 + j) * f.stride));
@@ -161,7 +175,7 @@ unsafe fn tile<const R: usize>(base: *const u8, taps: &[usize], plane: usize, c4
         for b in 0..c4 {
             let p = base.add(toff + b * plane);
             let x0 = _mm512_loadu_si512(p as *const __m512i);
-            let x1 = _mm512_loadu_si512(p.add(64) as *const __m512i);
+            let x1 = _mm512_loadu_si512(p.add(second) as *const __m512i);
             let s = t * c4 + b;
             for (a, row) in acc.iter_mut().zip(&rows) {
                 let w = _mm512_set1_epi32((row.add(4 * s) as *const i32).read_unaligned());
