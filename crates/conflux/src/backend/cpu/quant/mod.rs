@@ -177,17 +177,21 @@ fn finish(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, o: [usize; 3], 
 }
 
 /// α/β, the epilogue and the conversion of exact int8 sums `acc` of output pixels sp0 ..
-/// sp0 + acc.len() of (n, k) (one image's, consecutive in (d, h, w) order); f32 y whose planes
-/// are dense take the results as one slice.
+/// sp0 + acc.len() of (n, k) (one image's, consecutive in (d, h, w) order); f32 y whose pixels
+/// are evenly spaced (NCHW, NHWC) take the results as one slice or one strided run.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn finish_i32(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, sp0: usize, acc: &[i32], vals: &mut [f32]) {
     let ys = g.y_strides;
     let [od, oh, ow] = g.output;
-    let dense = ys[4] == 1 && ys[3] == ow && (od == 1 || ys[2] == oh * ow);
+    // The step between consecutive pixels where the plane's rows follow each other evenly.
+    let step = (ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3])).then_some(ys[4]);
     let base = n * ys[0] + k * ys[1];
     let off = |p: usize| {
         let sp = sp0 + p;
-        if dense { base + sp } else { base + sp / (oh * ow) * ys[2] + (sp / ow) % oh * ys[3] + sp % ow * ys[4] }
+        match step {
+            Some(s) => base + sp * s,
+            None => base + sp / (oh * ow) * ys[2] + (sp / ow) % oh * ys[3] + sp % ow * ys[4],
+        }
     };
     if raw {
         for (p, &a) in acc.iter().enumerate() {
@@ -204,10 +208,20 @@ pub(super) fn finish_i32(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, 
         }
     }
     r.epi.apply_span(vals, n, k, sp0, g.output);
-    if dense && r.y_dtype == DataType::Float {
-        // SAFETY: the run's elements are consecutive in y.
-        unsafe { std::slice::from_raw_parts_mut((r.y as *mut f32).add(base + sp0), vals.len()) }.copy_from_slice(vals);
-        return;
+    match (step, r.y_dtype) {
+        (Some(1), DataType::Float) => {
+            // SAFETY: the run's elements are consecutive in y.
+            unsafe { std::slice::from_raw_parts_mut((r.y as *mut f32).add(base + sp0), vals.len()) }.copy_from_slice(vals);
+            return;
+        }
+        (Some(s), DataType::Float) => {
+            for (p, &v) in vals.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe { *(r.y as *mut f32).add(base + (sp0 + p) * s) = v };
+            }
+            return;
+        }
+        _ => {}
     }
     let first = ((n * g.k + k) * od * oh * ow + sp0) as u64;
     for (p, &v) in vals.iter().enumerate() {

@@ -55,6 +55,15 @@ fn stage(g: &Geom, x: u64) -> Staged {
             let row = &mut dst[(hr * wp + pw) * 4..];
             // Contiguous channel rows (NCHW): 16 pixels of the four rows interleaved at once.
             let done = if xs[4] == 1 { interleave16(src, cols, row) } else { 0 };
+            if xs[1] == 1 {
+                // Channels-last x: each pixel's four channels are one word already.
+                for w in done..cols {
+                    // SAFETY: (n, 4b .. 4b + 4, h, w) is inside x.
+                    let word = unsafe { (src[0].add(w * xs[4]) as *const u32).read_unaligned() } ^ 0x8080_8080;
+                    row[4 * w..4 * w + 4].copy_from_slice(&word.to_ne_bytes());
+                }
+                continue;
+            }
             for w in done..cols {
                 // SAFETY: (n, 4b + j, h, w) is inside x.
                 let word: [u8; 4] = std::array::from_fn(|j| unsafe { *src[j].add(w * xs[4]) } ^ 0x80);
