@@ -67,6 +67,27 @@ impl FusedProblem {
     }
 
     /// Forward convolution's epilogue (empty for other problems).
+    /// The int8 / fp8 kind and geometry of a quantized convolution that the quantized solvers
+    /// can compute (the i32 sum stays exact, residual inputs are of a compute type), else why
+    /// not: what every such solver checks first.
+    pub fn quantized_conv(&self) -> std::result::Result<(crate::quant::Quant, super::Geom), String> {
+        let FusedKind::Conv { conv, epilogue } = &self.kind else { return Err("not a convolution problem".into()) };
+        let Some(q) = conv.quant() else { return Err(format!("int8 and fp8 only ({:?} given)", conv.dtype())) };
+        let g = super::Geom::of(conv);
+        let reduction = g.cg() * g.filter_size();
+        if q == crate::quant::Quant::Int8 && reduction > crate::quant::INT8_MAX_REDUCTION {
+            return Err(format!("a reduction of {reduction} products per output; the i32 sum is exact up to {}", crate::quant::INT8_MAX_REDUCTION));
+        }
+        for op in epilogue {
+            if let EpiOp::AddTensor { z } = op {
+                if !z.dtype().is_compute_type() {
+                    return Err(format!("a residual z of type {:?}; z must be Float, Half or BFloat16", z.dtype()));
+                }
+            }
+        }
+        Ok((q, g))
+    }
+
     pub fn epilogue(&self) -> &[EpiOp] {
         match &self.kind {
             FusedKind::Conv { epilogue, .. } | FusedKind::Pointwise { ops: epilogue, .. } => epilogue,

@@ -12,8 +12,8 @@ use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::backend::cpu::quant::{forward, QuantRun};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
-use crate::problem::{EpiOp, FusedKind, FusedProblem, Geom};
-use crate::quant::{Quant, INT8_MAX_REDUCTION};
+use crate::problem::{FusedKind, FusedProblem, Geom};
+use crate::quant::Quant;
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
 use crate::types::{ConvAlgorithm, ConvAttrib};
 use std::sync::Arc;
@@ -33,25 +33,7 @@ impl Solver for CpuQuantized {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
     fn computes_quantized(&self) -> bool { true }
 
-    fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
-        let FusedKind::Conv { conv, epilogue } = &problem.kind else { return Err("not a convolution problem".into()) };
-        let Some(q) = conv.quant() else { return Err(format!("int8 and fp8 only ({:?} given)", conv.dtype())) };
-        let g = Geom::of(conv);
-        if q == Quant::Int8 && g.cg() * g.filter_size() > INT8_MAX_REDUCTION {
-            return Err(format!(
-                "a reduction of {} products per output; the i32 accumulator is exact up to {INT8_MAX_REDUCTION}",
-                g.cg() * g.filter_size()
-            ));
-        }
-        for op in epilogue {
-            if let EpiOp::AddTensor { z } = op {
-                if !z.dtype().is_compute_type() {
-                    return Err(format!("a residual z of type {:?}; z must be Float, Half or BFloat16", z.dtype()));
-                }
-            }
-        }
-        Ok(())
-    }
+    fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> { problem.quantized_conv().map(|_| ()) }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
         // About 4 GMAC/s per core for int8 with AVX2; fp8 (f32 sums) about half.

@@ -9,8 +9,8 @@ use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{grid_for, timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
-use crate::problem::{EpiOp, FusedKind, FusedProblem, Geom};
-use crate::quant::{Quant, INT8_MAX_REDUCTION};
+use crate::problem::{FusedProblem, Geom};
+use crate::quant::Quant;
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
 use crate::types::ConvAlgorithm;
 use std::sync::Arc;
@@ -19,24 +19,8 @@ const TEMPLATE: &str = include_str!("../../backend/cuda/kernels/conv_quant_direc
 
 pub struct CudaConvQuantDirect;
 
-/// What every CUDA quantized solver requires: an int8 or fp8 forward convolution whose i32
-/// sums stay exact and whose residual inputs are of a compute type.
-pub(crate) fn quant_check(problem: &FusedProblem) -> std::result::Result<(Quant, Geom), String> {
-    let FusedKind::Conv { conv, epilogue } = &problem.kind else { return Err("not a convolution problem".into()) };
-    let Some(q) = conv.quant() else { return Err(format!("int8 and fp8 only ({:?} given)", conv.dtype())) };
-    let g = Geom::of(conv);
-    if q == Quant::Int8 && g.cg() * g.filter_size() > INT8_MAX_REDUCTION {
-        return Err(format!("a reduction of {} products per output; the i32 sum is exact up to {INT8_MAX_REDUCTION}", g.cg() * g.filter_size()));
-    }
-    for op in epilogue {
-        if let EpiOp::AddTensor { z } = op {
-            if !z.dtype().is_compute_type() {
-                return Err(format!("a residual z of type {:?}; z must be Float, Half or BFloat16", z.dtype()));
-            }
-        }
-    }
-    Ok((q, g))
-}
+/// What every quantized solver requires (`FusedProblem::quantized_conv`).
+pub(crate) fn quant_check(problem: &FusedProblem) -> std::result::Result<(Quant, Geom), String> { problem.quantized_conv() }
 
 impl Solver for CudaConvQuantDirect {
     fn name(&self) -> &'static str { "CudaConvQuantizedDirect" }
