@@ -68,7 +68,7 @@ impl Invoker for QuantDirectInvoker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::ConvProblem;
+    use crate::problem::{ConvProblem, EpiOp};
     use crate::types::{ActivationMode, ConvAttrib, ConvMode, DataType, Layout};
     use crate::{ConvDesc, TensorDesc};
 
