@@ -388,3 +388,31 @@ cuda_tests!(int8_fp8_stochastic_rounding_matches_the_reference_bits, |h: &Handle
         assert_eq!(logical(&yd, &download(h, &y)), reference(&conv, &x, &w, &y, 0.25, 0.0, &mut []), "{choice:?}");
     }
 });
+
+/// Under the constant-weights promise the CPU keeps its int8 filter rows per address: a second
+/// call reuses them, and new values written at the same address are noticed (sampled words).
+#[test]
+fn int8_constant_weights_are_kept_and_rewritten_weights_noticed() {
+    on_cpu(|h| {
+        for (i, geo) in [GEOMETRIES[1], GEOMETRIES[9], GEOMETRIES[0]].iter().enumerate() {
+            for cl in [false, true] {
+                let (mut conv, xd, wd, yd) = case(geo, DataType::Int8, DataType::Int8, DataType::Float, cl);
+                conv.set_attribute(ConvAttrib::ConstantWeights, 1).unwrap();
+                let x = random(h, &xd, Fill::SmallInt(-128, 127), 600 + i as u64);
+                let mut w = random(h, &wd, Fill::SmallInt(-128, 127), 610 + i as u64);
+                for round in 0..3 {
+                    if round == 2 {
+                        // Other values at the same address.
+                        let new = random(h, &wd, Fill::SmallInt(-128, 127), 620 + i as u64);
+                        h.write(&mut w.buf, &conflux::element::encode(DataType::Int8, &new.host)).unwrap();
+                        w.host = new.host;
+                    }
+                    let y = poisoned(h, &yd);
+                    forward(h, &conv, &x, &w, &y, 1.0, 0.0).unwrap();
+                    let got = logical(&yd, &download(h, &y));
+                    assert_eq!(got, reference(&conv, &x, &w, &y, 1.0, 0.0, &mut []), "{} channels-last {cl} round {round}", geo.0);
+                }
+            }
+        }
+    });
+}

@@ -36,23 +36,25 @@ unsafe fn sample(src: *const u8, bytes: usize) -> Vec<u32> {
     v
 }
 
-/// One transformed filter, 64-byte aligned.
-pub struct Transformed {
-    buf: Vec<f32>,
+/// One transformed filter of 4-byte values (f32, or i32 for the int8 solvers' packed rows and
+/// sums), 64-byte aligned.
+pub struct Transformed<T = f32> {
+    buf: Vec<T>,
     off: usize,
     len: usize,
 }
 
-impl Transformed {
-    fn new(len: usize) -> Transformed {
-        let buf = vec![0f32; len + LINE];
+impl<T: Copy + Default> Transformed<T> {
+    fn new(len: usize) -> Transformed<T> {
+        const { assert!(std::mem::size_of::<T>() == 4, "4-byte values: LINE of them fill a cache line") };
+        let buf = vec![T::default(); len + LINE];
         let off = buf.as_ptr().align_offset(64).min(LINE);
         Transformed { buf, off, len }
     }
 
-    pub fn as_slice(&self) -> &[f32] { &self.buf[self.off..self.off + self.len] }
+    pub fn as_slice(&self) -> &[T] { &self.buf[self.off..self.off + self.len] }
 
-    fn as_mut_slice(&mut self) -> &mut [f32] { &mut self.buf[self.off..self.off + self.len] }
+    fn as_mut_slice(&mut self) -> &mut [T] { &mut self.buf[self.off..self.off + self.len] }
 }
 
 /// `problem`'s filter at `w` transformed by `fill` (given `len` zeroed values): kept in `cache`
@@ -60,7 +62,7 @@ impl Transformed {
 ///
 /// # Safety
 /// `w` addresses the filter `problem`'s descriptors describe.
-pub unsafe fn transformed_filter(cache: Option<&WeightCache>, problem: &FusedProblem, w: u64, len: usize, fill: impl FnOnce(&mut [f32])) -> Arc<Transformed> {
+pub unsafe fn transformed_filter<T: Copy + Default>(cache: Option<&WeightCache<T>>, problem: &FusedProblem, w: u64, len: usize, fill: impl FnOnce(&mut [T])) -> Arc<Transformed<T>> {
     match cache {
         Some(c) => c.filter(problem, w, len, fill),
         None => {
@@ -71,22 +73,25 @@ pub unsafe fn transformed_filter(cache: Option<&WeightCache>, problem: &FusedPro
     }
 }
 
-struct Entry {
+struct Entry<T> {
     addr: usize,
     sample: Vec<u32>,
-    t: Arc<Transformed>,
+    t: Arc<Transformed<T>>,
 }
 
 /// Transformed filters by filter address, most recently used last.
-#[derive(Default)]
-pub struct WeightCache {
-    entries: Mutex<Vec<Entry>>,
+pub struct WeightCache<T = f32> {
+    entries: Mutex<Vec<Entry<T>>>,
 }
 
-impl WeightCache {
+impl<T> Default for WeightCache<T> {
+    fn default() -> WeightCache<T> { WeightCache { entries: Mutex::new(Vec::new()) } }
+}
+
+impl<T: Copy + Default> WeightCache<T> {
     /// A cache for `problem`'s invoker when its descriptor promises constant weights, else
     /// None (every call transforms the filter).
-    pub fn if_promised(problem: &FusedProblem) -> Option<WeightCache> {
+    pub fn if_promised(problem: &FusedProblem) -> Option<WeightCache<T>> {
         problem.conv_problem().is_some_and(|c| c.conv.weights_constant()).then(WeightCache::default)
     }
 
@@ -94,7 +99,7 @@ impl WeightCache {
     ///
     /// # Safety
     /// `w` addresses the filter `problem`'s descriptors describe.
-    pub unsafe fn filter(&self, problem: &FusedProblem, w: u64, len: usize, fill: impl FnOnce(&mut [f32])) -> Arc<Transformed> {
+    pub unsafe fn filter(&self, problem: &FusedProblem, w: u64, len: usize, fill: impl FnOnce(&mut [T])) -> Arc<Transformed<T>> {
         let bytes = problem.conv_problem().map_or(0, |c| c.w.num_bytes());
         self.get_or_make(w as *const u8, bytes, len, fill)
     }
@@ -105,7 +110,7 @@ impl WeightCache {
     ///
     /// # Safety
     /// `w` is readable for `bytes` bytes.
-    pub unsafe fn get_or_make(&self, w: *const u8, bytes: usize, len: usize, fill: impl FnOnce(&mut [f32])) -> Arc<Transformed> {
+    pub unsafe fn get_or_make(&self, w: *const u8, bytes: usize, len: usize, fill: impl FnOnce(&mut [T])) -> Arc<Transformed<T>> {
         let (addr, now) = (w as usize, sample(w, bytes));
         if let Some(t) = self.lookup(addr, &now, len) {
             return t;
@@ -122,7 +127,7 @@ impl WeightCache {
         t
     }
 
-    fn lookup(&self, addr: usize, sample: &[u32], len: usize) -> Option<Arc<Transformed>> {
+    fn lookup(&self, addr: usize, sample: &[u32], len: usize) -> Option<Arc<Transformed<T>>> {
         let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let i = e.iter().position(|x| x.addr == addr && x.t.len == len && x.sample == sample)?;
         let hit = e.remove(i);

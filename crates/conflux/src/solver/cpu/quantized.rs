@@ -10,6 +10,7 @@
 
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::backend::cpu::quant::{forward, QuantRun};
+use crate::backend::cpu::weight_cache::WeightCache;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
 use crate::problem::{FusedKind, FusedProblem, Geom};
@@ -24,6 +25,8 @@ struct QuantInvoker {
     problem: FusedProblem,
     geom: Geom,
     quant: Quant,
+    /// int8 filter rows kept under the constant-weights promise.
+    filters: Option<WeightCache<i32>>,
 }
 
 impl Solver for CpuQuantized {
@@ -43,7 +46,7 @@ impl Solver for CpuQuantized {
     fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("CpuConvQuantized: not a convolution"))?;
         let quant = conv.quant().ok_or_else(|| Error::internal("CpuConvQuantized: not an int8 or fp8 convolution"))?;
-        Ok(Arc::new(QuantInvoker { problem: problem.clone(), geom: Geom::of(conv), quant }))
+        Ok(Arc::new(QuantInvoker { problem: problem.clone(), geom: Geom::of(conv), quant, filters: WeightCache::if_promised(problem) }))
     }
 }
 
@@ -62,6 +65,8 @@ impl Invoker for QuantInvoker {
             beta: a.beta as f32,
             epi: &epi,
             stochastic: conv.conv.attribute(ConvAttrib::Fp8RoundingMode) == 1,
+            filters: self.filters.as_ref(),
+            w_bytes: conv.w.num_bytes(),
         };
         forward(&self.geom, self.quant, &run);
         Ok(())

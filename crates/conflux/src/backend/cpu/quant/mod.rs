@@ -32,6 +32,11 @@ pub struct QuantRun<'a> {
     pub epi: &'a CpuEpilogue,
     /// FP8_ROUNDING_MODE = 1: fp8 outputs are rounded stochastically.
     pub stochastic: bool,
+    /// Under the constant-weights promise: the int8 filter rows as the VNNI kernels read them,
+    /// kept per filter address.
+    pub filters: Option<&'a crate::backend::cpu::weight_cache::WeightCache<i32>>,
+    /// Bytes of the filter tensor (what the cache samples).
+    pub w_bytes: usize,
 }
 
 impl QuantRun<'_> {

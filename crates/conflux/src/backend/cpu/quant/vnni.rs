@@ -17,6 +17,8 @@
 //! dense filter whose rows are a multiple of 4 bytes is read in place, with no copy per call.
 
 use super::{finish_i32, QuantRun};
+use crate::backend::cpu::weight_cache::Transformed;
+use std::sync::Arc;
 use crate::problem::Geom;
 use rayon::prelude::*;
 
@@ -42,55 +44,80 @@ pub(super) struct FilterRows {
     pub(super) base: *const i8,
     pub(super) stride: usize,
     pub(super) comp: Vec<i32>,
-    /// Owns the rows when they had to be copied.
+    /// Owns the rows when they had to be copied, or holds the cached copy.
     _copy: Option<Vec<i8>>,
+    _kept: Option<Arc<Transformed<i32>>>,
 }
 // SAFETY: the rows are only read, by the threads of one call, while the caller's filter lives.
 unsafe impl Sync for FilterRows {}
 
+fn comp_of(row: &[i8]) -> i32 { 128 * row.iter().map(|&v| v as i32).sum::<i32>() }
+
 /// Filter rows in place where w is dense in the reduction order and rows are whole 4-byte
-/// steps; else a zero-padded copy.
-pub(super) fn filter_rows(g: &Geom, w: u64, order: Order, steps: usize) -> FilterRows {
-    let (cg, taps, ws) = (g.cg(), g.filter_size(), g.w_strides);
-    let kred = cg * taps;
-    let tap_off = |t: usize| {
-        let [_, fh, fw] = g.filter;
-        let (td, th, tw) = (t / (fh * fw), (t / fw) % fh, t % fw);
-        td * ws[2] + th * ws[3] + tw * ws[4]
-    };
-    // Reduction index i → (c, t) in `order`.
-    let ct = |i: usize| if order.c_step == 1 { (i % cg, i / cg) } else { (i / taps, i % taps) };
-    let off = |k: usize, i: usize| {
-        let (c, t) = ct(i);
-        k * ws[0] + c * ws[1] + tap_off(t)
-    };
-    let dense = (0..kred).all(|i| off(0, i) == i) && (g.k == 1 || ws[0] == kred);
-    let comp_of = |row: &[i8]| 128 * row.iter().map(|&v| v as i32).sum::<i32>();
+/// steps; else a zero-padded copy. Under the constant-weights promise (`r.filters`), the padded
+/// rows and their sums are made once per filter address and kept.
+pub(super) fn filter_rows(g: &Geom, r: &QuantRun, order: Order, steps: usize) -> FilterRows {
+    let (kred, stride, w) = (g.cg() * g.filter_size(), 4 * steps, r.w);
+    if let Some(cache) = r.filters {
+        let rows_len = g.k * steps;
+        // SAFETY: w holds the filter's `w_bytes` bytes (the problem's descriptor).
+        let t = unsafe {
+            cache.get_or_make(w as *const u8, r.w_bytes, rows_len + g.k, |d| {
+                let (rows, comp) = d.split_at_mut(rows_len);
+                // SAFETY: the i32 words hold the rows' bytes.
+                let bytes = std::slice::from_raw_parts_mut(rows.as_mut_ptr() as *mut i8, rows_len * 4);
+                copy_rows(g, w, order, stride, bytes);
+                bytes.chunks(stride).zip(comp.iter_mut()).for_each(|(row, c)| *c = comp_of(row));
+            })
+        };
+        let words = t.as_slice();
+        return FilterRows { base: words.as_ptr() as *const i8, stride, comp: words[g.k * steps..].to_vec(), _copy: None, _kept: Some(t) };
+    }
+    let ws = g.w_strides;
+    let dense = in_order(g, order) && (g.k == 1 || ws[0] == kred);
     if dense && kred.is_multiple_of(4) {
         // SAFETY: w holds K dense rows of kred int8 values (the problem's descriptor).
         let all = unsafe { std::slice::from_raw_parts(w as *const i8, g.k * kred) };
         let comp = all.par_chunks(kred).map(comp_of).collect();
-        return FilterRows { base: w as *const i8, stride: kred, comp, _copy: None };
+        return FilterRows { base: w as *const i8, stride: kred, comp, _copy: None, _kept: None };
     }
-    let stride = 4 * steps;
     let mut copy = vec![0i8; g.k * stride];
-    let taps_at: Vec<usize> = (0..taps).map(tap_off).collect();
-    copy.par_chunks_mut(stride).enumerate().for_each(|(k, row)| {
+    copy_rows(g, w, order, stride, &mut copy);
+    let comp = copy.par_chunks(stride).map(comp_of).collect();
+    FilterRows { base: copy.as_ptr(), stride, comp, _copy: Some(copy), _kept: None }
+}
+
+/// Offset of tap t's element of channel 0 in a filter row.
+fn tap_offset(g: &Geom, t: usize) -> usize {
+    let ([_, fh, fw], ws) = (g.filter, g.w_strides);
+    let (td, th, tw) = (t / (fh * fw), (t / fw) % fh, t % fw);
+    td * ws[2] + th * ws[3] + tw * ws[4]
+}
+
+/// Whether w's rows already lie in `order` (reduction index i at element i).
+fn in_order(g: &Geom, order: Order) -> bool {
+    let ws = g.w_strides;
+    (0..g.filter_size()).all(|t| (0..g.cg()).all(|c| c * ws[1] + tap_offset(g, t) == c * order.c_step + t * order.t_step))
+}
+
+/// Filter rows in `order` into `out` (K rows of `stride` bytes, zero past the reduction).
+fn copy_rows(g: &Geom, w: u64, order: Order, stride: usize, out: &mut [i8]) {
+    let ws = g.w_strides;
+    let taps_at: Vec<usize> = (0..g.filter_size()).map(|t| tap_offset(g, t)).collect();
+    out.par_chunks_mut(stride).enumerate().for_each(|(k, row)| {
         let src = (w as *const i8).wrapping_add(k * ws[0]);
         for (t, &at) in taps_at.iter().enumerate() {
-            for c in 0..cg {
+            for c in 0..g.cg() {
                 // SAFETY: (k, c, t) is inside w.
                 row[c * order.c_step + t * order.t_step] = unsafe { *src.add(c * ws[1] + at) };
             }
         }
     });
-    let comp = copy.par_chunks(stride).map(comp_of).collect();
-    FilterRows { base: copy.as_ptr(), stride, comp, _copy: Some(copy) }
 }
 
 /// y = convert(epilogue(α·conv(x, w) + β·y)) for int8 x and w. Call only where `available()`.
 pub fn run(g: &Geom, r: &QuantRun) {
-    if super::vnni_direct::applies(g) {
+    if super::vnni_direct::applies(g, r.filters.is_some()) {
         return super::vnni_direct::run(g, r);
     }
     let (cg, kg) = (g.cg(), g.kg());
@@ -102,7 +129,7 @@ pub fn run(g: &Geom, r: &QuantRun) {
     let order = Order::of(g, xs[1] == 1);
     let kred = cg * g.filter_size();
     let steps = kred.div_ceil(4);
-    let f = filter_rows(g, r.w, order, steps);
+    let f = filter_rows(g, r, order, steps);
     let src = Source { x, xs, flip };
     let spatial = g.output_size();
     let pixels = g.n * spatial;

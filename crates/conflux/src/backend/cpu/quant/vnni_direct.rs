@@ -13,8 +13,9 @@ use rayon::prelude::*;
 
 /// Ungrouped 2-D stride-1 convolutions with whole 4-channel blocks, symmetric or asymmetric
 /// padding, whose output rows fill at least half a 16-pixel vector, and whose filter (copied
-/// into [t][c] order unless it lies that way) is no larger than the patches it replaces.
-pub fn applies(g: &Geom) -> bool {
+/// into [t][c] order unless it lies that way) is no larger than the patches it replaces, or is
+/// copied once and kept (`promised`: the constant-weights promise).
+pub fn applies(g: &Geom, promised: bool) -> bool {
     let krsc = g.w_strides[1] == 1;
     let patches = g.n * g.output_size() * g.c * g.filter_size();
     g.groups == 1
@@ -23,7 +24,7 @@ pub fn applies(g: &Geom) -> bool {
         && g.stride == [1; 3]
         && g.c.is_multiple_of(4)
         && g.output[2] >= 8
-        && (krsc || g.k * g.c * g.filter_size() <= patches)
+        && (krsc || g.k * g.c * g.filter_size() <= patches || promised)
 }
 
 /// The staged x: planes of `hp` × `wp` words per 4-channel block; `wp` leaves a vector of
@@ -113,7 +114,7 @@ pub fn run(g: &Geom, r: &QuantRun) {
     let ([_, fh, fw], [_, dh, dw]) = (g.filter, g.dilation);
     let c4 = g.c / 4;
     let steps = g.filter_size() * c4;
-    let f = filter_rows(g, r.w, Order { c_step: 1, t_step: g.c }, steps);
+    let f = filter_rows(g, r, Order { c_step: 1, t_step: g.c }, steps);
     let st = stage(g, r.x);
     // Byte offset of each tap's shifted plane position.
     let taps: Vec<usize> = (0..fh * fw).map(|t| ((t / fw) * dh * st.wp + (t % fw) * dw) * 4).collect();
