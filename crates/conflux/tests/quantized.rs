@@ -27,6 +27,7 @@ const GEOMETRIES: &[Geo] = &[
     ("wide rows", &[2, 8, 5, 37], &[12, 8, 3, 3], 1, 1, 1, 1),
     ("wide rows 1x1", &[1, 16, 3, 40], &[9, 16, 1, 1], 1, 0, 1, 1),
     ("wide rows dilated", &[1, 8, 9, 33], &[4, 8, 3, 3], 1, 2, 1, 2),
+    ("1x1 small planes", &[2, 8, 6, 6], &[96, 8, 1, 1], 1, 0, 1, 1),
 ];
 
 fn desc(dt: DataType, lens: &[usize], channels_last: bool) -> TensorDesc {

@@ -215,10 +215,72 @@ struct Source {
     flip: u8,
 }
 
+/// Words [r0[w], r1[w], r2[w], r3[w]] ^ 0x80 of four contiguous byte rows into `out`, 16
+/// pixels at a time (SSE2 byte and word unpacks); returns how many pixels it wrote (a multiple
+/// of 16, at most `cols`).
+pub(super) fn interleave16(rows: [*const u8; 4], cols: usize, out: &mut [u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let whole = cols / 16 * 16;
+        debug_assert!(out.len() >= 4 * whole);
+        // SAFETY: SSE2 is part of x86-64; each row holds `cols` bytes from its pointer, and
+        // `out` 4·cols bytes.
+        unsafe {
+            let flip = _mm_set1_epi8(-128);
+            for w in (0..whole).step_by(16) {
+                let [a, b, c, d] = rows.map(|r| _mm_xor_si128(_mm_loadu_si128(r.add(w) as *const __m128i), flip));
+                let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
+                let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
+                let words = [_mm_unpacklo_epi16(ab_lo, cd_lo), _mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_hi, cd_hi), _mm_unpackhi_epi16(ab_hi, cd_hi)];
+                for (q, v) in words.iter().enumerate() {
+                    _mm_storeu_si128(out.as_mut_ptr().add(4 * w + 16 * q) as *mut __m128i, *v);
+                }
+            }
+        }
+        whole
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rows, cols, out);
+        0
+    }
+}
+
+/// `gather` for a 1×1, stride-1, unpadded convolution over dense channels-first planes, when
+/// the tile's pixels lie in one image: they are consecutive bytes of each channel's plane, and
+/// four planes interleave into a step's words 16 pixels at a time. None where that does not
+/// hold.
+fn gather_planes(g: &Geom, src: &Source, grp_off: usize, order: Order, m0: usize, cnt: usize, panel: &mut [u8]) -> Option<()> {
+    let (xs, [id, ih, iw]) = (src.xs, g.input);
+    let plain = g.filter_size() == 1 && g.stride == [1; 3] && g.pad == [0; 3] && g.pad_end == [0; 3] && g.dilation == [1; 3];
+    let dense = xs[4] == 1 && xs[3] == iw && (id == 1 || xs[2] == ih * iw);
+    let spatial = id * ih * iw;
+    let one_image = m0 / spatial == (m0 + cnt - 1) / spatial;
+    if !(plain && dense && one_image && order.c_step == 1 && g.cg().is_multiple_of(4) && src.flip == 0x80) {
+        return None;
+    }
+    let (n, sp0) = (m0 / spatial, m0 % spatial);
+    let base = (src.x as *const u8).wrapping_add(n * xs[0] + grp_off + sp0);
+    for (c4, step) in panel.chunks_exact_mut(PX * 4).take(g.cg() / 4).enumerate() {
+        let rows: [*const u8; 4] = std::array::from_fn(|j| base.wrapping_add((4 * c4 + j) * xs[1]));
+        let done = interleave16(rows, cnt, step);
+        for p in done..cnt {
+            // SAFETY: pixel sp0 + p of channels 4·c4 .. + 4 is inside x.
+            let word: [u8; 4] = std::array::from_fn(|j| unsafe { *rows[j].add(p) } ^ 0x80);
+            step[4 * p..4 * p + 4].copy_from_slice(&word);
+        }
+    }
+    Some(())
+}
+
 /// The panel of pixels m0 .. m0 + cnt (flattened n, d, h, w) for the group whose channels
 /// start `grp_off` elements into each image: x + 128, 128 for taps in the padding, 0 past the
 /// reduction and past `cnt`.
 fn gather(g: &Geom, src: &Source, grp_off: usize, order: Order, m0: usize, cnt: usize, panel: &mut [u8]) {
+    if gather_planes(g, src, grp_off, order, m0, cnt, panel).is_some() {
+        return;
+    }
     let [od, oh, ow] = g.output;
     let (x, xs, flip) = (src.x, src.xs, src.flip);
     // 4-channel words: channels innermost in both the order and x, whole words per tap.

@@ -6,7 +6,7 @@
 //! pixels of one output row, or for rows of 8–16 pixels the first 16 words of two rows (the
 //! lanes past the row are discarded); the filter runs in [t][c] order (`vnni::Order`).
 
-use super::vnni::{filter_rows, FilterRows, Order, PX, ROWS};
+use super::vnni::{filter_rows, interleave16, FilterRows, Order, PX, ROWS};
 use super::{finish_i32, QuantRun};
 use crate::problem::Geom;
 use rayon::prelude::*;
@@ -73,38 +73,6 @@ fn stage(g: &Geom, x: u64) -> Staged {
         }
     });
     Staged { data, hp, wp }
-}
-
-/// Words [r0[w], r1[w], r2[w], r3[w]] ^ 0x80 of four contiguous byte rows into `out`, 16
-/// pixels at a time (SSE2 byte and word unpacks); returns how many pixels it wrote (a multiple
-/// of 16, at most `cols`).
-fn interleave16(rows: [*const u8; 4], cols: usize, out: &mut [u8]) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::*;
-        let whole = cols / 16 * 16;
-        debug_assert!(out.len() >= 4 * whole);
-        // SAFETY: SSE2 is part of x86-64; each row holds `cols` bytes from its pointer, and
-        // `out` 4·cols bytes.
-        unsafe {
-            let flip = _mm_set1_epi8(-128);
-            for w in (0..whole).step_by(16) {
-                let [a, b, c, d] = rows.map(|r| _mm_xor_si128(_mm_loadu_si128(r.add(w) as *const __m128i), flip));
-                let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
-                let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
-                let words = [_mm_unpacklo_epi16(ab_lo, cd_lo), _mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_hi, cd_hi), _mm_unpackhi_epi16(ab_hi, cd_hi)];
-                for (q, v) in words.iter().enumerate() {
-                    _mm_storeu_si128(out.as_mut_ptr().add(4 * w + 16 * q) as *mut __m128i, *v);
-                }
-            }
-        }
-        whole
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (rows, cols, out);
-        0
-    }
 }
 
 /// y = convert(epilogue(α·conv(x, w) + β·y)) for int8 x and w where `applies`; call only
