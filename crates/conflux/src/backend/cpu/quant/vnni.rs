@@ -27,6 +27,24 @@ pub(super) const PX: usize = 32;
 /// Filters per micro-tile (16 accumulators with two pixel vectors).
 pub(super) const ROWS: usize = 8;
 
+/// `$f::<R>(args)` for R = `rows` (1 ..= 8): the micro-tile kernels are monomorphized per
+/// filter count, so the accumulators stay in registers.
+macro_rules! by_rows {
+    ($rows:expr, $f:ident($($arg:expr),*)) => {
+        match $rows {
+            8 => $f::<8>($($arg),*),
+            7 => $f::<7>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            5 => $f::<5>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            _ => $f::<1>($($arg),*),
+        }
+    };
+}
+pub(super) use by_rows;
+
 /// Whether this CPU has AVX-512 VNNI.
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -338,16 +356,7 @@ fn gather(g: &Geom, src: &Source, grp_off: usize, order: Order, m0: usize, cnt: 
 /// Σ x·w of `rows` filters from k0 over the panel's 32 pixels: sums[j][p].
 unsafe fn multiply(panel: &[u8], steps: usize, f: &FilterRows, k0: usize, rows: usize, sums: &mut [[i32; PX]; ROWS]) {
     #[cfg(target_arch = "x86_64")]
-    match rows {
-        8 => tile::<8>(panel, steps, f, k0, sums),
-        7 => tile::<7>(panel, steps, f, k0, sums),
-        6 => tile::<6>(panel, steps, f, k0, sums),
-        5 => tile::<5>(panel, steps, f, k0, sums),
-        4 => tile::<4>(panel, steps, f, k0, sums),
-        3 => tile::<3>(panel, steps, f, k0, sums),
-        2 => tile::<2>(panel, steps, f, k0, sums),
-        _ => tile::<1>(panel, steps, f, k0, sums),
-    }
+    by_rows!(rows, tile(panel, steps, f, k0, sums));
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (panel, steps, f, k0, rows, sums);

@@ -6,7 +6,7 @@
 //! pixels of one output row, or for rows of 8–16 pixels the first 16 words of two rows (the
 //! lanes past the row are discarded); the filter runs in [t][c] order (`vnni::Order`).
 
-use super::vnni::{filter_rows, interleave16, FilterRows, Order, PX, ROWS};
+use super::vnni::{by_rows, filter_rows, interleave16, FilterRows, Order, PX, ROWS};
 use super::{finish_i32, QuantRun};
 use crate::problem::Geom;
 use rayon::prelude::*;
@@ -122,16 +122,7 @@ pub fn run(g: &Geom, r: &QuantRun) {
 #[allow(clippy::too_many_arguments)]
 unsafe fn multiply(base: *const u8, second: usize, taps: &[usize], plane: usize, c4: usize, f: &FilterRows, k0: usize, rows: usize, sums: &mut [[i32; PX]; ROWS]) {
     #[cfg(target_arch = "x86_64")]
-    match rows {
-        8 => tile::<8>(base, second, taps, plane, c4, f, k0, sums),
-        7 => tile::<7>(base, second, taps, plane, c4, f, k0, sums),
-        6 => tile::<6>(base, second, taps, plane, c4, f, k0, sums),
-        5 => tile::<5>(base, second, taps, plane, c4, f, k0, sums),
-        4 => tile::<4>(base, second, taps, plane, c4, f, k0, sums),
-        3 => tile::<3>(base, second, taps, plane, c4, f, k0, sums),
-        2 => tile::<2>(base, second, taps, plane, c4, f, k0, sums),
-        _ => tile::<1>(base, second, taps, plane, c4, f, k0, sums),
-    }
+    by_rows!(rows, tile(base, second, taps, plane, c4, f, k0, sums));
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (base, second, taps, plane, c4, f, k0, rows, sums);
