@@ -13,7 +13,7 @@
 
 use super::common::{conv_run_params, cuda_of, Fallback};
 use super::igemm_simt::CudaConvIgemm;
-use super::quant_direct::{quant_check, CudaConvQuantDirect};
+use super::quant_direct::CudaConvQuantDirect;
 use super::tensor_core::{tensor_core_defines, tensor_core_layout, tensor_core_precision, Staging, TcPrecision};
 use crate::solver::{Invoker, RunArgs, Solver, chosen_config};
 use crate::backend::cuda::module::Kernel;
@@ -66,7 +66,7 @@ fn tma_geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecisio
         None => tensor_core_precision(conv)?,
     };
     if conv.quant().is_some() {
-        quant_check(problem)?;
+        problem.quantized_conv()?;
     }
     Ok((tensor_core_layout(conv)?, prec))
 }

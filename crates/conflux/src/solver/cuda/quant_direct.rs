@@ -10,7 +10,6 @@ use crate::backend::cuda::{grid_for, timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
-use crate::quant::Quant;
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
 use crate::types::ConvAlgorithm;
 use std::sync::Arc;
@@ -19,9 +18,6 @@ const TEMPLATE: &str = include_str!("../../backend/cuda/kernels/conv_quant_direc
 
 pub struct CudaConvQuantDirect;
 
-/// What every quantized solver requires (`FusedProblem::quantized_conv`).
-pub(crate) fn quant_check(problem: &FusedProblem) -> std::result::Result<(Quant, Geom), String> { problem.quantized_conv() }
-
 impl Solver for CudaConvQuantDirect {
     fn name(&self) -> &'static str { "CudaConvQuantizedDirect" }
     fn solution_id(&self) -> u64 { 126 }
@@ -29,7 +25,7 @@ impl Solver for CudaConvQuantDirect {
     fn device(&self) -> DeviceKind { DeviceKind::Cuda }
     fn computes_quantized(&self) -> bool { true }
 
-    fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> { quant_check(problem).map(|_| ()) }
+    fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> { problem.quantized_conv().map(|_| ()) }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
         // About 2 TMAC/s for the one-thread-per-output loops.
@@ -38,7 +34,7 @@ impl Solver for CudaConvQuantDirect {
 
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
-        let (_, geom) = quant_check(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let (_, geom) = problem.quantized_conv().map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("CudaConvQuantizedDirect: not a convolution"))?;
         let src = preamble::conv_source(conv, problem.epilogue(), &Extra::default(), TEMPLATE)?;
         let kernel = be.module("conv_quant_direct", &src)?.function("conv_fwd_quant_direct")?;

@@ -106,7 +106,7 @@ fn run<T: Lane>(g: &Geom, xf: Option<Fp8>, wf: Option<Fp8>, r: &QuantRun) {
                         let s = T::dot4(wr, [row(0), row(1), row(2), row(3)]);
                         acc[p0..p0 + 4].copy_from_slice(&s);
                     }
-                    finish(g, r, raw, n, k, [d, h, w0], &acc[..cnt], &mut vals[..cnt]);
+                    finish(g, r, raw, n, k, (d * oh + h) * ow + w0, &acc[..cnt], &mut vals[..cnt]);
                 }
             }
         }
@@ -152,40 +152,27 @@ fn gather<T: Lane>(g: &Geom, fmt: Option<Fp8>, x: u64, n: usize, grp: usize, o: 
     }
 }
 
-/// α/β, the epilogue and the conversion of `acc` (output pixels o..o + acc.len() of (n, k)).
-#[allow(clippy::too_many_arguments)]
-fn finish(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, o: [usize; 3], acc: &[f64], vals: &mut [f32]) {
-    let ys = g.y_strides;
-    let [od, oh, ow] = g.output;
-    let sp0 = (o[0] * oh + o[1]) * ow + o[2];
-    let off = |p: usize| n * ys[0] + k * ys[1] + o[0] * ys[2] + o[1] * ys[3] + (o[2] + p) * ys[4];
-    if raw {
-        for (p, &a) in acc.iter().enumerate() {
-            // SAFETY: the element is inside y; rows of different tasks never overlap.
-            unsafe { *(r.y as *mut i32).add(off(p)) = a as i32 };
-        }
-        return;
-    }
-    for (p, (v, &a)) in vals.iter_mut().zip(acc).enumerate() {
-        *v = r.alpha * a as f32;
-        if r.beta != 0.0 {
-            // SAFETY: as above.
-            *v += r.beta * unsafe { load_any(r.y_dtype, r.y, off(p)) };
-        }
-    }
-    r.epi.apply_span(vals, n, k, sp0, g.output);
-    let first = ((n * g.k + k) * od * oh * ow + sp0) as u64;
-    for (p, &v) in vals.iter().enumerate() {
-        // SAFETY: as above.
-        unsafe { store_any(r.y_dtype, r.y, off(p), v, r.stochastic, first + p as u64) };
-    }
+/// A product sum as the output conversion takes it: exact i32 sums (VNNI) or f64 ones (the
+/// portable path: exact integers for int8, fp8 sums).
+pub(super) trait Sum: Copy {
+    fn to_f32(self) -> f32;
+    /// The raw Int32 output (int8 sums only, which are exact integers).
+    fn to_i32(self) -> i32;
+}
+impl Sum for i32 {
+    fn to_f32(self) -> f32 { self as f32 }
+    fn to_i32(self) -> i32 { self }
+}
+impl Sum for f64 {
+    fn to_f32(self) -> f32 { self as f32 }
+    fn to_i32(self) -> i32 { self as i32 }
 }
 
-/// α/β, the epilogue and the conversion of exact int8 sums `acc` of output pixels sp0 ..
-/// sp0 + acc.len() of (n, k) (one image's, consecutive in (d, h, w) order); f32 y whose pixels
-/// are evenly spaced (NCHW, NHWC) take the results as one slice or one strided run.
+/// α/β, the epilogue and the conversion of sums `acc` of output pixels sp0 .. sp0 + acc.len()
+/// of (n, k) (one image's, consecutive in (d, h, w) order); f32 y whose pixels are evenly
+/// spaced (NCHW, NHWC) take the results as one slice or one strided run.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn finish_i32(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, sp0: usize, acc: &[i32], vals: &mut [f32]) {
+pub(super) fn finish<A: Sum>(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, sp0: usize, acc: &[A], vals: &mut [f32]) {
     let ys = g.y_strides;
     let [od, oh, ow] = g.output;
     // The step between consecutive pixels where the plane's rows follow each other evenly.
@@ -201,12 +188,12 @@ pub(super) fn finish_i32(g: &Geom, r: &QuantRun, raw: bool, n: usize, k: usize, 
     if raw {
         for (p, &a) in acc.iter().enumerate() {
             // SAFETY: the element is inside y; tiles of different tasks never overlap.
-            unsafe { *(r.y as *mut i32).add(off(p)) = a };
+            unsafe { *(r.y as *mut i32).add(off(p)) = a.to_i32() };
         }
         return;
     }
     for (p, (v, &a)) in vals.iter_mut().zip(acc).enumerate() {
-        *v = r.alpha * a as f32;
+        *v = r.alpha * a.to_f32();
         if r.beta != 0.0 {
             // SAFETY: as above.
             *v += r.beta * unsafe { load_any(r.y_dtype, r.y, off(p)) };

@@ -16,7 +16,7 @@
 //! The reduction runs in the filter's own memory order ([c][t] for KCRS, [t][c] for KRSC), so a
 //! dense filter whose rows are a multiple of 4 bytes is read in place, with no copy per call.
 
-use super::{finish_i32, QuantRun};
+use super::{finish, QuantRun};
 use crate::backend::cpu::weight_cache::Transformed;
 use std::sync::Arc;
 use crate::problem::Geom;
@@ -172,7 +172,7 @@ pub fn run(g: &Geom, r: &QuantRun) {
                     while p < cnt {
                         let (n, sp) = ((m0 + p) / spatial, (m0 + p) % spatial);
                         let len = (spatial - sp).min(cnt - p);
-                        finish_i32(g, r, raw, n, k, sp, &s[p..p + len], &mut vals[..len]);
+                        finish(g, r, raw, n, k, sp, &s[p..p + len], &mut vals[..len]);
                         p += len;
                     }
                 }

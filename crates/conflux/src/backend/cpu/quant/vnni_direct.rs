@@ -7,7 +7,7 @@
 //! lanes past the row are discarded); the filter runs in [t][c] order (`vnni::Order`).
 
 use super::vnni::{by_rows, filter_rows, interleave16, FilterRows, Order, PX, ROWS};
-use super::{finish_i32, QuantRun};
+use super::{finish, QuantRun};
 use crate::problem::Geom;
 use rayon::prelude::*;
 
@@ -112,7 +112,7 @@ pub fn run(g: &Geom, r: &QuantRun) {
             unsafe { multiply(base, second, &taps, plane, c4, &f, k0, rows, &mut sums) };
             for (j, s) in sums.iter().enumerate().take(rows) {
                 for &(sp, lane, cnt) in runs.iter().filter(|r| r.2 > 0) {
-                    finish_i32(g, r, raw, n, k0 + j, sp, &s[lane..lane + cnt], &mut vals[..cnt]);
+                    finish(g, r, raw, n, k0 + j, sp, &s[lane..lane + cnt], &mut vals[..cnt]);
                 }
             }
         }
