@@ -35,6 +35,8 @@ if python3 -m pip --version >/dev/null 2>&1; then
 fi
 cp scripts/gpu/*.sh scripts/gpu/*.py .gpu/ 2>/dev/null || true
 cp ../shared/bench/*.txt .gpu/ 2>/dev/null || true
+# The 3-D layer list of torchvision's video networks (scripts/gpu/zoo3d.py).
+cp bench/zoo3d.txt .gpu/
 # The model-zoo yardstick (zoo.py, zoo_bwd.py and their ctypes binding) from the shared bench.
 cp ../shared/bench/*.py .gpu/ 2>/dev/null || true
 # Debug info and symbols are not needed there, and a device call carries at most 64 MiB.

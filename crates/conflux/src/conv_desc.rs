@@ -164,6 +164,21 @@ impl ConvDesc {
         self.pads_end = pads_end.to_vec();
     }
 
+    /// The same convolution with other per-dimension geometry (groups and attributes kept):
+    /// for internal problems that view a 3-D convolution as a 2-D one (`problem::fold_3d`).
+    pub(crate) fn with_geometry(&self, pads: &[usize], pads_end: &[usize], strides: &[usize], dilations: &[usize]) -> ConvDesc {
+        let nd = pads.len();
+        assert!(pads_end.len() == nd && strides.len() == nd && dilations.len() == nd, "one value per spatial dimension");
+        ConvDesc {
+            pads: pads.to_vec(),
+            pads_end: pads_end.to_vec(),
+            strides: strides.to_vec(),
+            dilations: dilations.to_vec(),
+            out_pads: vec![0; nd],
+            ..self.clone()
+        }
+    }
+
     pub fn set_find_mode(&mut self, mode: FindMode) { self.find_mode = mode; }
 
     /// `miopenSetConvolutionAttribute` with MIOpen's value ranges.

@@ -219,3 +219,52 @@ device_tests!(exact_small_integers_every_solver, |h: &Handle| {
         }
     }
 });
+
+// 3-D convolutions that are 2-D ones over other strides (`problem::fold_3d`) run through the
+// folded solver of each backend: immediate mode picks it for the forward, every direction
+// matches the f64 reference by id (exact small integers, then α/β data), a fused
+// bias + activation plan compiles to it; full 3-D filters and channels-first frames stay off it.
+device_tests!(folded_3d_problems, |h: &Handle| {
+    let name = if h.device_kind() == conflux::handle::DeviceKind::Cpu { "CpuConvFolded3d" } else { "CudaConvFolded3d" };
+    let id = solution_id(name);
+    // (type, layout, x, w, pads, strides, groups)
+    type Spec = (DataType, Lay, [usize; 5], [usize; 5], [i64; 3], [i64; 3], i64);
+    let specs: [Spec; 5] = [
+        // Frames as images: 1 × 3 × 3 over channels-last frames, strided, grouped, 1 × 1 × 1.
+        (DataType::Half, Lay::ChannelsLast, [2, 16, 3, 6, 7], [24, 16, 1, 3, 3], [0, 1, 1], [1, 2, 1], 1),
+        (DataType::Float, Lay::ChannelsLast, [1, 8, 4, 5, 5], [8, 4, 1, 3, 3], [0, 1, 1], [1, 1, 1], 2),
+        (DataType::BFloat16, Lay::ChannelsLast, [2, 16, 3, 4, 4], [32, 16, 1, 1, 1], [0, 0, 0], [1, 1, 1], 1),
+        // Planes as rows: 3 × 1 × 1 over (D, H·W), both layouts, strided in depth.
+        (DataType::Half, Lay::ChannelsLast, [2, 16, 6, 3, 4], [16, 16, 3, 1, 1], [1, 0, 0], [2, 1, 1], 1),
+        (DataType::Float, Lay::Packed, [1, 12, 5, 3, 3], [20, 12, 3, 1, 1], [1, 0, 0], [1, 1, 1], 1),
+    ];
+    for (i, &(dt, lay, x, w, pads, strides, groups)) in specs.iter().enumerate() {
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &pads, &strides, &[1, 1, 1]).unwrap();
+        conv.set_groups(groups).unwrap();
+        let (xd, wd) = (desc(dt, &x, lay), desc(dt, &w, lay));
+        let yd = desc(dt, conv.output_desc(&xd, &wd).unwrap().lens(), lay);
+        let c = ConvCase::new(&conv, &xd, &wd, &yd);
+        let chosen = conflux::search::choose(h, &c.fused(Dir::Forward), Choice::Auto, 0).unwrap();
+        assert_eq!(chosen.name(), name, "{c:?}");
+        for (di, dir) in DIRS.into_iter().enumerate() {
+            check_exact_and_scaled(h, &c, dir, id, 9000 + 100 * i as u64 + 10 * di as u64);
+        }
+        // conv → bias → leaky ReLU as one plan.
+        let b = TensorDesc::new(dt, &[1, yd.c(), 1, 1, 1]).unwrap();
+        let fc = support::cba::Case { dt, conv: conv.clone(), x: xd.clone(), w: wd.clone(), y: yd.clone(), b };
+        let d = support::cba::data(h, &fc, 9500 + i as u64, true, 1.0, 0.0);
+        let mut plan = support::cba::plan_for(&fc);
+        plan.compile(h).unwrap();
+        assert_eq!(plan.solver_name(), Some(name), "fused {c:?}");
+        let y = support::cba::execute(h, &fc, &d, &plan);
+        assert_close(&format!("fused {c:?}"), &logical(&yd, &download(h, &y)), &d.want, if dt == DataType::BFloat16 { tolerance(dt) } else { 0.0 });
+    }
+    let refused = |lay: Lay, w: [usize; 5], pads: [i64; 3]| {
+        let conv = ConvDesc::new(ConvMode::Convolution, &pads, &[1, 1, 1], &[1, 1, 1]).unwrap();
+        let (xd, wd) = (desc(DataType::Half, &[2, 8, 4, 6, 6], lay), desc(DataType::Half, &w, lay));
+        let yd = desc(DataType::Half, conv.output_desc(&xd, &wd).unwrap().lens(), lay);
+        solver(name).check(&ConvCase::new(&conv, &xd, &wd, &yd).fused(Dir::Forward), h.device().info()).unwrap_err()
+    };
+    assert!(refused(Lay::ChannelsLast, [8, 8, 3, 3, 3], [1, 1, 1]).contains("not a 3-D convolution with"));
+    assert!(refused(Lay::Packed, [8, 8, 1, 3, 3], [0, 1, 1]).contains("strides do not allow folding"));
+});

@@ -1,6 +1,6 @@
 //! The channel-padding tensor-core solver (3-channel stems and other ungrouped 16-bit
-//! convolutions of fewer than 8 channels): 7×7 stride 2 and 4×4 stride 4 stems, 1 and 5
-//! channels, NHWC / NCHW / gapped x, f16 and bf16, through `check_solver` (f64 reference,
+//! convolutions whose channels are not a multiple of 8): 7×7 stride 2 and 4×4 stride 4 stems,
+//! 1 and 5 channels, 23 and 70 channels (odd widths, R(2+1)D), NHWC / NCHW / gapped x, f16 and bf16, through `check_solver` (f64 reference,
 //! poisoned output, bit-identical rerun, gaps untouched) with exact small-integer data and
 //! α/β; refusals name the cause; immediate choice takes the stem kernel ahead of it.
 
@@ -16,12 +16,14 @@ const SOLVER: &str = "CudaConvTensorCorePadChannels";
 /// (dtype, x lengths, w lengths, pad, stride, layout)
 type Spec = (DataType, &'static [usize], &'static [usize], i64, i64, Lay);
 
-const CASES: [Spec; 5] = [
+const CASES: [Spec; 7] = [
     (DataType::Half, &[2, 3, 23, 21], &[64, 3, 7, 7], 3, 2, Lay::ChannelsLast),
     (DataType::BFloat16, &[2, 3, 16, 12], &[96, 3, 4, 4], 0, 4, Lay::Packed),
     (DataType::Half, &[1, 1, 11, 13], &[16, 1, 5, 5], 2, 1, Lay::ChannelsLast),
     (DataType::Half, &[2, 5, 9, 10], &[24, 5, 3, 3], 1, 1, Lay::Gapped),
     (DataType::BFloat16, &[1, 3, 14, 14], &[32, 3, 7, 7], 3, 2, Lay::GappedChannelsLast),
+    (DataType::Half, &[2, 23, 7, 9], &[21, 23, 3, 3], 1, 1, Lay::ChannelsLast),
+    (DataType::Half, &[1, 70, 6, 5], &[64, 70, 3, 1], 1, 1, Lay::Packed),
 ];
 
 fn case(&(dt, lx, lw, pad, stride, lay): &Spec) -> ConvCase {
@@ -48,6 +50,8 @@ cuda_tests!(refusals_name_the_cause, |h: &Handle| {
     let refusal = |spec: &Spec| s.check(&case(spec).fused(Dir::Forward), h.device().info()).unwrap_err();
     let why = refusal(&(DataType::Half, &[1, 8, 9, 9], &[16, 8, 3, 3], 1, 1, Lay::ChannelsLast));
     assert!(why.contains("input channels"), "{why}");
+    let why = refusal(&(DataType::Half, &[1, 96, 9, 9], &[16, 96, 3, 3], 1, 1, Lay::ChannelsLast));
+    assert!(why.contains("fill 16-byte chunks"), "{why}");
     let why = refusal(&(DataType::Float, &[1, 3, 9, 9], &[16, 3, 3, 3], 1, 1, Lay::ChannelsLast));
     assert!(why.contains("f16 or bf16"), "{why}");
     let why = s.check(&case(&CASES[0]).fused(Dir::BackwardData), h.device().info()).unwrap_err();

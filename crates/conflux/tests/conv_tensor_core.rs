@@ -65,7 +65,9 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
         // TMA + wgmma where the GPU and geometry allow, channels-first tensors through the
         // layout adapter, else wgmma (sm_90), else mma.sync.
         let p = plan.problem().unwrap();
-        let want = if CudaConvIgemmTma.check(&p, h.device().info()).is_ok() {
+        let want = if solver("CudaConvFolded3d").check(&p, h.device().info()).is_ok() {
+            "CudaConvFolded3d"
+        } else if CudaConvIgemmTma.check(&p, h.device().info()).is_ok() {
             TMA
         } else if CudaConvTcNchw.check(&p, h.device().info()).is_ok() {
             NCHW
@@ -140,14 +142,14 @@ cuda_tests!(tiles_larger_than_one_block, |h: &Handle| {
     }
 });
 
-/// A 2-D channels-last case: x and w lengths, groups, padding, stride, dilation.
-fn channels_last_case(dt: DataType, lx: [usize; 4], lw: [usize; 4], groups: usize, pad: [i64; 2], stride: [i64; 2], dil: [i64; 2]) -> Case {
-    let mut conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dil).unwrap();
+/// A 2-D or 3-D channels-last case: x and w lengths, groups, padding, stride, dilation.
+fn channels_last_case(dt: DataType, lx: &[usize], lw: &[usize], groups: usize, pad: &[i64], stride: &[i64], dil: &[i64]) -> Case {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, pad, stride, dil).unwrap();
     conv.set_groups(groups as i64).unwrap();
-    let x = desc(dt, &lx, Lay::ChannelsLast);
-    let w = desc(dt, &lw, Lay::ChannelsLast);
+    let x = desc(dt, lx, Lay::ChannelsLast);
+    let w = desc(dt, lw, Lay::ChannelsLast);
     let y = conv.output_desc(&x, &w).unwrap();
-    let b = TensorDesc::new(dt, &[1, lw[0], 1, 1]).unwrap();
+    let b = TensorDesc::new(dt, &[&[1, lw[0]][..], &vec![1; pad.len()]].concat()).unwrap();
     Case { dt, conv, x, w, y, b }
 }
 
@@ -170,7 +172,7 @@ cuda_tests!(tma_geometries, |h: &Handle| {
         (DataType::Half, true, [3, 128, 5, 6], [128, 64, 1, 1], 2, [0, 0], [1, 1], [1, 1]),
     ];
     for (i, (dt, exact, lx, lw, groups, pad, stride, dil)) in cases.into_iter().enumerate() {
-        let c = channels_last_case(dt, lx, lw, groups, pad, stride, dil);
+        let c = channels_last_case(dt, &lx, &lw, groups, &pad, &stride, &dil);
         let problem = plan_for(&c).problem().unwrap();
         if CudaConvIgemmTma.check(&problem, h.device().info()).is_err() {
             // Not an sm_90 GPU: the other kernels are covered elsewhere.
@@ -193,7 +195,7 @@ cuda_tests!(tma_split_k, |h: &Handle| {
         (DataType::Half, true, [2, 128, 8, 8], [136, 128, 3, 3], [1, 1], [2, 2]),
     ];
     for (i, (dt, exact, lx, lw, pad, stride)) in cases.into_iter().enumerate() {
-        let c = channels_last_case(dt, lx, lw, 1, pad, stride, [1, 1]);
+        let c = channels_last_case(dt, &lx, &lw, 1, &pad, &stride, &[1, 1]);
         let problem = plan_for(&c).problem().unwrap();
         if CudaConvIgemmTma.check(&problem, h.device().info()).is_err() {
             return; // not an sm_90 GPU
@@ -213,6 +215,32 @@ cuda_tests!(tma_split_k, |h: &Handle| {
                 .collect();
             assert!(runs.iter().all(|r| r.iter().zip(&runs[0]).all(|(a, b)| a.to_bits() == b.to_bits())), "{}: reruns differ", what(&c, &label, h));
         }
+    }
+});
+
+cuda_tests!(tma_3d, |h: &Handle| {
+    // 3-D convolutions on the TMA kernel (5-D im2col maps of x, taps over depth too): 3×3×3
+    // with padding, strided in every axis, a channel tail, dilated depth, a small batch-1 grid
+    // (split-K), f16 and bf16; every tile, exact data bit for bit. Frames-as-images shapes
+    // (1 × R × S) are the folded solver's and stay out of this list; the T × 1 × 1 one runs
+    // through it in the plan and on the TMA kernel directly in every tile.
+    type Spec = (DataType, bool, [usize; 5], [usize; 5], [i64; 3], [i64; 3], [i64; 3]);
+    let cases: [Spec; 5] = [
+        (DataType::Half, true, [2, 64, 4, 6, 5], [48, 64, 3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1]),
+        (DataType::BFloat16, false, [2, 128, 5, 7, 6], [72, 128, 3, 3, 3], [1, 1, 1], [2, 2, 2], [1, 1, 1]),
+        (DataType::Half, true, [1, 80, 6, 5, 5], [64, 80, 3, 1, 1], [2, 0, 0], [1, 1, 1], [2, 1, 1]),
+        (DataType::Half, true, [1, 256, 2, 7, 7], [96, 256, 3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1]),
+        (DataType::BFloat16, false, [2, 64, 6, 9, 8], [64, 64, 3, 3, 3], [0, 1, 1], [2, 1, 2], [1, 1, 1]),
+    ];
+    for (i, (dt, exact, lx, lw, pad, stride, dil)) in cases.into_iter().enumerate() {
+        let c = channels_last_case(dt, &lx, &lw, 1, &pad, &stride, &dil);
+        let problem = plan_for(&c).problem().unwrap();
+        if let Err(why) = CudaConvIgemmTma.check(&problem, h.device().info()) {
+            assert!(why.contains("compute capability"), "TMA refused {}: {why}", what(&c, "check", h));
+            return; // not an sm_90 GPU
+        }
+        run_plan(h, &c, 110 + i as u64, exact);
+        run_configs(h, &c, 120 + i as u64, exact);
     }
 });
 

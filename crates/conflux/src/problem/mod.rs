@@ -5,6 +5,7 @@
 
 mod args;
 mod conv;
+mod fold;
 mod fused;
 mod geom;
 mod layer;
@@ -14,6 +15,7 @@ pub(crate) mod op_args;
 
 pub use args::{OpArg, OpArgs};
 pub use conv::ConvProblem;
+pub use fold::{fold_3d, Fold};
 pub use fused::{EpiOp, FusedKind, FusedProblem};
 pub use layer::{LayerOp, PoolGeom};
 pub use geom::{shape5, spatial3, strides5, Geom};

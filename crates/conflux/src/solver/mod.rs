@@ -7,6 +7,7 @@
 
 pub mod cpu;
 pub mod cuda;
+mod folded;
 pub mod registry;
 mod tuned;
 

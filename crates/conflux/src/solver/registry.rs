@@ -16,6 +16,7 @@ use super::cuda::{
     CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
     CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradIm2colLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise, CudaPooling, CudaSoftmax,
 };
+use super::folded::{CPU_FOLDED_3D, CUDA_FOLDED_3D};
 use super::Solver;
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::problem::FusedProblem;
@@ -50,6 +51,7 @@ static CPU: &[Entry] = &[
     entry(&CpuPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution, so order among convolutions is moot"),
     entry(&CpuPooling, Role::Standalone, "pooling layers only; the one CPU pooling solver"),
     entry(&CpuSoftmax, Role::Standalone, "softmax layers only; the one CPU softmax solver"),
+    entry(&CPU_FOLDED_3D, Role::Standalone, "3-D convolutions that are 2-D ones over other strides (1 × R × S over channels-last frames, T × 1 × 1 over planes) on the first solver below that takes the 2-D problem: ahead of every solver, since none of them has a 3-D path faster than its 2-D one"),
     entry(&CpuQuantized, Role::Standalone, "int8 and fp8 forward convolutions, which no other CPU solver computes; refuses every other problem, so its place among them is moot"),
     entry(&CpuLiveTaps, Role::Standalone, "f32 forward convolutions whose taps lie in the padding for 40% of the products or more (atrous layers on small maps), as one 1×1 convolution per tap over the outputs it reaches on the solvers below: ahead of all of them, which would multiply the zeros"),
     entry(&CpuSinglePixel, Role::Standalone, "1×1 filters with one output pixel per image (squeeze-and-excitation, fully connected): a dot product per output, where GEMM panels and tiles cost more than the products"),
@@ -74,12 +76,13 @@ static CUDA: &[Entry] = &[
     entry(&CudaPointwise, Role::Standalone, "pointwise and batch-norm plans; takes no convolution"),
     entry(&CudaPooling, Role::Standalone, "pooling layers only; the one CUDA pooling solver"),
     entry(&CudaSoftmax, Role::Standalone, "softmax layers only; the one CUDA softmax solver"),
+    entry(&CUDA_FOLDED_3D, Role::Standalone, "3-D convolutions that are 2-D ones over other strides (1 × R × S over channels-last frames, T × 1 × 1 over planes) on the first solver below that takes the 2-D problem: ahead of every convolution solver, whose 2-D paths are faster than their 3-D ones (the TMA kernel and split-K are 2-D only)"),
     entry(&CudaConvGroupedTc, Role::ChannelsLastTensorCore, "groups of 2–32 channels (ResNeXt, RegNet) on tensor cores, several whole groups per block (groups of 2 and 4 merged into block-diagonal groups of 8): ahead of the few-channels kernel, which it beats on ResNeXt's groups of 4, and of the other tensor-core kernels (a tile per group), also as the backward-data adapters' inner kernel"),
     entry(&CudaConvStemTc, Role::Standalone, "ungrouped 16-bit convolutions of < 8 input channels (3-channel stems) on tensor cores, several taps per 16-byte chunk: ahead of the few-channels kernel and the channel-padding adapter, which multiply 3-channel taps on CUDA cores or padded to 8 channels"),
     entry(&CudaConvFewChannels, Role::Standalone, "groups of ≤ 4 input channels (depthwise, ResNeXt) and 3-channel 3×3 stems: memory-bound layers a GEMM tile would run nearly empty"),
     entry(&CudaConvGemmLt, Role::Standalone, "1×1 channels-last with a cuBLASLt epilogue (bias, ReLU): at cuDNN's speed on those layers"),
-    entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D channels-last groups of 64 channels"),
-    entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions of < 8 channels on tensor cores through channel-padded copies: after the stem kernel, for filters too large for its shared memory; Find times both"),
+    entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D and 3-D channels-last groups of 64 channels"),
+    entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions whose channels are not a multiple of 8 (stems, odd widths) on tensor cores through channel-padded copies: after the stem kernel, for filters too large for its shared memory; Find times both"),
     entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),
     entry(&CudaConvBwdDataGemmLt, Role::Standalone, "1×1 backward-data as cuBLASLt GEMMs at any column alignment (strided: dx zeroed, one GEMM per output row): ahead of the forward rewrites and the phases, which read w transposed, tile few channels poorly and write each phase separately"),
     entry(&CudaConvBwdDataFewChannels, Role::Standalone, "backward-data of depthwise, few-channels-per-group and few-channel stem layers by phases on the few-channels and few-outputs kernels, where tensor-core tiles would run nearly empty"),

@@ -9,23 +9,30 @@ use cudarc::driver::{result as cu, sys};
 
 pub type TensorMap = sys::CUtensorMap;
 
-/// im2col view of a 4-D channels-last tensor (dims C, W, H, N; C contiguous) for a 2-D
-/// convolution: each copy brings `pixels` output pixels × `channels` channels.
+/// im2col view of a channels-last tensor for a 2-D convolution (4-D map: C, W, H, N) or a
+/// 3-D one (5-D map: C, W, H, D, N; C contiguous): each copy brings `pixels` output pixels ×
+/// `channels` channels. Arrays run innermost first; a 2-D view uses the first entries.
 #[derive(Clone, Copy, Debug)]
 pub struct Im2col {
-    /// Extents C, W, H, N.
-    pub dims: [u64; 4],
-    /// Byte strides of W, H, N.
-    pub strides: [u64; 3],
-    /// Filter-window corner of the first and of the last output pixel along W and H, at tap
-    /// offset 0: -pad and pad - dilation·(filter - 1).
-    pub lower: [i32; 2],
-    pub upper: [i32; 2],
-    /// Convolution stride along W and H (the traversal stride).
-    pub stride: [u32; 2],
+    /// Spatial dimensions: 2 or 3.
+    pub spatial: usize,
+    /// Extents C, W, H, (D,) N.
+    pub dims: [u64; 5],
+    /// Byte strides of W, H, (D,) N.
+    pub strides: [u64; 4],
+    /// Filter-window corner of the first and of the last output pixel along W, H (and D), at
+    /// tap offset 0: -pad and pad - dilation·(filter - 1).
+    pub lower: [i32; 3],
+    pub upper: [i32; 3],
+    /// Convolution stride along W, H (and D): the traversal stride.
+    pub stride: [u32; 3],
     pub channels: u32,
     pub pixels: u32,
 }
+
+/// The largest tap offset (dilation · (filter − 1)) an im2col copy of a 5-D map takes: its
+/// offsets are 5-bit fields (4-D maps take 8 bits, more than any filter the kernels see).
+pub const IM2COL_5D_MAX_OFFSET: usize = 31;
 
 fn data_type(dt: DataType) -> sys::CUtensorMapDataType {
     match dt {
@@ -51,15 +58,17 @@ fn check(what: &str, r: sys::CUresult) -> Result<()> {
 /// Encode `m` over the tensor at `addr`, 128-byte swizzled in shared memory (64-byte for
 /// 64-byte rows), zeros outside.
 pub fn im2col(m: &Im2col, dt: DataType, addr: u64) -> Result<TensorMap> {
+    assert!(m.spatial == 2 || m.spatial == 3, "2-D or 3-D im2col views");
     let mut map = TensorMap { opaque: [0; 16] };
-    let elem_strides = [1, m.stride[0], m.stride[1], 1];
-    // SAFETY: every array has the length the rank (4) and spatial rank (2) call for; the
-    // driver only writes `map`.
+    let mut elem_strides = [1u32; 5];
+    elem_strides[1..=m.spatial].copy_from_slice(&m.stride[..m.spatial]);
+    // SAFETY: every array holds at least the rank (spatial + 2) entries, the corners the
+    // spatial rank; the driver reads that many and only writes `map`.
     let r = unsafe {
         sys::cuTensorMapEncodeIm2col(
             &mut map,
             data_type(dt),
-            4,
+            m.spatial as u32 + 2,
             addr as *mut std::ffi::c_void,
             m.dims.as_ptr(),
             m.strides.as_ptr(),

@@ -2,7 +2,7 @@
 //! arrives through im2col tensor-map copies and w through box copies issued by one producer
 //! thread, consumer warpgroups multiply with wgmma, stages are handed over with mbarriers.
 //! Narrower than the cp.async wgmma kernel (`cuda_igemm_wgmma`), which stays the fallback:
-//! 2-D, channels per group a multiple of 64, each filter's reduction contiguous in w.
+//! 2-D and 3-D, channels per group a multiple of 64, each filter's reduction contiguous in w.
 //! Also the f32 paths: f32 problems whose descriptor allows TF32 run the same kernel with
 //! 32-channel k-steps (a 128-byte row of f32) and tf32 wgmma (f32 accumulation); strict f32
 //! problems run it with every operand split into TF32 high and low parts and three TF32
@@ -73,8 +73,14 @@ fn tma_geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecisio
 
 /// What the tensor maps need beyond the tensor-core kernels' conditions.
 fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
-    if g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 {
-        return Err("TMA im2col kernel handles 2-D convolutions only".into());
+    if is_3d(g) {
+        // 5-D copies take tap offsets of 5 bits (the driver checks the window corners).
+        if (0..3).any(|i| g.dilation[i] * (g.filter[i] - 1) > tensor_map::IM2COL_5D_MAX_OFFSET) {
+            return Err(format!("3-D filter reach over {} (the copy engine's 5-D tap offsets)", tensor_map::IM2COL_5D_MAX_OFFSET));
+        }
+        if g.w_strides[2] != g.filter[1] * g.filter[2] * g.cg() {
+            return Err("each filter's taps and channels must be contiguous in w".into());
+        }
     }
     let bk = k_step(g, dt);
     if g.cg() % bk != 0 && g.groups != 1 {
@@ -90,7 +96,7 @@ fn tma_check(g: &Geom, dt: DataType) -> std::result::Result<(), String> {
     if ws[4] != g.cg() || ws[3] != g.filter[2] * g.cg() {
         return Err("each filter's taps and channels must be contiguous in w".into());
     }
-    if g.stride[1] > 8 || g.stride[2] > 8 {
+    if g.stride.iter().any(|&s| s > 8) {
         return Err("stride above 8 (the copy engine's traversal stride limit)".into());
     }
     Ok(())
@@ -104,23 +110,28 @@ fn channel_tail(g: &Geom, dt: DataType) -> bool { g.cg() % k_step(g, dt) != 0 }
 fn im2col_of(g: &Geom, dt: DataType, bm: usize) -> Im2col { im2col_boxes(g, dt, k_step(g, dt), bm) }
 
 /// The im2col map of x for boxes of `channels` × `pixels` output pixels (the backward-weights
-/// kernels load x the same way).
+/// kernels load x the same way): 4-D for 2-D problems, 5-D for 3-D ones (`is_3d`).
 pub(crate) fn im2col_boxes(g: &Geom, dt: DataType, channels: usize, pixels: usize) -> Im2col {
     let xs = g.x_strides.map(|v| (v * dt.size()) as u64);
-    let [_, ph, pw] = g.pad.map(|v| v as i32);
-    let [_, peh, pew] = g.pad_end.map(|v| v as i32);
-    let [_, fh, fw] = g.filter.map(|v| v as i32);
-    let [_, dh, dw] = g.dilation.map(|v| v as i32);
-    Im2col {
-        dims: [g.c as u64, g.input[2] as u64, g.input[1] as u64, g.n as u64],
-        strides: [xs[4], xs[3], xs[0]],
-        lower: [-pw, -ph],
-        upper: [pew - dw * (fw - 1), peh - dh * (fh - 1)],
-        stride: [g.stride[2] as u32, g.stride[1] as u32],
-        channels: channels as u32,
-        pixels: pixels as u32,
-    }
+    // Innermost first: W, H, D.
+    let rev = |v: [usize; 3]| [v[2], v[1], v[0]];
+    let [pw, ph, pd] = rev(g.pad).map(|v| v as i32);
+    let [ew, eh, ed] = rev(g.pad_end).map(|v| v as i32);
+    let [fw, fh, fd] = rev(g.filter).map(|v| v as i32);
+    let [dw, dh, dd] = rev(g.dilation).map(|v| v as i32);
+    let [sw, sh, sd] = rev(g.stride).map(|v| v as u32);
+    let [iw, ih, id] = rev(g.input).map(|v| v as u64);
+    let (lower, upper) = ([-pw, -ph, -pd], [ew - dw * (fw - 1), eh - dh * (fh - 1), ed - dd * (fd - 1)]);
+    let (spatial, dims, strides) = if is_3d(g) {
+        (3, [g.c as u64, iw, ih, id, g.n as u64], [xs[4], xs[3], xs[2], xs[0]])
+    } else {
+        (2, [g.c as u64, iw, ih, g.n as u64, 0], [xs[4], xs[3], xs[0], 0])
+    };
+    Im2col { spatial, dims, strides, lower, upper, stride: [sw, sh, sd], channels: channels as u32, pixels: pixels as u32 }
 }
+
+/// A 3-D problem: anything but depth 1 everywhere (a 2-D problem seen as 3-D).
+pub(crate) fn is_3d(g: &Geom) -> bool { g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 }
 
 /// w as a K × (FH·FW·CG) matrix: extents (inner, outer) and row bytes. Tf32x3 reads the split
 /// copy instead, K × 2·(FH·FW·CG) packed (`tf32_split::split_rows`).
@@ -347,6 +358,7 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
         ("MIN_BLOCKS", cfg.min_blocks(prec)), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
         ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize), ("PINGPONG", cfg.pingpong as usize),
         ("WGMMA_B_MN_MAJOR", (filter != FilterSource::Own) as usize), ("CHANNEL_TAIL", tail as usize), ("SPLITS", splits),
+        ("TMA_3D", is_3d(g) as usize),
     ];
     if let FilterSource::Flipped { taps, .. } = filter {
         if prec != TcPrecision::Bits16 {

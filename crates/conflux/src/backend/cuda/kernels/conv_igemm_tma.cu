@@ -13,6 +13,8 @@
 // warp has retired its multiplies of it. Each block walks output tiles b, b + gridDim.x, ...;
 // the producer runs ahead into the next tile while consumers run this tile's epilogue.
 //
+// 3-D convolutions (TMA_3D) take a 5-D im2col map of x and taps (td, th, tw), td slowest.
+//
 // GEMM k-step kt = (filter tap, BK-channel slice; BK = 64 for 16-bit data, 32 for f32 on TF32
 // tensor cores, 128 for 8-bit data — one 128-byte row each way — or 64 for 8-bit data whose
 // channels are a multiple of 64 but not of 128: 64-byte rows in the 64-byte swizzle); a step never straddles taps. CHANNEL_TAIL
@@ -67,7 +69,7 @@ static_assert(BM == 64, "ping-pong tiles are 64 rows, one per consumer warpgroup
 #define B_TILES (1 + F32_SPLIT)
 #define STAGE_BYTES (A_BYTES + B_TILES * B_BYTES)
 #define C_SLICES ((CG + BK - 1) / BK)
-#define KSTEPS (FH * FW * C_SLICES)
+#define KSTEPS (FD * FH * FW * C_SLICES)
 #ifndef SPLITS
 #define SPLITS 1
 #endif
@@ -83,18 +85,21 @@ static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one
 #define CHANNEL_TAIL 0
 #endif
 static_assert(CG % BK == 0 || (CHANNEL_TAIL && !F32_SPLIT), "a k-step is one tap and BK channels");
-static_assert(FD == 1 && OD == 1 && ID == 1, "2-D convolution");
+#ifndef TMA_3D
+#define TMA_3D 0
+#endif
+static_assert(TMA_3D || (FD == 1 && OD == 1 && ID == 1), "2-D convolution unless TMA_3D (a 5-D im2col map of x)");
 static_assert(BN == 64 || BN == 128 || BN == 256, "BN");
 #ifndef WGMMA_B_MN_MAJOR
 #define WGMMA_B_MN_MAJOR 0
 #endif
-static_assert(!WGMMA_B_MN_MAJOR || (sizeof(T) == 2 && KG % 8 == 0), "in-place filter reads: 16-bit, 16-byte aligned boxes");
+static_assert(!WGMMA_B_MN_MAJOR || (sizeof(T) == 2 && KG % 8 == 0 && !TMA_3D), "in-place filter reads: 2-D, 16-bit, 16-byte aligned boxes");
 #if WGMMA_B_MN_MAJOR
 __device__ __forceinline__ int source_tap(int tap) { return (TAP0_H - tap / FW * TAP_STEP_H) * SRC_FW + TAP0_W - tap % FW * TAP_STEP_W; }
 #endif
 
 struct __align__(64) TmaArgs {
-    TensorMap x;   // im2col map of x: dims (C, W, H, N), BK channels × BM pixels per copy
+    TensorMap x;   // im2col map of x: dims (C, W, H, N) (TMA_3D: (C, W, H, D, N)), BK channels × BM pixels per copy
                    // (A_TILED: box map of x as dims (C, N·H·W), BK × BM per copy)
     TensorMap w;   // box map of w: dims (FH·FW·CG, K), BK × BN per copy (F32_SPLIT: dims
                    // (2·FH·FW·CG, K), the lo parts from column FH·FW·CG on)
@@ -252,6 +257,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
                 const unsigned dst = buffer(r, s);
 #if A_TILED
                 tma_load_2d(dst, &args.x, full(r, s), g * CG + kt * BK, m0);
+#elif TMA_3D
+                tma_load_im2col_5d(dst, &args.x, full(r, s), g * CG + kt % C_SLICES * BK, w0, h0, q.od * SD - PD, q.n, (unsigned short)(tap % FW * DW),
+                                   (unsigned short)(tap / FW % FH * DH), (unsigned short)(tap / (FW * FH) * DD));
 #else
                 tma_load_im2col_4d(dst, &args.x, full(r, s), g * CG + kt % C_SLICES * BK, w0, h0, q.n, (unsigned short)(tap % FW * DW),
                                    (unsigned short)(tap / FW * DH));
@@ -269,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
                 tma_load_2d(dst + A_BYTES, &args.w, full(r, s), kt * BK, g * KG + n0);
 #endif
 #if F32_SPLIT
-                tma_load_2d(dst + A_BYTES + B_BYTES, &args.w, full(r, s), FH * FW * CG + kt * BK, g * KG + n0);
+                tma_load_2d(dst + A_BYTES + B_BYTES, &args.w, full(r, s), FS * CG + kt * BK, g * KG + n0);
 #endif
             }
         }

@@ -47,6 +47,16 @@ __device__ __forceinline__ void tma_load_im2col_4d(unsigned dst, const TensorMap
         : "memory");
 }
 
+// im2col load of a 5-D channels-last tensor (dims C, W, H, D, N): as the 4-D load, for 3-D
+// convolutions, with the tap's depth offset `od` too (offsets of 5-D copies are 5 bits wide).
+__device__ __forceinline__ void tma_load_im2col_5d(unsigned dst, const TensorMap* map, unsigned bar, int c, int w, int h, int d, int n, unsigned short ow, unsigned short oh, unsigned short od) {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5, %6, %7}], [%2], {%8, %9, %10};\n" ::"r"(dst),
+        "l"(map), "r"(bar), "r"(c), "r"(w), "r"(h), "r"(d), "r"(n), "h"(ow), "h"(oh), "h"(od)
+        : "memory");
+}
+
 // Box load of a 2-D tensor at (inner x0, outer x1); rows past the tensor read as zeros.
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, unsigned bar, int x0, int x1) {
     asm volatile(

@@ -16,6 +16,16 @@ fn problem(dt: DataType, n: usize, c: usize, hw: usize, k: usize, (fh, fw): (usi
     FusedProblem { kind: FusedKind::Conv { conv, epilogue } }
 }
 
+/// The same over NDHWC tensors: c-d-hw-hw → k, a 3 × 3 × 3 filter padded by 1.
+fn problem_3d(dt: DataType, n: usize, c: usize, d: usize, hw: usize, k: usize) -> FusedProblem {
+    let conv = ConvDesc::new(ConvMode::Convolution, &[1; 3], &[1; 3], &[1; 3]).unwrap();
+    let t = |l: &[usize]| TensorDesc::with_layout(dt, Layout::NDHWC, l).unwrap();
+    let (x, w) = (t(&[n, c, d, hw, hw]), t(&[k, c, 3, 3, 3]));
+    let y = t(conv.output_desc(&x, &w).unwrap().lens());
+    let conv = ConvProblem::forward(&conv, &x, &w, &y).unwrap();
+    FusedProblem { kind: FusedKind::Conv { conv, epilogue: vec![EpiOp::Bias { dtype: dt }] } }
+}
+
 fn geom(p: &FusedProblem) -> (Geom, TcPrecision) { tma_geometry(p).unwrap() }
 
 #[test]
@@ -62,6 +72,8 @@ fn sources_generate_with_and_without_splits() {
         ("f16_n1_1x1", problem(DataType::Half, 1, 1024, 14, 256, (1, 1), 1), Some(TmaTile::new(128, 128, 4, false))),
         ("f32x3_n1", problem(DataType::Float, 1, 256, 14, 256, (3, 3), 1), None),
         ("f16_n32_28x28", problem(DataType::Half, 32, 256, 28, 256, (3, 3), 1), None),
+        ("f16_3d_n1", problem_3d(DataType::Half, 1, 512, 2, 7, 512), None),
+        ("f32x3_3d_n8", problem_3d(DataType::Float, 8, 128, 8, 28, 128), None),
     ];
     for (name, p, tile) in cases {
         let (g, prec) = geom(&p);
@@ -70,6 +82,7 @@ fn sources_generate_with_and_without_splits() {
         assert!(plan.src.contains(&format!("#define SPLITS {}", plan.splits)), "{name}");
         assert!(plan.cfg.smem_bytes(prec) <= SMEM_LIMIT, "{name}");
         assert_eq!(plan.splits > 1, g.n == 1, "{name}: {} splits", plan.splits);
+        assert_eq!(plan.src.contains("#define TMA_3D 1"), g.filter[0] == 3, "{name}");
         if let Some(dir) = &out {
             std::fs::write(format!("{dir}/igemm_tma_{name}.cu"), &plan.src).unwrap();
         }
