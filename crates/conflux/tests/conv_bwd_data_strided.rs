@@ -4,7 +4,7 @@
 //! bf16 and strict f32; NHWC and NCHW tensors, KRSC filters read in place and KCRS ones copied
 //! per phase; through `check_solver` (f64 reference, poisoned output, bit-identical rerun,
 //! gaps untouched) with exact small-integer data and with α/β; refusals name the cause;
-//! immediate choice takes it for a strided 16-bit layer.
+//! immediate choice takes it for a strided 16-bit layer. 3-D: 3×3×3 and 1×1×1 stride 2.
 
 mod support;
 
@@ -16,7 +16,7 @@ const SOLVER: &str = "CudaConvBwdDataStridedTensorCore";
 /// (dtype, dx lengths, w lengths, groups, pad, stride, dilation, layout of dx/dy, layout of w)
 type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, Lay, Lay);
 
-const CASES: [Spec; 12] = [
+const CASES: [Spec; 14] = [
     (DataType::Half, &[2, 64, 14, 14], &[128, 64, 1, 1], 1, 0, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::Half, &[2, 64, 14, 13], &[64, 64, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::BFloat16, &[2, 128, 9, 9], &[64, 128, 2, 2], 1, 0, 2, 1, Lay::ChannelsLast, Lay::Packed),
@@ -31,10 +31,14 @@ const CASES: [Spec; 12] = [
     (DataType::Float, &[2, 32, 8, 8], &[32, 32, 1, 1], 1, 0, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     // ResNeXt-like groups of 16, stride 2 (phases on the grouped tensor-core kernel).
     (DataType::Half, &[2, 64, 12, 11], &[64, 16, 3, 3], 4, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    // 3-D (r3d's downsampling): eight phases, sub-filters gathered per phase.
+    (DataType::Half, &[2, 64, 6, 7, 6], &[64, 64, 3, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::BFloat16, &[1, 64, 4, 6, 6], &[128, 64, 1, 1, 1], 1, 0, 2, 1, Lay::ChannelsLast, Lay::Packed),
 ];
 
 fn case(&(dt, lx, lw, groups, pad, stride, dil, lay, lay_w): &Spec) -> ConvCase {
-    let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[dil, dil]).unwrap();
+    let nd = lx.len() - 2;
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &vec![pad; nd], &vec![stride; nd], &vec![dil; nd]).unwrap();
     conv.set_groups(groups as i64).unwrap();
     let x = desc(dt, lx, lay);
     let w = desc(dt, lw, lay_w);

@@ -63,3 +63,29 @@ cuda_tests!(the_stem_kernel_is_chosen_ahead_of_it, |h: &Handle| {
     let chosen = conflux::search::choose(h, &c.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
     assert_eq!(chosen.name(), "CudaConvStemTensorCore");
 });
+
+/// Backward-data with output channels (dy's) off 16-byte chunks (`CudaConvBwdDataPadChannels`):
+/// dy and w padded with zero channels and filters, run on the tensor-core backward-data paths:
+/// stride 2 (phases), stride 1 (one forward convolution), NCHW, and 3-D (R(2+1)D's 1 × 3 × 3
+/// stride (1, 2, 2) over 46 channels); refusals name the cause.
+cuda_tests!(backward_data_with_odd_output_channels, |h: &Handle| {
+    let id = solution_id("CudaConvBwdDataPadChannels");
+    let cases = [
+        (DataType::Half, vec![2, 64, 11, 10], vec![23, 64, 3, 3], vec![1, 1], vec![2, 2], Lay::ChannelsLast),
+        (DataType::BFloat16, vec![1, 32, 7, 9], vec![70, 32, 3, 3], vec![1, 1], vec![1, 1], Lay::Packed),
+        (DataType::Half, vec![1, 32, 3, 9, 8], vec![46, 32, 1, 3, 3], vec![0, 1, 1], vec![1, 2, 2], Lay::ChannelsLast),
+    ];
+    for (i, (dt, lx, lw, pad, stride, lay)) in cases.into_iter().enumerate() {
+        let conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &vec![1; pad.len()]).unwrap();
+        let (x, w) = (desc(dt, &lx, lay), desc(dt, &lw, lay));
+        let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), lay);
+        let c = ConvCase::new(&conv, &x, &w, &y);
+        check_exact_and_scaled(h, &c, Dir::BackwardData, id, 600 + 10 * i as u64);
+    }
+    let s = solver("CudaConvBwdDataPadChannels");
+    let even = case(&(DataType::Half, &[1, 64, 9, 9], &[64, 64, 3, 3], 1, 1, Lay::ChannelsLast));
+    let why = s.check(&even.fused(Dir::BackwardData), h.device().info()).unwrap_err();
+    assert!(why.contains("not a multiple of 8"), "{why}");
+    let why = s.check(&case(&CASES[5]).fused(Dir::Forward), h.device().info()).unwrap_err();
+    assert!(why.contains("backward-data only"), "{why}");
+});

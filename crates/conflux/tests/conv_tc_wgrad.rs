@@ -28,7 +28,8 @@ type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64,
 
 /// The case of `spec`; `tf32` sets the descriptor's TF32 permission (f32 data only).
 fn case(&(dt, lx, lw, groups, pad, stride, dil, lay, lay_w): &Spec, tf32: bool) -> Case {
-    let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad; 2], &[stride; 2], &[dil; 2]).unwrap();
+    let nd = lx.len() - 2;
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &vec![pad; nd], &vec![stride; nd], &vec![dil; nd]).unwrap();
     conv.set_groups(groups as i64).unwrap();
     conv.set_attribute(ConvAttrib::AllowTf32, tf32 as i64).unwrap();
     let x = desc(dt, lx, lay);
@@ -40,8 +41,9 @@ fn case(&(dt, lx, lw, groups, pad, stride, dil, lay, lay_w): &Spec, tf32: bool) 
 /// Exact cases keep every sum within f16's exact integers (pixels × 4 ≤ 2048). The last five
 /// have channels per group that are not whole 64-channel boxes: one group of 96 or 32
 /// (the boxes' overhang reads zeros) and groups of 16, 32 and 8 merged into dense 64-channel
-/// groups of which only the diagonal blocks are stored.
-const CASES: [Spec; 14] = [
+/// groups of which only the diagonal blocks are stored. The last three are 3-D (5-D im2col
+/// copies of x, taps over depth).
+const CASES: [Spec; 17] = [
     (DataType::Half, &[2, 64, 9, 8], &[128, 64, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::BFloat16, &[2, 128, 7, 7], &[64, 128, 1, 1], 1, 0, 1, 1, Lay::ChannelsLast, Lay::Packed),
     (DataType::Half, &[2, 64, 11, 9], &[72, 64, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
@@ -56,6 +58,9 @@ const CASES: [Spec; 14] = [
     (DataType::BFloat16, &[2, 64, 7, 7], &[64, 16, 3, 3], 4, 1, 1, 1, Lay::ChannelsLast, Lay::Packed),
     (DataType::Half, &[2, 128, 8, 8], &[128, 32, 3, 3], 4, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::Half, &[2, 128, 6, 6], &[64, 8, 3, 3], 16, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::Half, &[2, 64, 4, 5, 6], &[64, 64, 3, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    (DataType::BFloat16, &[2, 64, 6, 7, 7], &[72, 64, 3, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::Packed),
+    (DataType::Half, &[1, 128, 4, 6, 6], &[64, 128, 3, 3, 3], 1, 1, 1, 1, Lay::ChannelsLast, Lay::Gapped),
 ];
 
 /// f32: 32-channel k-step boxes; x transposed when a plain 1×1 GEMM has fewer input than output

@@ -4,7 +4,7 @@
 //! products), and groups that neither fill 64-channel boxes nor merge into them (24 and 48
 //! channels, three groups of 32); through `check_solver` (f64 reference, poisoned output,
 //! bit-identical rerun, gaps untouched) with exact small-integer data and with α/β; refusals
-//! name the cause; immediate choice takes it.
+//! name the cause; immediate choice takes it. A 3-D 16-bit layer of 23 channels.
 
 mod support;
 
@@ -16,16 +16,19 @@ const SOLVER: &str = "CudaConvBwdWeightsPadChannels";
 /// (dtype, x lengths, w lengths, pad, stride, layout)
 type Spec = (DataType, &'static [usize], &'static [usize], i64, i64, Lay);
 
-const CASES: [Spec; 5] = [
+const CASES: [Spec; 6] = [
     (DataType::Float, &[2, 144, 12, 12], &[24, 144, 1, 1], 0, 1, Lay::ChannelsLast),
     (DataType::Float, &[1, 40, 9, 9], &[16, 40, 1, 1], 0, 1, Lay::ChannelsLast),
     (DataType::Float, &[2, 80, 10, 10], &[64, 80, 2, 2], 0, 2, Lay::ChannelsLast),
     (DataType::Float, &[1, 48, 9, 8], &[64, 48, 3, 3], 1, 1, Lay::ChannelsLast),
     (DataType::Float, &[1, 48, 9, 8], &[64, 48, 3, 3], 1, 1, Lay::GappedChannelsLast),
+    // 3-D, 16-bit, an odd width (R(2+1)D's 230 channels, scaled down): x padded to 24.
+    (DataType::Half, &[1, 23, 4, 6, 5], &[64, 23, 3, 3, 3], 1, 1, Lay::Packed),
 ];
 
 fn case(&(dt, lx, lw, pad, stride, lay): &Spec) -> ConvCase {
-    let conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[1, 1]).unwrap();
+    let nd = lx.len() - 2;
+    let conv = ConvDesc::new(ConvMode::Convolution, &vec![pad; nd], &vec![stride; nd], &vec![1; nd]).unwrap();
     let x = desc(dt, lx, lay);
     let w = desc(dt, lw, Lay::ChannelsLast);
     let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), Lay::ChannelsLast);

@@ -5,7 +5,7 @@
 //! arguments: no copy, and every 2-D fast path (tensor cores, split-K, Winograd, the 1×1 GEMMs)
 //! serves video layers. One instance per backend, each in its own list.
 
-use super::registry::walk;
+use super::registry::first_without_workspace;
 use super::{BuildContext, Invoker, Solver};
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
@@ -29,22 +29,8 @@ impl Folded3d {
     /// The folded problem and the solver that runs it, else why not.
     fn inner(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(FusedProblem, &'static dyn Solver), String> {
         let (folded, _) = fold_3d(problem)?;
-        let mut reasons = Vec::new();
-        let mut chosen = None;
-        for info in walk(&folded, device, |_| true) {
-            match info.verdict {
-                Ok(()) if info.solver.workspace_bytes(&folded) == 0 => {
-                    chosen = Some(info.solver);
-                    break;
-                }
-                Ok(()) => reasons.push(format!("{}: needs workspace", info.solver.name())),
-                Err(why) => reasons.push(format!("{}: {why}", info.solver.name())),
-            }
-        }
-        match chosen {
-            Some(solver) => Ok((folded, solver)),
-            None => Err(format!("no solver takes the folded 2-D problem ({})", reasons.join("; "))),
-        }
+        let solver = first_without_workspace(&folded, device, |_| true).map_err(|why| format!("no solver takes the folded 2-D problem ({why})"))?;
+        Ok((folded, solver))
     }
 }
 

@@ -13,7 +13,7 @@ use super::cpu::{
     CpuAmx1x1, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
+    CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataPadChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
     CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradIm2colLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise, CudaPooling, CudaSoftmax,
 };
 use super::folded::{CPU_FOLDED_3D, CUDA_FOLDED_3D};
@@ -88,6 +88,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvBwdDataFewChannels, Role::Standalone, "backward-data of depthwise, few-channels-per-group and few-channel stem layers by phases on the few-channels and few-outputs kernels, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),
     entry(&CudaConvBwdDataStrided, Role::Standalone, "strided backward-data as one stride-1 forward convolution per phase on tensor cores"),
+    entry(&CudaConvBwdDataPadChannels, Role::Standalone, "backward-data of 16-bit layers whose output channels do not fill 16-byte chunks (odd widths) through channel-padded copies of dy and w on the tensor-core solvers above, which refuse them: ahead of the CUDA-core kernels"),
     entry(&CudaConvWgradIm2colLt, Role::Standalone, "backward-weights of ungrouped stems of < 8 input channels as one cuBLASLt GEMM over an explicit im2col: ahead of the few-channels kernel, which reduces them on CUDA cores"),
     entry(&CudaConvWgradFewChannels, Role::Standalone, "backward-weights of depthwise, small-group and few-channel stem layers: a long reduction into a small output that GEMM tiles would run nearly empty"),
     entry(&CudaConvWgradGemmLt, Role::Standalone, "1×1 stride-1 backward-weights as one cuBLASLt GEMM, which splits the long pixel reduction itself: ahead of the TMA kernel and the channel-padding adapter"),
@@ -167,6 +168,21 @@ pub fn first_of(roles: &[Role], problem: &FusedProblem, device: &DeviceInfo) -> 
     for info in walk(problem, device, |e| roles.contains(&e.role)) {
         match info.verdict {
             Ok(()) => return Ok(info.solver),
+            Err(why) => reasons.push(format!("{}: {why}", info.solver.name())),
+        }
+    }
+    Err(reasons.join("; "))
+}
+
+/// The first solver of the device's list that `wanted` keeps and that takes `problem` without
+/// workspace (what adapters that rewrite a problem run it on: they cannot pass workspace
+/// through), else every reason.
+pub fn first_without_workspace(problem: &FusedProblem, device: &DeviceInfo, wanted: impl Fn(&Entry) -> bool) -> Result<&'static dyn Solver, String> {
+    let mut reasons = Vec::new();
+    for info in walk(problem, device, wanted) {
+        match info.verdict {
+            Ok(()) if info.solver.workspace_bytes(problem) == 0 => return Ok(info.solver),
+            Ok(()) => reasons.push(format!("{}: needs workspace", info.solver.name())),
             Err(why) => reasons.push(format!("{}: {why}", info.solver.name())),
         }
     }

@@ -7,7 +7,7 @@
 //! 16-bit filters whose taps and channels are contiguous per output channel (KRSC, or any 1×1)
 //! are read in place by the TMA kernel (`FilterSource::Flipped` with the phase's tap map);
 //! otherwise each phase's sub-filter is copied to channels-last scratch
-//! (`ChannelsFirst::sub_filter`). Channels-first dy is copied to channels-last once for all
+//! (`ChannelsFirst::sub_filter`, or the element gather `SubFilter` for 3-D phases). Channels-first dy is copied to channels-last once for all
 //! phases.
 
 use super::adapter;
@@ -16,6 +16,7 @@ use super::igemm_tma::CudaConvIgemmTma;
 use super::phased::{self, FilterCopy, PhaseWork, Plan};
 use super::tensor_core::tensor_core_precision;
 use crate::backend::cuda::layout::ChannelsFirst;
+use crate::backend::cuda::sub_filter::SubFilter;
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::problem::FusedProblem;
@@ -46,12 +47,14 @@ fn plan(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<Plan
     };
     phased::plan_phases(conv, &dy, dy_copy, |forward, taps| {
         let solver = adapter::first_taker(adapter::CHANNELS_LAST_TC, &forward, device).map_err(|why| format!("no tensor-core kernel takes it ({why})"))?;
-        let copy = ChannelsFirst::sub_filter(&conv.w, conv.groups(), &taps).ok_or("w's taps do not form rows the layout kernel walks")?;
-        if let Some(why) = copy.refusal() {
-            return Err(format!("w: {why}"));
-        }
+        let copy = match ChannelsFirst::sub_filter(&conv.w, conv.groups(), &taps) {
+            Some(view) if view.refusal().is_none() => FilterCopy::Layout(view),
+            // 3-D phases' sub-filters (the layout kernel walks reversed 3-D filters whole only)
+            // and filters it refuses: the element gather.
+            _ => FilterCopy::Gather(SubFilter::new(&conv.w, conv.groups(), taps)),
+        };
         let in_place = in_place_filter(conv, &forward, solver, device, taps);
-        Ok(PhaseWork::Conv { forward, solver, copy: FilterCopy::Layout(copy), in_place })
+        Ok(PhaseWork::Conv { forward, solver, copy, in_place })
     })
 }
 

@@ -18,7 +18,7 @@
 
 use super::common::cuda_of;
 use super::tensor_core::{tensor_core_precision, TcPrecision};
-use super::igemm_tma::{CudaConvIgemmTma, FilterSource};
+use super::igemm_tma::{is_3d, CudaConvIgemmTma, FilterSource};
 use super::nchw_tc::CudaConvTcNchw;
 use crate::solver::{Invoker, RunArgs, Solver};
 use super::adapter;
@@ -54,6 +54,10 @@ pub(crate) fn in_place_filter(conv: &ConvProblem, forward: &FusedProblem, solver
         return None;
     }
     let g = Geom::of(conv);
+    // The in-place read maps 2-D taps only; a 3-D rewrite (even of a 1 × 1 × 1 filter) copies.
+    if forward.conv_problem().is_none_or(|f| is_3d(&Geom::of(f))) {
+        return None;
+    }
     let ws = g.w_strides;
     // (A tap dimension of extent 1 never moves an offset: its stride does not matter.)
     let [fd, fh, fw] = g.filter;

@@ -6,6 +6,7 @@
 mod adapter;
 pub mod bwd_data_few_channels;
 pub mod bwd_data_gemm_lt;
+pub mod bwd_data_pad_channels;
 pub mod bwd_data_strided;
 pub mod bwd_data_tc;
 mod common;
@@ -38,6 +39,7 @@ pub mod wgrad_tma;
 
 pub use bwd_data_few_channels::CudaConvBwdDataFewChannels;
 pub use bwd_data_gemm_lt::CudaConvBwdDataGemmLt;
+pub use bwd_data_pad_channels::CudaConvBwdDataPadChannels;
 pub use bwd_data_strided::CudaConvBwdDataStrided;
 pub use bwd_data_tc::CudaConvBwdDataTc;
 pub use direct::CudaConvDirect;

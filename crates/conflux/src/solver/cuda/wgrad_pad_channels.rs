@@ -36,9 +36,6 @@ fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<R
     if conv.direction != Direction::BackwardWeights {
         return Err(format!("backward-weights only (this is {:?})", conv.direction));
     }
-    if conv.spatial_dims() != 2 {
-        return Err("2-D convolutions only".into());
-    }
     let boxed = if tensor_core_precision(conv)? == TcPrecision::Bits16 { 64 } else { 32 };
     let groups = conv.groups();
     let cg = conv.x.c() / groups;
@@ -55,7 +52,8 @@ fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<R
     let with_c = |t: &TensorDesc, c: usize| -> std::result::Result<TensorDesc, String> {
         let mut lens = t.lens().to_vec();
         lens[1] = c;
-        TensorDesc::with_layout(t.dtype(), Layout::NHWC, &lens).map_err(|e| e.reason)
+        let layout = if lens.len() == 4 { Layout::NHWC } else { Layout::NDHWC };
+        TensorDesc::with_layout(t.dtype(), layout, &lens).map_err(|e| e.reason)
     };
     let inner_conv = ConvProblem { x: with_c(&conv.x, groups * padded_cg)?, w: with_c(&conv.w, padded_cg)?, ..conv.clone() };
     let inner = FusedProblem { kind: FusedKind::Conv { conv: inner_conv, epilogue: epilogue.clone() } };

@@ -48,8 +48,9 @@ pub fn r_is_x(g: &Geom) -> bool { !(plain_gemm(g) && g.c < g.k && dy_as_boxes(g,
 
 /// dy is a matrix of pixel rows the copy engine can load as boxes (elements of a 16-byte chunk).
 pub fn dy_as_boxes(g: &Geom, chunk: usize) -> bool {
-    let (ys, [_, oh, ow]) = (g.y_strides, g.output);
-    ys[1] == 1 && ys[4] % chunk == 0 && ys[3] == ow * ys[4] && ys[0] == oh * ys[3]
+    let (ys, [od, oh, ow]) = (g.y_strides, g.output);
+    // (A 2-D dy has D stride 0: only the N stride says whether images are packed.)
+    ys[1] == 1 && ys[4] % chunk == 0 && ys[3] == ow * ys[4] && (od == 1 || ys[2] == oh * ys[3]) && ys[0] == od * oh * ys[3]
 }
 
 /// The transposed operand: channel rows (all groups) × pixel columns, rows `ld` elements

@@ -3,7 +3,7 @@
 //! engine as 64-pixel boxes (the x loads are the forward TMA kernel's im2col loads), wgmma
 //! reads both MN-major, and the long reduction is split across blocks whose f32 sums a second
 //! kernel adds in a fixed order (deterministic) into dw with α/β, in any dw layout.
-//! Applies to 16-bit 2-D problems with channels-last x and dy, channels per group a multiple of
+//! Applies to 16-bit 2-D and 3-D problems with channels-last x and dy, channels per group a multiple of
 //! 64, on a compute capability 9.0 GPU. f32 problems (channels per group a multiple of 32) run
 //! on TF32 tensor cores through their own kernel (cuda_wgrad_tf32.rs): TF32 products when the
 //! descriptor allows TF32, split products with f32 accuracy when it does not.
@@ -11,7 +11,7 @@
 use super::common::{conv_run_params, cuda_of, Fallback};
 use super::wgrad_simt::CudaConvWgradSimt;
 use super::tensor_core::{tensor_core_defines, tensor_core_precision, TcPrecision};
-use super::igemm_tma::{hopper_check, im2col_boxes, plain_gemm};
+use super::igemm_tma::{hopper_check, im2col_boxes, is_3d, plain_gemm};
 use super::wgrad_tf32::{self as tf32, TLayout};
 use crate::solver::{Invoker, RunArgs, Solver, chosen_config};
 use crate::backend::cuda::driver::Scratch;
@@ -149,8 +149,13 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<(Boxing, TcPrecision)
     }
     let prec = tensor_core_precision(conv)?;
     let g = Geom::of(conv);
-    if g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 {
-        return Err("2-D convolutions only".into());
+    if is_3d(&g) {
+        if prec != TcPrecision::Bits16 {
+            return Err("3-D convolutions in 16-bit types only (the TF32 kernel is 2-D)".into());
+        }
+        if (0..3).any(|i| g.dilation[i] * (g.filter[i] - 1) > tensor_map::IM2COL_5D_MAX_OFFSET) {
+            return Err(format!("3-D filter reach over {} (the copy engine's 5-D tap offsets)", tensor_map::IM2COL_5D_MAX_OFFSET));
+        }
     }
     // A k-step's box is one tap and one 128-byte row of channels.
     let (box_channels, chunk) = if prec == TcPrecision::Bits16 { (64, 8) } else { (32, 4) };
@@ -161,7 +166,7 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<(Boxing, TcPrecision)
         return Err(format!("{} output channels per group: group boxes of dy would start off 16-byte alignment", boxing.boxed.kg()));
     }
     let xs = g.x_strides;
-    if xs[1] != 1 || [xs[0], xs[3], xs[4]].iter().any(|v| v % chunk != 0) {
+    if xs[1] != 1 || [xs[0], xs[2], xs[3], xs[4]].iter().any(|v| v % chunk != 0) {
         return Err("x must be channels-last with 16-byte aligned pixel rows".into());
     }
     // f32 reads dy through the transpose kernel when it is T (any strides), else as boxes.
@@ -169,7 +174,7 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<(Boxing, TcPrecision)
     if !dy_transposed && !tf32::dy_as_boxes(&g, chunk) {
         return Err("dy must be channels-last with evenly spaced, 16-byte aligned pixel rows".into());
     }
-    if g.stride[1] > 8 || g.stride[2] > 8 {
+    if g.stride.iter().any(|&s| s > 8) {
         return Err("stride above 8 (the copy engine's traversal stride limit)".into());
     }
     let biggest = [g.n * xs[0], g.n * g.y_strides[0], g.n * g.output_size(), g.k * g.w_strides[0]];
@@ -265,7 +270,7 @@ impl CudaConvWgradTma {
             let tile = vec![
                 ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
                 ("A_TILED", plain_gemm(&g) as usize), ("WGMMA_MN_MAJOR", 1), ("TILE_K", cfg.bm), ("TILE_COLS", cfg.bn),
-                ("MERGE", b.merge), ("REAL_CG", b.real.cg()),
+                ("MERGE", b.merge), ("REAL_CG", b.real.cg()), ("TMA_3D", is_3d(&g) as usize),
             ];
             (TEMPLATE, "conv_wgrad_tma", tile, cfg.smem_bytes(), (cfg.bm, cfg.bn))
         } else {

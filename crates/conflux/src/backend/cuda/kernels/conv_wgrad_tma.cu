@@ -1,6 +1,6 @@
 // Backward-weights on Hopper (sm_90a): dw[k][tap, c] = Σ over output pixels of
 // dy[pixel][k] · x[pixel's window shifted by tap][c], a GEMM with M = KG output channels,
-// N = FH·FW·CG filter columns and the reduction over the N·OH·OW output pixels. Prepended by
+// N = FD·FH·FW·CG filter columns and the reduction over the N·OH·OW output pixels. Prepended by
 // the solver: igemm_tile.cuh (geometry, pixel decomposition), tma.cuh, wgmma.cuh (built with
 // WGMMA_MN_MAJOR), wgrad_slots.cuh (the split reduction's slots and reduce kernel).
 //
@@ -24,11 +24,15 @@
 static_assert(BK == 64, "128-byte rows");
 static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one per 64 rows");
 static_assert(CG % 64 == 0, "a 64-column block is one tap and 64 channels");
-static_assert(FD == 1 && OD == 1 && ID == 1, "2-D convolution");
+#ifndef TMA_3D
+#define TMA_3D 0
+#endif
+static_assert(TMA_3D || (FD == 1 && OD == 1 && ID == 1), "2-D convolution unless TMA_3D (a 5-D im2col map of x)");
 
 static_assert(TILE_K == BM && TILE_COLS == BN, "slots are BM × BN");
 
-// WgradArgs (wgrad_slots.cuh): a is the im2col map of x, dims (C, W, H, N), 64 channels × 64
+// WgradArgs (wgrad_slots.cuh): a is the im2col map of x, dims (C, W, H, N) (TMA_3D: (C, W, H,
+// D, N), taps (td, th, tw) with td slowest), 64 channels × 64
 // pixels per copy (A_TILED: box map of x as dims (C, N·H·W), 64 × 64 per copy); b is the box
 // map of dy, dims (K, N·OH·OW), 64 × 64 per copy.
 
@@ -84,8 +88,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) conv_wgrad_tma(const __
                 tma_load_2d(dst + A_BYTES + i * 8192, &args.a, full(s), g * CG + col, p0);
 #else
                 const int tap = col / CG, c = col % CG;
+#if TMA_3D
+                tma_load_im2col_5d(dst + A_BYTES + i * 8192, &args.a, full(s), g * CG + c, w0, h0, q.od * SD - PD, q.n, (unsigned short)(tap % FW * DW),
+                                   (unsigned short)(tap / FW % FH * DH), (unsigned short)(tap / (FW * FH) * DD));
+#else
                 tma_load_im2col_4d(dst + A_BYTES + i * 8192, &args.a, full(s), g * CG + c, w0, h0, q.n, (unsigned short)(tap % FW * DW),
                                    (unsigned short)(tap / FW * DH));
+#endif
 #endif
             }
         }

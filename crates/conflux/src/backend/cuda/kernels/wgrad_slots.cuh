@@ -17,7 +17,7 @@
 #endif
 static_assert(KG % MERGE == 0 && REAL_CG * MERGE <= CG, "merged groups fill the computed group");
 
-#define COLS (FH * FW * CG)   // filter columns (tap, channel), channels fastest
+#define COLS (FD * FH * FW * CG)   // filter columns (tap, channel), channels fastest
 #define K_TILES ((KG + TILE_K - 1) / TILE_K)
 #define COL_TILES ((COLS + TILE_COLS - 1) / TILE_COLS)
 #define SLOT_ELEMS (TILE_K * TILE_COLS)
@@ -117,7 +117,7 @@ extern "C" __global__ void __launch_bounds__(512) conv_wgrad_reduce(const __grid
             if (k >= KG || col >= COLS) continue;
             const int tap = col / CG, c = col % CG - k / (KG / MERGE) * REAL_CG;
             if (c < 0 || c >= REAL_CG) continue;
-            const i64 o = (i64)(g * KG + k) * WS_K + (i64)c * WS_C + (i64)(tap / FW) * WS_H + (i64)(tap % FW) * WS_W;
+            const i64 o = (i64)(g * KG + k) * WS_K + (i64)c * WS_C + (i64)(tap / (FW * FH)) * WS_D + (i64)(tap / FW % FH) * WS_H + (i64)(tap % FW) * WS_W;
             float v = p.alpha * sum;
             if (p.beta != 0.f) v += p.beta * ld<T>(p.w, o);
             st<T>((void*)p.w, o, v);
