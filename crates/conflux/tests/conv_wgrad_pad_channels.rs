@@ -16,7 +16,7 @@ const SOLVER: &str = "CudaConvBwdWeightsPadChannels";
 /// (dtype, x lengths, w lengths, pad, stride, layout)
 type Spec = (DataType, &'static [usize], &'static [usize], i64, i64, Lay);
 
-const CASES: [Spec; 6] = [
+const CASES: [Spec; 8] = [
     (DataType::Float, &[2, 144, 12, 12], &[24, 144, 1, 1], 0, 1, Lay::ChannelsLast),
     (DataType::Float, &[1, 40, 9, 9], &[16, 40, 1, 1], 0, 1, Lay::ChannelsLast),
     (DataType::Float, &[2, 80, 10, 10], &[64, 80, 2, 2], 0, 2, Lay::ChannelsLast),
@@ -24,6 +24,9 @@ const CASES: [Spec; 6] = [
     (DataType::Float, &[1, 48, 9, 8], &[64, 48, 3, 3], 1, 1, Lay::GappedChannelsLast),
     // 3-D, 16-bit, an odd width (R(2+1)D's 230 channels, scaled down): x padded to 24.
     (DataType::Half, &[1, 23, 4, 6, 5], &[64, 23, 3, 3, 3], 1, 1, Lay::Packed),
+    // Odd output channels: dy padded too (2-D 64 → 23, 3-D 32 → 46).
+    (DataType::Half, &[2, 64, 9, 9], &[23, 64, 3, 3], 1, 1, Lay::ChannelsLast),
+    (DataType::BFloat16, &[1, 32, 3, 8, 8], &[46, 32, 3, 3, 3], 1, 2, Lay::ChannelsLast),
 ];
 
 fn case(&(dt, lx, lw, pad, stride, lay): &Spec) -> ConvCase {

@@ -93,7 +93,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvWgradFewChannels, Role::Standalone, "backward-weights of depthwise, small-group and few-channel stem layers: a long reduction into a small output that GEMM tiles would run nearly empty"),
     entry(&CudaConvWgradGemmLt, Role::Standalone, "1×1 stride-1 backward-weights as one cuBLASLt GEMM, which splits the long pixel reduction itself: ahead of the TMA kernel and the channel-padding adapter"),
     entry(&CudaConvWgradTma, Role::WeightsTensorCore, "backward-weights on TMA + wgmma"),
-    entry(&CudaConvWgradPadChannels, Role::Standalone, "backward-weights whose channels per group do not fill the TMA kernel's boxes, padded to fill them: tensor cores beat the CUDA-core kernel despite the zero channels"),
+    entry(&CudaConvWgradPadChannels, Role::Standalone, "backward-weights whose channels per group do not fill the TMA kernel's boxes, or whose output channels do not fill 16-byte chunks, padded to fill them: tensor cores beat the CUDA-core kernel despite the zero channels"),
     entry(&CudaConvWgradSimt, Role::Standalone, "backward-weights on a tiled CUDA-core GEMM: every type and geometry, ahead of the direct kernel"),
     entry(&CudaConvIgemmWgmma, Role::ChannelsLastTensorCore, "wgmma with cp.async (sm_90) where TMA's box limits refuse"),
     entry(&CudaConvIgemmTc, Role::ChannelsLastTensorCore, "mma.sync tensor cores on any recent GPU"),
