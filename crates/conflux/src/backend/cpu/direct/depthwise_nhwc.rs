@@ -24,15 +24,21 @@ const ROWS_PER_CHUNK: usize = 8;
 /// Length of the filter as `taps_by_channel` lays it out.
 pub fn taps_len(g: &Geom) -> usize { g.filter_size() * g.c }
 
-/// t ← the filter at `w` as [tap][C] (taps in (r, s) order).
+/// t ← the filter at `w` as [tap][C] (taps in (r, s) order). Channels go in blocks of 16, so
+/// the block's filters stay in L1 while each tap's 16 values are written contiguously (one
+/// channel at a time wrote every value C floats from the last: a cache miss each on wide layers).
 pub fn taps_by_channel(g: &Geom, w: u64, t: &mut [f32]) {
     let [_, fr, fw] = g.filter;
     let ws = g.w_strides;
-    for c in 0..g.c {
+    for c0 in (0..g.c).step_by(16) {
+        let block = c0..(c0 + 16).min(g.c);
         for r in 0..fr {
             for s in 0..fw {
-                // SAFETY: (c, 0, r, s) is an element of the validated filter.
-                t[(r * fw + s) * g.c + c] = unsafe { *(w as *const f32).add(c * ws[0] + r * ws[3] + s * ws[4]) };
+                let row = &mut t[(r * fw + s) * g.c..][block.clone()];
+                for (v, c) in row.iter_mut().zip(block.clone()) {
+                    // SAFETY: (c, 0, r, s) is an element of the validated filter.
+                    *v = unsafe { *(w as *const f32).add(c * ws[0] + r * ws[3] + s * ws[4]) };
+                }
             }
         }
     }
@@ -201,7 +207,7 @@ fn row_sums(acc: &mut [f32], src: *const f32, rt: &RowTaps, wt: &[f32], cn: usiz
 
 /// Output row (n, oh) for the W channels at c0: the input rows its taps reach are staged with
 /// their padding as zeros (`span` columns of W channels each, in `buf`), so every output reads
-/// the same taps and four outputs share each filter vector; acc (OW pixels × C) receives them.
+/// the same taps and GROUP outputs share each filter vector; acc (OW pixels × C) receives them.
 #[inline(always)]
 fn forward_block<const W: usize>(x: *const f32, wt: &[f32], g: &Geom, n: usize, oh: usize, c0: usize, buf: &mut [f32], acc: &mut [f32]) {
     let ([_, fr, fw], xs, cn) = (g.filter, g.x_strides, g.c);
@@ -234,12 +240,14 @@ fn forward_block<const W: usize>(x: *const f32, wt: &[f32], g: &Geom, n: usize, 
         rows[staged] = r;
         staged += 1;
     }
-    // Staged row k holds span columns, each at most (outs − 1)·sw + (fw − 1)·dw.
-    // SAFETY (every call): k < staged ≤ fr rows of span·W values; o < outs and s < fw.
+    // Staged row k holds span columns: outputs up to outs rounded up to GROUP, the extra ones
+    // reading zeros past the image (computed, never stored).
+    // SAFETY (every call): k < staged ≤ fr rows of span·W values; o < outs rounded up to GROUP
+    // and s < fw, so o·sw + s·dw < span.
     let tap = |k: usize, s: usize, o: usize| -> &[f32; W] { unsafe { lanes::<W>(buf, k * span * W + (o * sw + s * dw) * W) } };
     let mut o = 0;
-    while o + 4 <= outs {
-        let mut a = [[0f32; W]; 4];
+    while o < outs {
+        let mut a = [[0f32; W]; GROUP];
         for (k, &r) in rows[..staged].iter().enumerate() {
             for s in 0..fw {
                 // SAFETY: tap (r, s) of the [tap][C] filter; c0 + W ≤ C.
@@ -252,38 +260,29 @@ fn forward_block<const W: usize>(x: *const f32, wt: &[f32], g: &Geom, n: usize, 
                 }
             }
         }
-        for (j, aj) in a.iter().enumerate() {
+        for (j, aj) in a.iter().enumerate().take(outs - o) {
             acc[(o + j) * cn + c0..][..W].copy_from_slice(aj);
         }
-        o += 4;
-    }
-    for o in o..outs {
-        let mut a = [0f32; W];
-        for (k, &r) in rows[..staged].iter().enumerate() {
-            for s in 0..fw {
-                // SAFETY: as above.
-                let wr = unsafe { lanes::<W>(wt, (r * fw + s) * cn + c0) };
-                let xr = tap(k, s, o);
-                for l in 0..W {
-                    a[l] = xr[l].mul_add(wr[l], a[l]);
-                }
-            }
-        }
-        acc[o * cn + c0..][..W].copy_from_slice(&a);
+        o += GROUP;
     }
 }
+
+/// Outputs of the staged path computed together: GROUP sums of W channels share each filter
+/// vector, and independent sums hide the FMA latency a single output's chain would wait on.
+const GROUP: usize = 4;
 
 /// Most filter rows the forward stages (the solver leaves taller forward filters to others).
 pub const MAX_FILTER_ROWS: usize = 16;
 
-/// Input columns output row reads, padding included.
-fn staged_span(g: &Geom) -> usize { (g.output[2] - 1) * g.stride[2] + (g.filter[2] - 1) * g.dilation[2] + 1 }
+/// Input columns the staged path reads for a row, padding included: its outputs rounded up to
+/// a whole GROUP.
+fn staged_span(g: &Geom) -> usize { (g.output[2].next_multiple_of(GROUP) - 1) * g.stride[2] + (g.filter[2] - 1) * g.dilation[2] + 1 }
 
 /// Floats a forward task stages (the filter rows' spans of the padded input row, one vector of
 /// channels each), None when that overflows. The solver refuses past `MAX_STAGED`: a dilation
 /// or stride near 2³⁰ on a narrow output would ask for terabytes.
 pub fn staged_floats(g: &Geom) -> Option<usize> {
-    let span = (g.output[2] - 1).checked_mul(g.stride[2])?.checked_add((g.filter[2] - 1).checked_mul(g.dilation[2])?)?.checked_add(1)?;
+    let span = (g.output[2].checked_next_multiple_of(GROUP)? - 1).checked_mul(g.stride[2])?.checked_add((g.filter[2] - 1).checked_mul(g.dilation[2])?)?.checked_add(1)?;
     g.filter[1].checked_mul(span)?.checked_mul(LANES)
 }
 
@@ -358,8 +357,8 @@ fn in_place_block<const W: usize>(x: *const f32, wt: &[f32], cn: usize, c0: usiz
 }
 
 /// Channels-last output rows at least this wide read x in place (`forward_row_in_place`);
-/// narrower rows (most of whose outputs touch the padding) and channels-first x are staged
-/// with the padding as zeros.
+/// narrower rows (many of whose outputs touch the padding, each with a tap list of its own)
+/// and channels-first x are staged with the padding as zeros.
 const STAGE_BELOW: usize = 8;
 
 // acc (OW pixels × C) = Σ over taps of x·w for output row (n, oh).
