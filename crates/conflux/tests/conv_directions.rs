@@ -268,3 +268,22 @@ device_tests!(folded_3d_problems, |h: &Handle| {
     assert!(refused(Lay::ChannelsLast, [8, 8, 3, 3, 3], [1, 1, 1]).contains("not a 3-D convolution with"));
     assert!(refused(Lay::Packed, [8, 8, 1, 3, 3], [0, 1, 1]).contains("strides do not allow folding"));
 });
+
+// A 3-D convolution over one frame whose depth padding makes three output frames (two all
+// padding): depth 1 everywhere is not 2-D when the depth is padded. The fuzzer found a 2-D
+// solver taking it (`Geom::is_2d`); every applicable solver must match the reference exactly.
+device_tests!(padded_depth_over_one_frame, |h: &Handle| {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &[2, 0, 2], &[2, 1, 2], &[1, 2, 1]).unwrap();
+    conv.set_groups(3).unwrap();
+    for (dt, lay) in [(DataType::Float, Lay::Packed), (DataType::Half, Lay::ChannelsLast)] {
+        let (x, w) = (desc(dt, &[2, 3, 1, 2, 1], lay), desc(dt, &[6, 1, 1, 1, 2], lay));
+        let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), lay);
+        assert_eq!(y.lens(), &[2, 6, 3, 2, 2]);
+        let c = ConvCase::new(&conv, &x, &w, &y);
+        for dir in DIRS {
+            for id in applicable_ids(h, &c.fused(dir)) {
+                assert!(check_solver(h, &c, dir, id, (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, 77), "solver {id} {dir:?} {c:?}");
+            }
+        }
+    }
+});

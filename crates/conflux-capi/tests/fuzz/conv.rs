@@ -47,16 +47,18 @@ pub fn space(lens: &[usize], strides: &[usize]) -> usize {
     1 + lens.iter().zip(strides).map(|(l, s)| (l - 1) * s).sum::<usize>()
 }
 
+/// A 2-D or 3-D convolution: `hw`, `rs`, `pad`, `stride` and `dil` hold one value per spatial
+/// dimension (3-D ones reach the folded paths of 1 × R × S and T × 1 × 1 filters).
 #[derive(Debug)]
 struct Geometry {
     n: usize,
     c: usize,
-    hw: [usize; 2],
+    hw: Vec<usize>,
     k: usize,
-    rs: [usize; 2],
-    pad: [i64; 2],
-    stride: [i64; 2],
-    dil: [i64; 2],
+    rs: Vec<usize>,
+    pad: Vec<i64>,
+    stride: Vec<i64>,
+    dil: Vec<i64>,
     groups: i64,
     /// Why the generator knows the request is invalid (None: valid, or for conflux to judge).
     invalid: Option<&'static str>,
@@ -65,25 +67,34 @@ struct Geometry {
 fn geometry(r: &mut Rng) -> Geometry {
     let groups = r.pick(&[1, 1, 1, 2, 3]);
     let g = groups as usize;
+    let nd = if r.chance(0.25) { 3 } else { 2 };
+    // 3-D: smaller extents; filters often 1 along depth or along height and width (the folds).
+    let (extent, shape) = (if nd == 3 { 5 } else { 8 }, r.range(0, 2));
+    let filter = |r: &mut Rng, i: usize| match (nd, shape) {
+        (3, 0) if i == 0 => 1,
+        (3, 1) if i > 0 => 1,
+        _ => r.range(1, 3) as usize,
+    };
     let mut geo = Geometry {
         n: r.range(1, 2) as usize,
         c: g * r.range(1, 3) as usize,
-        hw: [r.range(1, 8) as usize, r.range(1, 8) as usize],
+        hw: (0..nd).map(|_| r.range(1, extent) as usize).collect(),
         k: g * r.range(1, 3) as usize,
-        rs: [r.range(1, 3) as usize, r.range(1, 3) as usize],
-        pad: [r.range(0, 2), r.range(0, 2)],
-        stride: [r.range(1, 3), r.range(1, 3)],
-        dil: [r.range(1, 2), r.range(1, 2)],
+        rs: (0..nd).map(|i| filter(r, i)).collect(),
+        pad: (0..nd).map(|_| r.range(0, 2)).collect(),
+        stride: (0..nd).map(|_| r.range(1, 3)).collect(),
+        dil: (0..nd).map(|_| r.range(1, 2)).collect(),
         groups,
         invalid: None,
     };
     if r.chance(0.15) {
         // Valid but extreme: the output stays small, internal buffers must not explode.
         let huge = r.pick(&[1i64 << 30, (1i64 << 31) - 1, 1 << 20]);
+        let axis = r.range(0, nd as i64 - 1) as usize;
         match r.range(0, 2) {
-            0 => geo.pad[r.range(0, 1) as usize] = huge,
-            1 => geo.stride[r.range(0, 1) as usize] = huge,
-            _ => geo.dil[r.range(0, 1) as usize] = huge,
+            0 => geo.pad[axis] = huge,
+            1 => geo.stride[axis] = huge,
+            _ => geo.dil[axis] = huge,
         }
     }
     if r.chance(0.05) {
@@ -104,9 +115,15 @@ pub fn convolution(r: &mut Rng, s: &mut Stats, h: MiopenHandle) {
     }
     let mut conv = null_mut();
     s.call("miopenCreateConvolutionDescriptor", || unsafe { miopenCreateConvolutionDescriptor(&mut conv) });
-    let status = s.call("miopenInitConvolutionDescriptor", || unsafe {
-        miopenInitConvolutionDescriptor(conv, 0, geo.pad[0] as i32, geo.pad[1] as i32, geo.stride[0] as i32, geo.stride[1] as i32, geo.dil[0] as i32, geo.dil[1] as i32)
-    });
+    let status = if geo.hw.len() == 2 {
+        s.call("miopenInitConvolutionDescriptor", || unsafe {
+            miopenInitConvolutionDescriptor(conv, 0, geo.pad[0] as i32, geo.pad[1] as i32, geo.stride[0] as i32, geo.stride[1] as i32, geo.dil[0] as i32, geo.dil[1] as i32)
+        })
+    } else {
+        let i32s = |v: &[i64]| v.iter().map(|&x| x as i32).collect::<Vec<i32>>();
+        let (pad, stride, dil) = (i32s(&geo.pad), i32s(&geo.stride), i32s(&geo.dil));
+        s.call("miopenInitConvolutionNdDescriptor", || unsafe { miopenInitConvolutionNdDescriptor(conv, 3, pad.as_ptr(), stride.as_ptr(), dil.as_ptr(), 0) })
+    };
     let status = if status == 0 { s.call("miopenSetConvolutionGroupCount", || unsafe { miopenSetConvolutionGroupCount(conv, geo.groups as i32) }) } else { status };
     if status == 0 {
         run_with(r, s, h, &geo, conv);
@@ -117,20 +134,29 @@ pub fn convolution(r: &mut Rng, s: &mut Stats, h: MiopenHandle) {
 }
 
 fn run_with(r: &mut Rng, s: &mut Stats, h: MiopenHandle, geo: &Geometry, conv: MiopenConv) {
-    let xl = [geo.n, geo.c, geo.hw[0], geo.hw[1]];
+    let xl: Vec<usize> = [geo.n, geo.c].into_iter().chain(geo.hw.iter().copied()).collect();
     let cg = (geo.c as i64 / geo.groups.max(1)).max(1) as usize;
-    let wl = [geo.k, cg, geo.rs[0], geo.rs[1]];
+    let wl: Vec<usize> = [geo.k, cg].into_iter().chain(geo.rs.iter().copied()).collect();
     let (xs, ws) = (strides_for(r, &xl), strides_for(r, &wl));
     let (Some(xd), Some(wd)) = (c_tensor(s, &as_i64(&xl), &as_i64(&xs)), c_tensor(s, &as_i64(&wl), &as_i64(&ws))) else {
         s.finding("small valid tensors were refused".into());
         return;
     };
-    let mut out = [0i32; 4];
-    let status = s.call("miopenGetConvolutionForwardOutputDim", || unsafe {
-        miopenGetConvolutionForwardOutputDim(conv, xd, wd, &mut out[0], &mut out[1], &mut out[2], &mut out[3])
-    });
+    let mut out = vec![0i32; xl.len()];
+    let (name, status) = if xl.len() == 4 {
+        ("miopenGetConvolutionForwardOutputDim", s.call("miopenGetConvolutionForwardOutputDim", || unsafe {
+            miopenGetConvolutionForwardOutputDim(conv, xd, wd, &mut out[0], &mut out[1], &mut out[2], &mut out[3])
+        }))
+    } else {
+        let mut nd = 0i32;
+        let status = s.call("miopenGetConvolutionNdForwardOutputDim", || unsafe { miopenGetConvolutionNdForwardOutputDim(conv, xd, wd, &mut nd, out.as_mut_ptr()) });
+        if status == 0 && nd as usize != xl.len() {
+            s.finding(format!("miopenGetConvolutionNdForwardOutputDim gave {nd} dimensions for a {}-D input", xl.len()));
+        }
+        ("miopenGetConvolutionNdForwardOutputDim", status)
+    };
     if let Some(why) = geo.invalid {
-        s.expect_failure("miopenGetConvolutionForwardOutputDim", status, why);
+        s.expect_failure(name, status, why);
     }
     if status == 0 {
         let mut yl: Vec<usize> = out.iter().map(|v| *v as usize).collect();
@@ -144,12 +170,12 @@ fn run_with(r: &mut Rng, s: &mut Stats, h: MiopenHandle, geo: &Geometry, conv: M
         }
         let mut invalid = geo.invalid;
         if r.chance(0.08) {
-            yl[3] += 1;
+            *yl.last_mut().expect("a spatial dimension") += 1;
             invalid = Some("an output descriptor of the wrong width");
         }
         let ys = strides_for(r, &yl);
         if let Some(yd) = c_tensor(s, &as_i64(&yl), &as_i64(&ys)) {
-            let tensors = Tensors { xl: xl.to_vec(), xs, wl: wl.to_vec(), ws, yl, ys, xd, wd, yd };
+            let tensors = Tensors { xl: xl.clone(), xs, wl: wl.clone(), ws, yl, ys, xd, wd, yd };
             let rust = ConvDesc::new(ConvMode::Convolution, &geo.pad, &geo.stride, &geo.dil).and_then(|mut c| c.set_groups(geo.groups).map(|_| c));
             match rust {
                 Ok(rc) => direction(r, s, h, conv, &rc, &tensors, invalid),

@@ -81,4 +81,9 @@ impl Geom {
     pub fn filter_size(&self) -> usize { self.filter.iter().product() }
     pub fn output_size(&self) -> usize { self.output.iter().product() }
     pub fn input_size(&self) -> usize { self.input.iter().product() }
+    /// A 2-D convolution (a 3-D one is 2-D when input, filter and output all have depth 1 and
+    /// the depth has no padding: a padded depth reads zeros a 2-D kernel would not see).
+    pub fn is_2d(&self) -> bool {
+        self.input[0] == 1 && self.filter[0] == 1 && self.output[0] == 1 && self.pad[0] == 0 && self.pad_end[0] == 0
+    }
 }

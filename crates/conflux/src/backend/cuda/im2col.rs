@@ -61,7 +61,7 @@ pub struct Im2colKernels {
 impl Im2colKernels {
     pub fn build(be: &CudaBackend, g: &Geom, dt: DataType) -> Result<Im2colKernels> {
         let shape = Im2colRows::of(g, dt);
-        if g.groups != 1 || g.filter[0] != 1 || g.input[0] != 1 || (shape.elem != 2 && shape.elem != 4) {
+        if g.groups != 1 || !g.is_2d() || (shape.elem != 2 && shape.elem != 4) {
             return Err(Error::internal("im2col: one group, 2-D, 2- or 4-byte elements"));
         }
         let mut defs = preamble::conv_geometry_defines(g);

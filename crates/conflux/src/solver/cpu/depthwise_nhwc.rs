@@ -34,7 +34,7 @@ impl Solver for CpuDepthwiseNhwc {
         if g.groups == 1 || g.cg() != 1 || g.kg() != 1 {
             return Err(format!("depthwise with one output channel per group only ({} groups, {} → {} channels)", g.groups, g.c, g.k));
         }
-        if g.filter[0] != 1 || g.input[0] != 1 {
+        if !g.is_2d() {
             return Err("2-D convolutions only".into());
         }
         let plane = g.output[1] * g.output[2];

@@ -35,7 +35,7 @@ impl Solver for CpuDepthwisePlanes {
         if g.groups == 1 || g.cg() != 1 {
             return Err(format!("one input channel per group only ({} groups, {} channels)", g.groups, g.c));
         }
-        if g.filter[0] != 1 || g.input[0] != 1 {
+        if !g.is_2d() {
             return Err("2-D convolutions only".into());
         }
         if g.x_strides[1] == 1 || g.y_strides[1] == 1 {

@@ -38,7 +38,7 @@ pub struct CpuDirectTaps;
 /// Whether `CpuDirectTaps` applies, else why not (also the FFT solver's yardstick).
 pub(super) fn taps_check(problem: &FusedProblem) -> std::result::Result<(), String> {
     let g = Geom::of(forward_f32_bias_relu(problem)?);
-    if g.input[0] != 1 || g.filter[0] != 1 {
+    if !g.is_2d() {
         return Err("3-D convolution (2-D only)".into());
     }
     if g.stride[1..] != [1, 1] {

@@ -37,7 +37,7 @@ impl Solver for CpuSmallGroups {
         if !kernels::GROUP_OUTPUTS.contains(&g.kg()) || g.cg() > MAX_GROUP_INPUTS {
             return Err(format!("{} → {} channels per group (4, 8, 16 or 32 outputs from at most {MAX_GROUP_INPUTS} inputs)", g.cg(), g.kg()));
         }
-        if g.filter[0] != 1 || g.input[0] != 1 {
+        if !g.is_2d() {
             return Err("2-D convolutions only".into());
         }
         Ok(())

@@ -18,7 +18,7 @@ pub struct CpuStem;
 
 fn layout(problem: &FusedProblem) -> std::result::Result<StemLayout, String> {
     let (_, g) = f32_geometry(problem, true)?;
-    if g.filter[0] != 1 || g.input[0] != 1 {
+    if !g.is_2d() {
         return Err("2-D convolutions only".into());
     }
     if g.groups != 1 || g.c > kernel::MAX_CHANNELS {

@@ -83,7 +83,7 @@ fn plan(problem: &FusedProblem) -> std::result::Result<Plan, String> {
 /// sx·C apart, rows sy·W·C apart) = w (C × K, shared) · dy's row (K × OW).
 fn strided_plan(dtype: DataType, prec: TcPrecision, g: &Geom) -> std::result::Result<Plan, String> {
     let ([_, h, w], [od, oh, ow], [sd, sy, sx]) = (g.input, g.output, g.stride);
-    if g.input[0] != 1 || od != 1 || sd != 1 {
+    if !g.is_2d() || od != 1 || sd != 1 {
         return Err("strided: 2-D convolutions only".into());
     }
     let s = g.x_strides;

@@ -130,8 +130,8 @@ pub(crate) fn im2col_boxes(g: &Geom, dt: DataType, channels: usize, pixels: usiz
     Im2col { spatial, dims, strides, lower, upper, stride: [sw, sh, sd], channels: channels as u32, pixels: pixels as u32 }
 }
 
-/// A 3-D problem: anything but depth 1 everywhere (a 2-D problem seen as 3-D).
-pub(crate) fn is_3d(g: &Geom) -> bool { g.filter[0] != 1 || g.input[0] != 1 || g.output[0] != 1 }
+/// A 3-D problem: anything but a 2-D problem seen as 3-D (`Geom::is_2d`).
+pub(crate) fn is_3d(g: &Geom) -> bool { !g.is_2d() }
 
 /// w as a K × (FH·FW·CG) matrix: extents (inner, outer) and row bytes. Tf32x3 reads the split
 /// copy instead, K × 2·(FH·FW·CG) packed (`tf32_split::split_rows`).

@@ -50,7 +50,7 @@ impl Solver for CudaConvWgradFewChannels {
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
         let g = geometry(problem)?;
-        if g.filter[0] != 1 || g.input[0] != 1 {
+        if !g.is_2d() {
             return Err("2-D convolutions only".into());
         }
         if g.cg() > MAX_CHANNELS_PER_GROUP {

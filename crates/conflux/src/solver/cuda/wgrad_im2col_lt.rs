@@ -46,7 +46,7 @@ pub fn splits_of(pixels: usize) -> usize {
 /// col[s] (cols × P/splits) · dy[s]ᵀ (P/splits × K).
 fn plan_shape(problem: &FusedProblem) -> std::result::Result<(Geom, Im2colRows, usize, LtShape), String> {
     let (conv, g, prec) = lt_backward::lt_problem(problem, Direction::BackwardWeights)?;
-    if g.filter[0] != 1 || g.input[0] != 1 {
+    if !g.is_2d() {
         return Err("2-D convolutions only".into());
     }
     if g.c > MAX_CHANNELS {

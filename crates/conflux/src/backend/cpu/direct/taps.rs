@@ -78,7 +78,7 @@ fn scalar(panel: &mut [f32], range: std::ops::Range<usize>, live: usize, first: 
 /// with `y_strides[4] == 1` or `y_strides[1] == 1`); `bias` has K values if given.
 pub unsafe fn forward(kern: &Kernels, g: &Geom, x: u64, dt: DataType, w: &[f32], y: *mut f32, bias: Option<&[f32]>, relu: crate::backend::cpu::clamp::Clamp) {
     assert_eq!(w.len(), packed_len(g), "conv_taps: packed W of another problem");
-    assert!(g.stride[1..] == [1, 1] && g.input[0] == 1, "conv_taps: 2-D, stride 1");
+    assert!(g.stride[1..] == [1, 1] && g.is_2d(), "conv_taps: 2-D, stride 1");
     let [_, oh, ow] = g.output;
     let [_, hp, wp] = padded(g);
     let (cg, kg, t) = (g.cg(), g.kg(), taps(g));

@@ -45,7 +45,7 @@ const KC: usize = 512;
 
 /// Whether `fft_conv` computes this geometry, else why not.
 pub fn supports(g: &Geom) -> Result<(), String> {
-    if g.input[0] != 1 || g.filter[0] != 1 {
+    if !g.is_2d() {
         return Err("3-D convolution (2-D only)".into());
     }
     if g.stride[1..] != [1, 1] {

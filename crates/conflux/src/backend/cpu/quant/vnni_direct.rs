@@ -19,8 +19,7 @@ pub fn applies(g: &Geom, promised: bool) -> bool {
     let krsc = g.w_strides[1] == 1;
     let patches = g.n * g.output_size() * g.c * g.filter_size();
     g.groups == 1
-        && g.filter[0] == 1
-        && g.input[0] == 1
+        && g.is_2d()
         && g.stride == [1; 3]
         && g.c.is_multiple_of(4)
         && g.output[2] >= 8

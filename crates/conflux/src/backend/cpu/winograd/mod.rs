@@ -134,7 +134,7 @@ fn slab(n: usize) -> usize {
 
 /// Whether `wino4` computes this geometry (2-D, 3×3, stride 1, dilation 1), else why not.
 pub fn supports(g: &Geom) -> Result<(), String> {
-    if g.input[0] != 1 || g.filter[0] != 1 {
+    if !g.is_2d() {
         return Err("3-D convolution (2-D only)".into());
     }
     if g.filter[1..] != [3, 3] {
