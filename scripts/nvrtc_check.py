@@ -8,7 +8,8 @@ Sources come from unit tests that write them when CONFLUX_KERNEL_SOURCES names a
 NVRTC and ptxas come from PyPI's nvidia-cuda-nvrtc and nvidia-cuda-nvcc wheels (a venv:
 python3 -m venv /tmp/nv && /tmp/nv/bin/pip install nvidia-cuda-nvrtc nvidia-cuda-nvcc), found
 under the running interpreter's site-packages, or give --nvrtc / --ptxas. Exit status 1 when any
-source fails to compile or a kernel spills.
+source fails to compile or a kernel spills. Each line also gives the compile times (NVRTC to PTX,
+then ptxas as a process: its start-up is included), for cold-compile work.
 """
 import argparse
 import ctypes
@@ -19,6 +20,7 @@ import site
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def find(pattern, given):
@@ -63,14 +65,18 @@ def main():
     bad = 0
     for path in sorted(glob.glob(os.path.join(a.folder, "*.cu"))):
         name = os.path.basename(path)
+        t0 = time.perf_counter()
         ptx, log = nvrtc_ptx(lib, name, open(path).read(), opts)
+        t1 = time.perf_counter()
         if ptx is None:
             bad += 1
             print(f"FAIL {name}\n{log}")
             continue
         with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
             f.write(ptx)
+        t2 = time.perf_counter()
         out = subprocess.run([ptxas, f"-arch={a.arch}", "-v", "-o", os.devnull, f.name], capture_output=True, text=True)
+        t3 = time.perf_counter()
         os.unlink(f.name)
         text = out.stdout + out.stderr
         regs = re.findall(r"Used (\d+) registers", text)
@@ -79,7 +85,7 @@ def main():
         if out.returncode or spilled:
             bad += 1
         status = "FAIL" if out.returncode else ("SPILL" if spilled else "ok")
-        print(f"{status:5} {name}: registers {','.join(regs)} spill stores {','.join(spills)}")
+        print(f"{status:5} {name}: registers {','.join(regs)} spill stores {','.join(spills)}; NVRTC {1e3 * (t1 - t0):.0f} ms, ptxas {1e3 * (t3 - t2):.0f} ms")
         if out.returncode:
             print(text)
     sys.exit(1 if bad else 0)
