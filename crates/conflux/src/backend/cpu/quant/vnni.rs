@@ -69,6 +69,13 @@ pub(super) struct FilterRows {
 // SAFETY: the rows are only read, by the threads of one call, while the caller's filter lives.
 unsafe impl Sync for FilterRows {}
 
+impl FilterRows {
+    /// Pointers to rows k0..k0 + R.
+    pub(super) fn rows_from<const R: usize>(&self, k0: usize) -> [*const i8; R] {
+        std::array::from_fn(|j| self.base.wrapping_add((k0 + j) * self.stride))
+    }
+}
+
 fn comp_of(row: &[i8]) -> i32 { 128 * row.iter().map(|&v| v as i32).sum::<i32>() }
 
 /// Filter rows in place where w is dense in the reduction order and rows are whole 4-byte
@@ -369,17 +376,37 @@ unsafe fn multiply(panel: &[u8], steps: usize, f: &FilterRows, k0: usize, rows: 
 unsafe fn tile<const R: usize>(panel: &[u8], steps: usize, f: &FilterRows, k0: usize, sums: &mut [[i32; PX]; ROWS]) {
     use std::arch::x86_64::*;
     let mut acc = [[_mm512_setzero_si512(); 2]; R];
-    let rows: [*const i8; R] = std::array::from_fn(|j| f.base.add((k0 + j) * f.stride));
+    let rows = f.rows_from::<R>(k0);
     let pp = panel.as_ptr();
     for s in 0..steps {
         let x0 = _mm512_loadu_si512(pp.add(s * PX * 4) as *const __m512i);
         let x1 = _mm512_loadu_si512(pp.add(s * PX * 4 + 64) as *const __m512i);
-        for (a, row) in acc.iter_mut().zip(&rows) {
-            let w = _mm512_set1_epi32((row.add(4 * s) as *const i32).read_unaligned());
-            a[0] = _mm512_dpbusd_epi32(a[0], x0, w);
-            a[1] = _mm512_dpbusd_epi32(a[1], x1, w);
-        }
+        dot_step(&mut acc, x0, x1, &rows, s);
     }
+    store_sums(&acc, f, k0, sums);
+}
+
+/// Word `s` (4 bytes of the reduction) of each of R filter rows, broadcast against the two
+/// 16-pixel halves x0, x1 of a 32-pixel block: both VNNI kernels' inner step.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vnni")]
+#[inline]
+pub(super) unsafe fn dot_step<const R: usize>(acc: &mut [[std::arch::x86_64::__m512i; 2]; R], x0: std::arch::x86_64::__m512i, x1: std::arch::x86_64::__m512i, rows: &[*const i8; R], s: usize) {
+    use std::arch::x86_64::*;
+    for (a, row) in acc.iter_mut().zip(rows) {
+        let w = _mm512_set1_epi32((row.add(4 * s) as *const i32).read_unaligned());
+        a[0] = _mm512_dpbusd_epi32(a[0], x0, w);
+        a[1] = _mm512_dpbusd_epi32(a[1], x1, w);
+    }
+}
+
+/// sums[j] = the 32 pixel sums of filter k0 + j less its compensation 128·Σw (x was shifted
+/// to unsigned by +128).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vnni")]
+#[inline]
+pub(super) unsafe fn store_sums<const R: usize>(acc: &[[std::arch::x86_64::__m512i; 2]; R], f: &FilterRows, k0: usize, sums: &mut [[i32; PX]; ROWS]) {
+    use std::arch::x86_64::*;
     for (j, a) in acc.iter().enumerate() {
         let comp = _mm512_set1_epi32(f.comp[k0 + j]);
         _mm512_storeu_si512(sums[j].as_mut_ptr() as *mut __m512i, _mm512_sub_epi32(a[0], comp));

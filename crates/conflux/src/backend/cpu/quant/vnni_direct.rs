@@ -7,6 +7,8 @@
 //! lanes past the row are discarded); the filter runs in [t][c] order (`vnni::Order`).
 
 use super::vnni::{by_rows, filter_rows, interleave16, FilterRows, Order, PX, ROWS};
+#[cfg(target_arch = "x86_64")]
+use super::vnni::{dot_step, store_sums};
 use super::{finish, QuantRun};
 use crate::problem::Geom;
 use rayon::prelude::*;
@@ -138,23 +140,14 @@ unsafe fn multiply(base: *const u8, second: usize, taps: &[usize], plane: usize,
 unsafe fn tile<const R: usize>(base: *const u8, second: usize, taps: &[usize], plane: usize, c4: usize, f: &FilterRows, k0: usize, sums: &mut [[i32; PX]; ROWS]) {
     use std::arch::x86_64::*;
     let mut acc = [[_mm512_setzero_si512(); 2]; R];
-    let rows: [*const i8; R] = std::array::from_fn(|j| f.base.add((k0 + j) * f.stride));
+    let rows = f.rows_from::<R>(k0);
     for (t, &toff) in taps.iter().enumerate() {
         for b in 0..c4 {
             let p = base.add(toff + b * plane);
             let x0 = _mm512_loadu_si512(p as *const __m512i);
             let x1 = _mm512_loadu_si512(p.add(second) as *const __m512i);
-            let s = t * c4 + b;
-            for (a, row) in acc.iter_mut().zip(&rows) {
-                let w = _mm512_set1_epi32((row.add(4 * s) as *const i32).read_unaligned());
-                a[0] = _mm512_dpbusd_epi32(a[0], x0, w);
-                a[1] = _mm512_dpbusd_epi32(a[1], x1, w);
-            }
+            dot_step(&mut acc, x0, x1, &rows, t * c4 + b);
         }
     }
-    for (j, a) in acc.iter().enumerate() {
-        let comp = _mm512_set1_epi32(f.comp[k0 + j]);
-        _mm512_storeu_si512(sums[j].as_mut_ptr() as *mut __m512i, _mm512_sub_epi32(a[0], comp));
-        _mm512_storeu_si512(sums[j].as_mut_ptr().add(16) as *mut __m512i, _mm512_sub_epi32(a[1], comp));
-    }
+    store_sums(&acc, f, k0, sums);
 }
