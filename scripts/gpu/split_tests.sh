@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU test suite split over every GPU of the machine (run from the repository root on
 # the GPU machine after `tar -xJf .gpu.tar.xz`): binaries dealt round-robin to the GPUs, seven at
-# a time per GPU, three test threads each, each GPU with its own kernel cache. On an H200 ×2 the
-# 44 binaries took 227 s cold (2026-11-28). Logs and a sorted rc list go to $OUT/logs (tar them:
+# a time per GPU, three test threads each, each GPU with its own kernel cache (a fresh machine
+# compiles every kernel cold, which one GPU's call cannot fit in). Logs and a sorted rc list go to $OUT/logs (tar them:
 # a call returns at most 8 files per folder); exit status 1 when any binary failed.
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
