@@ -19,6 +19,7 @@ ap.add_argument("--models", default="")
 ap.add_argument("--grouped", action="store_true", help="only layers with groups > 1")
 ap.add_argument("--min-cg", type=int, default=1, help="only layers with at least this many input channels per group")
 ap.add_argument("--max-c", type=int, default=1 << 30, help="only layers with at most this many input channels (stems)")
+ap.add_argument("--filter-size", default="", help="only layers with this filter, e.g. 1x1")
 ap.add_argument("--n", type=int, default=32)
 ap.add_argument("--prec", default="fp16")
 ap.add_argument("--host", action="store_true", help="also print each side's host time per call (wall time of calls queued without waiting)")
@@ -33,7 +34,7 @@ for line in open(a.list):
     model, cnt = tail.split()[0], int(tail.split()[1].lstrip("x"))
     if a.models and model not in a.models.split(","):
         continue
-    if a.grouped and v[11] == 1 or v[1] // v[11] < a.min_cg or v[1] > a.max_c:
+    if a.grouped and v[11] == 1 or v[1] // v[11] < a.min_cg or v[1] > a.max_c or a.filter_size and f"{v[5]}x{v[6]}" != a.filter_size:
         continue
     layers.setdefault(v, []).append(f"{model} x{cnt}")
 

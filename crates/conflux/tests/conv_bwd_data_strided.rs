@@ -16,9 +16,11 @@ const SOLVER: &str = "CudaConvBwdDataStridedTensorCore";
 /// (dtype, dx lengths, w lengths, groups, pad, stride, dilation, layout of dx/dy, layout of w)
 type Spec = (DataType, &'static [usize], &'static [usize], usize, i64, i64, i64, Lay, Lay);
 
-const CASES: [Spec; 14] = [
+const CASES: [Spec; 15] = [
     (DataType::Half, &[2, 64, 14, 14], &[128, 64, 1, 1], 1, 0, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::Half, &[2, 64, 14, 13], &[64, 64, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    // 32 output channels: each phase reads its sub-filter in place in half-row k-steps.
+    (DataType::Half, &[2, 64, 14, 13], &[32, 64, 3, 3], 1, 1, 2, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::BFloat16, &[2, 128, 9, 9], &[64, 128, 2, 2], 1, 0, 2, 1, Lay::ChannelsLast, Lay::Packed),
     (DataType::Half, &[2, 64, 11, 10], &[64, 64, 3, 3], 1, 1, 2, 1, Lay::Packed, Lay::Packed),
     (DataType::Half, &[1, 64, 16, 16], &[64, 64, 4, 4], 1, 0, 4, 1, Lay::ChannelsLast, Lay::ChannelsLast),

@@ -52,6 +52,8 @@ cuda_tests!(refusals_name_the_cause, |h: &Handle| {
     assert!(why.contains("input channels"), "{why}");
     let why = refusal(&(DataType::Half, &[1, 96, 9, 9], &[16, 96, 3, 3], 1, 1, Lay::ChannelsLast));
     assert!(why.contains("fill 16-byte chunks"), "{why}");
+    let why = refusal(&(DataType::Half, &[32, 20, 1, 1], &[480, 20, 1, 1], 0, 1, Lay::ChannelsLast));
+    assert!(why.contains("squeeze-excitation"), "{why}");
     let why = refusal(&(DataType::Float, &[1, 3, 9, 9], &[16, 3, 3, 3], 1, 1, Lay::ChannelsLast));
     assert!(why.contains("f16 or bf16"), "{why}");
     let why = s.check(&case(&CASES[0]).fused(Dir::BackwardData), h.device().info()).unwrap_err();

@@ -36,7 +36,7 @@ fn case(&(dt, lx, lw, groups, pad, dil, lay, lay_w): &Spec) -> Case {
     Case { conv, dx, w, dy }
 }
 
-const CASES: [Spec; 11] = [
+const CASES: [Spec; 12] = [
     (DataType::Half, &[2, 64, 9, 8], &[128, 64, 3, 3], 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
     (DataType::BFloat16, &[2, 128, 7, 7], &[64, 128, 1, 1], 1, 0, 1, Lay::ChannelsLast, Lay::Packed),
     (DataType::Half, &[2, 64, 10, 9], &[128, 32, 3, 3], 2, 2, 2, Lay::ChannelsLast, Lay::ChannelsLast),
@@ -50,6 +50,8 @@ const CASES: [Spec; 11] = [
     (DataType::Float, &[2, 32, 7, 7], &[64, 32, 1, 1], 1, 0, 1, Lay::Packed, Lay::Packed),
     // ResNeXt-like groups of 8 (the grouped tensor-core kernel runs the flipped convolution).
     (DataType::Half, &[2, 64, 8, 9], &[64, 8, 3, 3], 8, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
+    // 96 output channels: the rewrite reads the filter in place in half-row (32-channel) k-steps.
+    (DataType::Half, &[2, 96, 9, 8], &[96, 96, 3, 3], 1, 1, 1, Lay::ChannelsLast, Lay::ChannelsLast),
 ];
 
 fn label(c: &Case, how: &str, h: &Handle) -> String {

@@ -67,6 +67,10 @@ fn run_plan(h: &Handle, c: &Case, seed: u64, exact: bool) {
         let p = plan.problem().unwrap();
         let want = if solver("CudaConvFolded3d").check(&p, h.device().info()).is_ok() {
             "CudaConvFolded3d"
+        } else if solver("CudaConvGroupedTensorCore").check(&p, h.device().info()).is_ok() {
+            // Groups of ≤ 32 channels go to the grouped kernel first (run_configs still runs
+            // every TMA tile on them).
+            "CudaConvGroupedTensorCore"
         } else if CudaConvIgemmTma.check(&p, h.device().info()).is_ok() {
             TMA
         } else if CudaConvTcNchw.check(&p, h.device().info()).is_ok() {
@@ -158,7 +162,7 @@ cuda_tests!(tma_geometries, |h: &Handle| {
     // im2col walk, dilated taps, groups, 1×1 (plain GEMM loads) with a pixel tail and with
     // groups, a one-row filter, every tile; ungrouped channel counts that end in a partial
     // 64-channel slice (80, 160, 96, 72, 112: boxes overhanging the channels read zeros).
-    let cases: [(DataType, bool, [usize; 4], [usize; 4], usize, [i64; 2], [i64; 2], [i64; 2]); 11] = [
+    let cases: [(DataType, bool, [usize; 4], [usize; 4], usize, [i64; 2], [i64; 2], [i64; 2]); 14] = [
         (DataType::Half, true, [2, 80, 9, 9], [48, 80, 3, 3], 1, [0, 0], [1, 1], [1, 1]),
         (DataType::BFloat16, false, [2, 160, 8, 7], [72, 160, 1, 7], 1, [0, 3], [1, 1], [1, 1]),
         (DataType::Half, true, [2, 96, 8, 8], [64, 96, 2, 2], 1, [0, 0], [2, 2], [1, 1]),
@@ -170,6 +174,10 @@ cuda_tests!(tma_geometries, |h: &Handle| {
         (DataType::Half, true, [2, 64, 6, 9], [40, 64, 1, 3], 1, [0, 1], [1, 2], [1, 1]),
         (DataType::BFloat16, false, [4, 192, 15, 15], [320, 192, 3, 3], 1, [1, 1], [1, 1], [1, 1]),
         (DataType::Half, true, [3, 128, 5, 6], [128, 64, 1, 1], 2, [0, 0], [1, 1], [1, 1]),
+        // Half-row (32-channel) k-steps: 32 channels, 48 (a tail), groups of 32.
+        (DataType::Half, true, [2, 32, 10, 9], [32, 32, 3, 3], 1, [1, 1], [1, 1], [1, 1]),
+        (DataType::BFloat16, false, [2, 48, 7, 8], [64, 48, 3, 3], 1, [1, 1], [2, 2], [1, 1]),
+        (DataType::Half, true, [2, 64, 6, 7], [96, 32, 3, 3], 2, [1, 1], [1, 1], [1, 1]),
     ];
     for (i, (dt, exact, lx, lw, groups, pad, stride, dil)) in cases.into_iter().enumerate() {
         let c = channels_last_case(dt, &lx, &lw, groups, &pad, &stride, &dil);
@@ -189,8 +197,9 @@ cuda_tests!(tma_split_k, |h: &Handle| {
     // split over several blocks, whose partial sums the last one adds in split order. Exact
     // data, every tile (each with its own split count) and a 3-block grid walking the splits;
     // reruns give the same bits whichever block finishes last.
-    let cases: [(DataType, bool, [usize; 4], [usize; 4], [i64; 2], [i64; 2]); 3] = [
+    let cases: [(DataType, bool, [usize; 4], [usize; 4], [i64; 2], [i64; 2]); 4] = [
         (DataType::Half, true, [1, 256, 7, 7], [96, 256, 3, 3], [1, 1], [1, 1]),
+        (DataType::Half, true, [1, 48, 9, 9], [128, 48, 3, 3], [1, 1], [1, 1]),
         (DataType::BFloat16, false, [1, 160, 9, 9], [192, 160, 7, 1], [3, 0], [1, 1]),
         (DataType::Half, true, [2, 128, 8, 8], [136, 128, 3, 3], [1, 1], [2, 2]),
     ];

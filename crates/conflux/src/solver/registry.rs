@@ -81,7 +81,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvStemTc, Role::Standalone, "ungrouped 16-bit convolutions of < 8 input channels (3-channel stems) on tensor cores, several taps per 16-byte chunk: ahead of the few-channels kernel and the channel-padding adapter, which multiply 3-channel taps on CUDA cores or padded to 8 channels"),
     entry(&CudaConvFewChannels, Role::Standalone, "groups of ≤ 4 input channels (depthwise, ResNeXt) and 3-channel 3×3 stems: memory-bound layers a GEMM tile would run nearly empty"),
     entry(&CudaConvGemmLt, Role::Standalone, "1×1 channels-last with a cuBLASLt epilogue (bias, ReLU): at cuDNN's speed on those layers"),
-    entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D and 3-D channels-last groups of 64 channels"),
+    entry(&CudaConvIgemmTma, Role::ChannelsLastTensorCore, "TMA + wgmma (sm_90): the fastest kernel for 2-D and 3-D channels-last layers of ≥ 32 channels (groups of 32 or 64)"),
     entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions whose channels are not a multiple of 8 (stems, odd widths) on tensor cores through channel-padded copies: after the stem kernel, for filters too large for its shared memory; Find times both"),
     entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),
     entry(&CudaConvBwdDataGemmLt, Role::Standalone, "1×1 backward-data as cuBLASLt GEMMs at any column alignment (strided: dx zeroed, one GEMM per output row): ahead of the forward rewrites and the phases, which read w transposed, tile few channels poorly and write each phase separately"),

@@ -2,7 +2,8 @@
 //! arrives through im2col tensor-map copies and w through box copies issued by one producer
 //! thread, consumer warpgroups multiply with wgmma, stages are handed over with mbarriers.
 //! Narrower than the cp.async wgmma kernel (`cuda_igemm_wgmma`), which stays the fallback:
-//! 2-D and 3-D, channels per group a multiple of 64, each filter's reduction contiguous in w.
+//! 2-D and 3-D, at least 32 channels (per group a multiple of the k-step: 64, or 32 in
+//! half-row k-steps), each filter's reduction contiguous in w.
 //! Also the f32 paths: f32 problems whose descriptor allows TF32 run the same kernel with
 //! 32-channel k-steps (a 128-byte row of f32) and tf32 wgmma (f32 accumulation); strict f32
 //! problems run it with every operand split into TF32 high and low parts and three TF32
@@ -50,12 +51,22 @@ const TEMPLATE: &str = concat!(
 /// Channels per k-step: one 128-byte row of the element type (64 16-bit, 32 f32).
 fn step_channels(dt: DataType) -> usize { 128 / dt.size() }
 
-/// Channels per k-step of x and w: one 128-byte row, except for 8-bit channel counts that are
-/// a multiple of 64 but not of 128 (64-channel layers), which take 64-byte rows (the copy
-/// engine's and wgmma's 64-byte swizzle) rather than boxes half full of zeros.
+/// Channels per k-step of x and w: one 128-byte row, or half of one (64-byte rows in the copy
+/// engine's and wgmma's 64-byte swizzle) rather than boxes at least half full of zeros: 8-bit
+/// channel counts that are a multiple of 64 but not of 128 (64-channel layers), and 16-bit
+/// ones under 64 or whose last 64-channel slice would hold 32 or fewer (32, 96, 160, 80).
 fn k_step(g: &Geom, dt: DataType) -> usize {
-    if dt.size() == 1 && !g.cg().is_multiple_of(128) && g.cg().is_multiple_of(64) { 64 } else { step_channels(dt) }
+    let (row, cg) = (step_channels(dt), g.cg());
+    let half = match dt.size() {
+        1 => !cg.is_multiple_of(128) && cg.is_multiple_of(64),
+        2 => cg < 64 || (1..=32).contains(&(cg % 64)),
+        _ => false,
+    };
+    if half { row / 2 } else { row }
 }
+
+/// Whether the problem's k-steps are half rows (`k_step`).
+fn half_rows(g: &Geom, dt: DataType) -> bool { k_step(g, dt) * dt.size() == 64 }
 
 /// The tensor-core conditions for this problem's element type, and how it is multiplied.
 fn tma_geometry(problem: &FusedProblem) -> std::result::Result<(Geom, TcPrecision), String> {
@@ -276,11 +287,11 @@ impl CudaConvIgemmTma {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
         let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("igemm-tma: {why}")))?;
         let sms = be.dev.sm_count() as usize;
-        let KernelPlan { src, cfg, splits, y_align, tma_store } = kernel_plan(problem, &g, prec, cfg, filter, sms)?;
+        let KernelPlan { src, cfg, splits, y_align, tma_store, min_blocks } = kernel_plan(problem, &g, prec, cfg, filter, sms)?;
         let kernel = be.module_arch_specific("conv_igemm_tma", &src)?.function("conv_fwd_igemm_tma")?;
         let smem = cfg.smem_bytes(prec) as u32;
         kernel.reserve_dynamic_smem(&be.dev, smem)?;
-        let resident = (be.dev.sm_count() as usize * cfg.min_blocks(prec)).div_ceil(g.groups);
+        let resident = (be.dev.sm_count() as usize * min_blocks).div_ceil(g.groups);
         let max_blocks = max_blocks.unwrap_or(resident).max(1);
         Ok(Arc::new(TmaInvoker {
             be,
@@ -305,13 +316,14 @@ impl CudaConvIgemmTma {
 }
 
 /// What `build_from` compiles and launches: the kernel source, the fitted tile, the split-K
-/// count and the store path.
+/// count, the store path and the blocks per SM the kernel is compiled for.
 struct KernelPlan {
     src: String,
     cfg: TmaTile,
     splits: usize,
     y_align: u64,
     tma_store: bool,
+    min_blocks: usize,
 }
 
 fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile, filter: FilterSource, sms: usize) -> Result<KernelPlan> {
@@ -325,6 +337,7 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
     let ksteps = g.filter_size() * g.cg().div_ceil(bk);
     let tiles = (g.n * g.output_size()).div_ceil(cfg.bm) * g.kg().div_ceil(cfg.bn) * g.groups;
     let splits = tma_splits(tiles, ksteps, sms);
+    let cfg = if half_rows(g, dt) { cfg.half_rows() } else { cfg };
     let cfg = cfg.fitted(ksteps.div_ceil(splits), prec);
     let ys = g.y_strides;
     // Bulk stores write whole BK-channel boxes of y seen as pixels × channels: y must be
@@ -353,9 +366,12 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
     // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
     let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
     let tma_store = staging == Staging::Rows && bulk_ok && ydt.size() >= 2;
+    // The split-K reduction holds a second set of sums in flight: under two blocks' register
+    // budget it spills (half-row tiles leave room in shared memory for two).
+    let min_blocks = if splits > 1 { 1 } else { cfg.min_blocks(prec) };
     let mut tile = vec![
         ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
-        ("MIN_BLOCKS", cfg.min_blocks(prec)), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
+        ("MIN_BLOCKS", min_blocks), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),
         ("F32_SPLIT", (prec == TcPrecision::Tf32x3) as usize), ("PINGPONG", cfg.pingpong as usize),
         ("WGMMA_B_MN_MAJOR", (filter != FilterSource::Own) as usize), ("CHANNEL_TAIL", tail as usize), ("SPLITS", splits),
         ("TMA_3D", is_3d(g) as usize),
@@ -381,7 +397,7 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
     let y_align = staging.y_align(pair_store, ydt.size());
     let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let src = preamble::conv_source(conv, problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
-    Ok(KernelPlan { src, cfg, splits, y_align, tma_store })
+    Ok(KernelPlan { src, cfg, splits, y_align, tma_store, min_blocks })
 }
 
 /// The kernel's parameter block: both tensor maps, then the common parameters (mirrors

@@ -56,6 +56,11 @@ fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<R
     if g.c.is_multiple_of(CHUNK) {
         return Err(format!("{} input channels: the tensor-core kernels take them unpadded when they fill 16-byte chunks", g.c));
     }
+    if g.output_size() == 1 && g.filter_size() == 1 {
+        // Squeeze-excitation layers (EfficientNet's 10 / 20 / 28 channels): a GEMM of N rows,
+        // which one CUDA-core launch finishes before the two copies would have.
+        return Err("a 1×1 convolution over one pixel per image (squeeze-excitation): the copies cost more than the CUDA-core kernels' whole run".into());
+    }
     let channels = g.c.next_multiple_of(CHUNK);
     let inner_conv = ConvProblem { x: padded(&conv.x, channels)?, w: padded(&conv.w, channels)?, ..conv.clone() };
     let inner = FusedProblem { kind: FusedKind::Conv { conv: inner_conv, epilogue: epilogue.clone() } };

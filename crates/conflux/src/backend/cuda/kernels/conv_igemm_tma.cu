@@ -16,8 +16,10 @@
 // 3-D convolutions (TMA_3D) take a 5-D im2col map of x and taps (td, th, tw), td slowest.
 //
 // GEMM k-step kt = (filter tap, BK-channel slice; BK = 64 for 16-bit data, 32 for f32 on TF32
-// tensor cores, 128 for 8-bit data — one 128-byte row each way — or 64 for 8-bit data whose
-// channels are a multiple of 64 but not of 128: 64-byte rows in the 64-byte swizzle); a step never straddles taps. CHANNEL_TAIL
+// tensor cores, 128 for 8-bit data — one 128-byte row each way — or half a row, 64-byte rows
+// in the 64-byte swizzle: 32 for 16-bit data with fewer than 64 channels or whose last 64-channel
+// slice would be at least half zeros, 64 for 8-bit data whose channels are a multiple of 64 but
+// not of 128); a step never straddles taps. CHANNEL_TAIL
 // (ungrouped, CG not a multiple of BK): each tap's last slice overhangs the channels and the
 // copy engine fills the overhang of x's and w's boxes with zeros (w is then mapped as
 // CG × taps × K instead of a K × (FH·FW·CG) matrix). The im2col copy starts at the tile's first output pixel (its filter window's corner
@@ -63,7 +65,7 @@ static_assert(BM == 64, "ping-pong tiles are 64 rows, one per consumer warpgroup
 #define CONSUMERS (BM / 64)
 #define RINGS 1
 #endif
-#define ROW_BYTES (BK * (int)sizeof(T))   // 128, or 64 for 8-bit data in 64-channel k-steps
+#define ROW_BYTES (BK * (int)sizeof(T))   // 128, or 64 (half-row k-steps of 8- or 16-bit data)
 #define A_BYTES (BM * ROW_BYTES)
 #define B_BYTES (BN * ROW_BYTES)
 #define B_TILES (1 + F32_SPLIT)
@@ -79,7 +81,7 @@ static_assert(SPLITS >= 1 && SPLITS <= KSTEPS, "every split has a k-step");
 #define YBK (128 / (int)sizeof(TY))   // y channels per 128-byte row of a bulk-store box
 #define EMPTY_ARRIVALS (PINGPONG ? 4 : CONSUMERS * 4)   // one per consumer warp of the ring
 
-static_assert(ROW_BYTES == 128 || (ROW_BYTES == 64 && sizeof(T) == 1), "128-byte rows (64-byte for 8-bit data)");
+static_assert(ROW_BYTES == 128 || (ROW_BYTES == 64 && sizeof(T) <= 2 && !F32_SPLIT), "128-byte rows (64-byte for 8- and 16-bit data)");
 static_assert(THREADS == (CONSUMERS + 1) * 128, "one producer warpgroup plus one per 64 rows");
 #ifndef CHANNEL_TAIL
 #define CHANNEL_TAIL 0
@@ -95,6 +97,7 @@ static_assert(BN == 64 || BN == 128 || BN == 256, "BN");
 #endif
 static_assert(!WGMMA_B_MN_MAJOR || (sizeof(T) == 2 && KG % 8 == 0 && !TMA_3D), "in-place filter reads: 2-D, 16-bit, 16-byte aligned boxes");
 #if WGMMA_B_MN_MAJOR
+#define MN_BLOCK_BYTES (BK * 128)   // one MN-major B block: BK k-rows × 64 channels of 16 bits
 __device__ __forceinline__ int source_tap(int tap) { return (TAP0_H - tap / FW * TAP_STEP_H) * SRC_FW + TAP0_W - tap % FW * TAP_STEP_W; }
 #endif
 
@@ -270,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_fwd_igemm
                 // rows of the k-step's channel slice, 64 channels per box.
 #pragma unroll
                 for (int j = 0; j < BN / 64; ++j)
-                    tma_load_2d(dst + A_BYTES + j * 8192, &args.w, full(r, s), source_tap(tap) * KG + n0 + 64 * j, g * CG + kt % C_SLICES * BK);
+                    tma_load_2d(dst + A_BYTES + j * MN_BLOCK_BYTES, &args.w, full(r, s), source_tap(tap) * KG + n0 + 64 * j, g * CG + kt % C_SLICES * BK);
 #elif CHANNEL_TAIL
                 tma_load_3d(dst + A_BYTES, &args.w, full(r, s), kt % C_SLICES * BK, tap, g * KG + n0);
 #else

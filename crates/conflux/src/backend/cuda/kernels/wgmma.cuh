@@ -10,8 +10,8 @@
 __device__ __forceinline__ unsigned long long wgmma_desc(unsigned smem_byte_addr) {
     return (unsigned long long)((smem_byte_addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
 }
-// The same for 64-byte rows in the 64-byte swizzle (8-bit data, 64-channel k-steps): 8-row
-// groups 512 bytes apart, swizzle mode 2.
+// The same for 64-byte rows in the 64-byte swizzle (half-row k-steps: 64 8-bit or 32 16-bit
+// channels): 8-row groups 512 bytes apart, swizzle mode 2.
 __device__ __forceinline__ unsigned long long wgmma_desc64(unsigned smem_byte_addr) {
     return (unsigned long long)((smem_byte_addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(512 >> 4) << 32) | (2ull << 62);
 }
@@ -139,12 +139,12 @@ __device__ __forceinline__ void wgmma_n256(Acc (&d)[128], unsigned long long da,
 
 // The 32-byte k slices (k16; k8 for TF32, k32 for 8-bit types) of one stage laid out as [BM
 // pixel rows | BN channel rows] of BK elements — 128 bytes (four slices), or 64 bytes (two) for
-// 8-bit data in 64-channel k-steps: A rows of warpgroup cw, all BN rows of B.
-// WGMMA_B_MN_MAJOR: B is BN/64 blocks of BK k-rows × 64 channels instead (8 KiB apart), a
-// k16 slice being 16 of those rows.
+// 8- or 16-bit data in half-row k-steps: A rows of warpgroup cw, all BN rows of B.
+// WGMMA_B_MN_MAJOR: B is BN/64 blocks of BK k-rows × 64 channels instead (BK · 128 bytes
+// apart), a k16 slice being 16 of those rows.
 __device__ __forceinline__ void mma_tile(Acc (&acc)[BN / 2], unsigned stage_addr, int cw) {
     constexpr int ROW = BK * (int)sizeof(T);
-    static_assert(ROW == 128 || (ROW == 64 && sizeof(T) == 1), "one 128-byte row (64 for 8-bit data) per pixel or channel");
+    static_assert(ROW == 128 || (ROW == 64 && sizeof(T) <= 2), "one 128-byte row (64 for 8- and 16-bit data) per pixel or channel");
     const unsigned sa = stage_addr + cw * (64 * ROW);
     const unsigned sb = stage_addr + BM * ROW;
     wgmma_hold(acc);
@@ -152,7 +152,8 @@ __device__ __forceinline__ void mma_tile(Acc (&acc)[BN / 2], unsigned stage_addr
 #pragma unroll
     for (int ks = 0; ks < ROW / 32; ++ks) {
 #if defined(WGMMA_B_MN_MAJOR) && WGMMA_B_MN_MAJOR
-        WGMMA(acc, wgmma_desc(sa + ks * 32), wgmma_desc_mn(sb + ks * 2048, 8192));
+        const unsigned long long da = ROW == 64 ? wgmma_desc64(sa + ks * 32) : wgmma_desc(sa + ks * 32);
+        WGMMA(acc, da, wgmma_desc_mn(sb + ks * 2048, BK * 128));
 #else
         if constexpr (ROW == 64) {
             WGMMA(acc, wgmma_desc64(sa + ks * 32), wgmma_desc64(sb + ks * 32));

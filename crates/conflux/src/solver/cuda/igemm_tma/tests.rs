@@ -74,6 +74,9 @@ fn sources_generate_with_and_without_splits() {
         ("f16_n32_28x28", problem(DataType::Half, 32, 256, 28, 256, (3, 3), 1), None),
         ("f16_3d_n1", problem_3d(DataType::Half, 1, 512, 2, 7, 512), None),
         ("f32x3_3d_n8", problem_3d(DataType::Float, 8, 128, 8, 28, 128), None),
+        ("f16_n32_32ch_half_rows", problem(DataType::Half, 32, 32, 149, 32, (3, 3), 1), None),
+        ("f16_n32_80ch_half_rows", problem(DataType::Half, 32, 80, 73, 192, (3, 3), 1), None),
+        ("f16_n1_48ch_half_rows_split", problem(DataType::Half, 1, 48, 28, 256, (3, 3), 1), None),
     ];
     for (name, p, tile) in cases {
         let (g, prec) = geom(&p);
@@ -134,4 +137,22 @@ fn quantized_sources_generate() {
             std::fs::write(format!("{dir}/igemm_tma_{name}.cu"), &plan.src).unwrap();
         }
     }
+}
+
+/// 16-bit layers take half-row (32-channel) k-steps where a whole 64-channel last slice would be
+/// at least half zeros, with twice the stages of the tile they were given.
+#[test]
+fn sixteen_bit_half_rows() {
+    for (c, bk) in [(32, 32), (48, 32), (64, 64), (80, 32), (96, 32), (112, 64), (128, 64), (160, 32), (192, 64)] {
+        let p = problem(DataType::Half, 8, c, 28, 128, (3, 3), 1);
+        let (g, prec) = geom(&p);
+        let tile = TmaTile::new(128, 128, 4, true);
+        let plan = kernel_plan(&p, &g, prec, tile, FilterSource::Own, 132).unwrap();
+        assert!(plan.src.contains(&format!("#define BK {bk}\n")), "{c} channels");
+        assert_eq!(plan.src.contains("#define CHANNEL_TAIL 1"), c % bk != 0, "{c} channels");
+        assert_eq!(plan.cfg.stages, if bk == 32 { 8 } else { 4 }, "{c} channels");
+        assert_eq!(plan.cfg.smem_bytes(prec), if bk == 32 { 8 * 256 * 64 } else { 4 * 256 * 128 } + 128 * 128 * 2 + 16 * plan.cfg.stages + 16 + 1024);
+    }
+    let few = problem(DataType::Half, 8, 16, 28, 128, (3, 3), 1);
+    assert!(tma_check(&geom(&few).0, DataType::Half).unwrap_err().contains("fewer than 32"));
 }

@@ -16,12 +16,15 @@ pub struct TmaTile {
     /// Two consumer warpgroups on alternate 64-row tiles, each with its own ring of `stages`
     /// buffers (bm = 64): one's epilogue runs under the other's multiplies.
     pub pingpong: bool,
+    /// Bytes per pixel or channel row of a stage: 128, or 64 for half-row k-steps (set by
+    /// the kernel plan from the problem, not part of the label).
+    pub row: usize,
 }
 
 impl TmaTile {
-    pub const fn new(bm: usize, bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm, bn, stages, staged, pingpong: false } }
+    pub const fn new(bm: usize, bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm, bn, stages, staged, pingpong: false, row: 128 } }
     /// Ping-pong tiles of 64 × bn, `stages` buffers per consumer warpgroup.
-    pub const fn pingpong(bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm: 64, bn, stages, staged, pingpong: true } }
+    pub const fn pingpong(bn: usize, stages: usize, staged: bool) -> TmaTile { TmaTile { bm: 64, bn, stages, staged, pingpong: true, row: 128 } }
     fn consumers(&self) -> usize { if self.pingpong { 2 } else { self.bm / 64 } }
     fn rings(&self) -> usize { if self.pingpong { 2 } else { 1 } }
     /// Consumers plus the producer warpgroup.
@@ -30,7 +33,7 @@ impl TmaTile {
     /// (results of the precision's element size), two barriers per stage, split-K's four
     /// flag words, 1 KiB to align the base.
     pub fn smem_bytes(&self, prec: TcPrecision) -> usize {
-        let (stage, buffers) = ((self.bm + self.bn * prec.b_tiles()) * 128, self.rings() * self.stages);
+        let (stage, buffers) = ((self.bm + self.bn * prec.b_tiles()) * self.row, self.rings() * self.stages);
         buffers * stage + if self.staged { self.consumers() * 64 * self.bn * prec.stage_elem() } else { 0 } + 16 * buffers + 16 + 1024
     }
     /// Blocks per SM that shared memory and registers (accumulators plus about 48; Tf32x3
@@ -52,6 +55,9 @@ impl TmaTile {
         }
         t
     }
+    /// The same tile over half-row k-steps (64-byte rows): twice the stages, so that as many
+    /// channels are in flight, within the shared memory `fitted` allows.
+    pub fn half_rows(&self) -> TmaTile { TmaTile { row: 64, stages: 2 * self.stages, ..*self } }
     pub fn label(&self) -> String {
         format!("tma{}{}x{}s{}{}", if self.pingpong { "pp" } else { "" }, self.bm, self.bn, self.stages, if self.staged { "" } else { "d" })
     }
