@@ -33,18 +33,7 @@ impl RowOut<'_> {
         if fast.is_none() && cs == 1 {
             // Channels-last rows: the chain over each pixel's channels at once, so activations
             // such as SiLU run vectorized instead of one element at a time.
-            let mut px = vec![0f32; cn];
-            for w in 0..width {
-                for (p, &x) in px.iter_mut().zip(&v[w * cn..(w + 1) * cn]) {
-                    *p = self.alpha * x;
-                }
-                let dst = std::slice::from_raw_parts_mut(row.add(w * self.strides[4]), cn);
-                if self.beta != 0.0 {
-                    px.iter_mut().zip(dst.iter()).for_each(|(p, &old)| *p += self.beta * old);
-                }
-                self.epi.apply_pixel(&mut px, n, [0, h, w], h * width + w, self.dims[1] * width);
-                dst.copy_from_slice(&px);
-            }
+            with_scratch(Slot::Task2, cn, |px| self.write_pixels(v, row, cn, n, h, px));
             return;
         }
         #[cfg(target_arch = "x86_64")]
@@ -79,6 +68,28 @@ impl RowOut<'_> {
                     }
                 }
             }
+        }
+    }
+}
+
+impl RowOut<'_> {
+    /// `write`'s channels-last path with a general epilogue: each pixel's channels through α,
+    /// β and the chain at once (`px`: cn floats of scratch).
+    ///
+    /// # Safety
+    /// As `write`, with `row` the start of row (n, h).
+    unsafe fn write_pixels(&self, v: &[f32], row: *mut f32, cn: usize, n: usize, h: usize, px: &mut [f32]) {
+        let width = self.dims[2];
+        for w in 0..width {
+            for (p, &x) in px.iter_mut().zip(&v[w * cn..(w + 1) * cn]) {
+                *p = self.alpha * x;
+            }
+            let dst = std::slice::from_raw_parts_mut(row.add(w * self.strides[4]), cn);
+            if self.beta != 0.0 {
+                px.iter_mut().zip(dst.iter()).for_each(|(p, &old)| *p += self.beta * old);
+            }
+            self.epi.apply_pixel(px, n, [0, h, w], h * width + w, self.dims[1] * width);
+            dst.copy_from_slice(px);
         }
     }
 }

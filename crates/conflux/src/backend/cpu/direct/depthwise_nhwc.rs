@@ -12,7 +12,7 @@
 
 use crate::backend::cpu::direct::naive::ConvPtrs;
 use super::depthwise_io::{with_readable, RowOut};
-use crate::backend::cpu::gemm::scratch::Slot;
+use crate::backend::cpu::gemm::scratch::{with_scratch, Slot};
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::problem::Geom;
 use rayon::prelude::*;
@@ -471,13 +471,17 @@ pub fn forward(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &C
 /// Every output row of the forward, one task each, x as `g` describes it.
 fn forward_rows(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &CpuEpilogue) {
     let out = RowOut { ptr: p.y, strides: g.y_strides, dims: g.output, alpha, beta, epi };
+    // (rayon calls init once per piece of work it splits off, many times per call: the row's
+    // sums live in the thread's scratch, not in a zeroed buffer per piece.)
     (0..g.n * g.output[1]).into_par_iter().for_each_init(
-        || (vec![0f32; g.output[2] * g.c], Vec::new(), RowTaps::default()),
-        |(acc, buf, rt), row| {
+        || (Vec::new(), RowTaps::default()),
+        |(buf, rt), row| {
             let (n, oh) = (row / g.output[1], row % g.output[1]);
-            forward_row(p.x as *const f32, wt, g, n, oh, buf, rt, acc);
-            // SAFETY: this task owns y row (n, oh).
-            unsafe { out.write(acc, n, oh) };
+            with_scratch(Slot::Task, g.output[2] * g.c, |acc| {
+                forward_row(p.x as *const f32, wt, g, n, oh, buf, rt, acc);
+                // SAFETY: this task owns y row (n, oh).
+                unsafe { out.write(acc, n, oh) };
+            });
         },
     );
 }
@@ -488,15 +492,14 @@ pub fn backward_data(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, e
     with_readable(Slot::Conv, p.y, g.n, g.k, g.output, g.y_strides, |dy, ys| {
         let (g, p) = (&Geom { y_strides: ys, ..*g }, ConvPtrs { y: dy, ..p });
         let out = RowOut { ptr: p.x, strides: g.x_strides, dims: g.input, alpha, beta, epi };
-        (0..g.n * g.input[1]).into_par_iter().for_each_init(
-            || (vec![0f32; g.input[2] * g.c], RowTaps::default()),
-            |(acc, taps), row| {
-                let (n, ih) = (row / g.input[1], row % g.input[1]);
+        (0..g.n * g.input[1]).into_par_iter().for_each_init(RowTaps::default, |taps, row| {
+            let (n, ih) = (row / g.input[1], row % g.input[1]);
+            with_scratch(Slot::Task, g.input[2] * g.c, |acc| {
                 backward_data_row(p.y as *const f32, wt, g, n, ih, taps, acc);
                 // SAFETY: this task owns dx row (n, ih).
                 unsafe { out.write(acc, n, ih) };
-            },
-        );
+            });
+        });
     });
 }
 
