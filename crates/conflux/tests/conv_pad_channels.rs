@@ -66,10 +66,10 @@ cuda_tests!(the_stem_kernel_is_chosen_ahead_of_it, |h: &Handle| {
     assert_eq!(chosen.name(), "CudaConvStemTensorCore");
 });
 
-/// Backward-data with output channels (dy's) off 16-byte chunks (`CudaConvBwdDataPadChannels`):
-/// dy and w padded with zero channels and filters, run on the tensor-core backward-data paths:
-/// stride 2 (phases), stride 1 (one forward convolution), NCHW, and 3-D (R(2+1)D's 1 × 3 × 3
-/// stride (1, 2, 2) over 46 channels); refusals name the cause.
+// Backward-data with output channels (dy's) off 16-byte chunks (`CudaConvBwdDataPadChannels`):
+// dy and w padded with zero channels and filters, run on the tensor-core backward-data paths:
+// stride 2 (phases), stride 1 (one forward convolution), NCHW, and 3-D (R(2+1)D's 1 × 3 × 3
+// stride (1, 2, 2) over 46 channels); refusals name the cause.
 cuda_tests!(backward_data_with_odd_output_channels, |h: &Handle| {
     let id = solution_id("CudaConvBwdDataPadChannels");
     let cases = [

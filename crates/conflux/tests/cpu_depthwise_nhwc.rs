@@ -18,7 +18,7 @@ const PLANES: &str = "CpuConvDepthwisePlanes";
 /// (x lengths, filter [r, s], pad, stride, dilation)
 type Spec = ([usize; 4], [usize; 2], [i64; 2], [i64; 2], [i64; 2]);
 
-const CASES: [Spec; 7] = [
+const CASES: [Spec; 9] = [
     ([2, 16, 9, 10], [3, 3], [1, 1], [1, 1], [1, 1]),
     ([2, 24, 12, 11], [3, 3], [1, 1], [2, 2], [1, 1]),
     ([1, 8, 11, 12], [7, 7], [3, 3], [1, 1], [1, 1]),
@@ -28,6 +28,10 @@ const CASES: [Spec; 7] = [
     // at a time, borders on their own lists); a block of 16 channels plus a remainder.
     ([1, 20, 9, 40], [3, 3], [1, 1], [1, 1], [1, 1]),
     ([1, 18, 7, 37], [5, 5], [2, 2], [2, 2], [1, 1]),
+    // ≥ 256 channels: on AVX-512 the forward's register rows over a tap table take wide rows
+    // too (16 channel blocks plus a masked remainder of 8; dilation; stride 2).
+    ([1, 264, 5, 19], [3, 3], [1, 1], [1, 1], [2, 2]),
+    ([1, 256, 9, 20], [5, 5], [2, 2], [2, 2], [1, 1]),
 ];
 
 fn case(&(lx, [r, s], pad, stride, dil): &Spec, lay: Lay) -> ConvCase {

@@ -45,6 +45,18 @@ impl RowOut<'_> {
                 store_planar8(v, cn, c_done, width, row, cs, bias, relu);
             }
         }
+        if let (Some((bias, relu)), 1) = (fast, cs) {
+            // Channels-last rows: each pixel's channels as one contiguous run (vectorized).
+            for w in 0..width {
+                let src = &v[w * cn..(w + 1) * cn];
+                let dst = std::slice::from_raw_parts_mut(row.add(w * self.strides[4]), cn);
+                match bias {
+                    Some(b) => dst.iter_mut().zip(src).zip(b).for_each(|((d, &x), &bc)| *d = relu.apply_branch_free(x + bc)),
+                    None => dst.iter_mut().zip(src).for_each(|(d, &x)| *d = relu.apply_branch_free(x)),
+                }
+            }
+            return;
+        }
         for w in 0..width {
             let src = &v[w * cn..(w + 1) * cn];
             // Channel c of the pixel; channels-first tensors (cs > 1) take strided stores.
@@ -94,6 +106,50 @@ impl RowOut<'_> {
     }
 }
 
+impl RowOut<'_> {
+    /// Whether `write_planes` takes this output: channels-first with dense planes of ≥ 8 pixels
+    /// but rows under 8 (whose per-row planar stores go element by element), ≥ 8 channels, and
+    /// a store that is bias and clamp at α = 1, β = 0.
+    pub fn planes_apply(&self, cn: usize) -> bool {
+        let ([_, h, w], s) = (self.dims, self.strides);
+        #[cfg(target_arch = "x86_64")]
+        let avx = std::is_x86_feature_detected!("avx");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx = false;
+        avx && s[1] > 1 && s[4] == 1 && s[3] == w && w < 8 && h * w >= 8 && cn >= 8 && self.alpha == 1.0 && self.beta == 0.0 && self.epi.bias_relu_all().is_some()
+    }
+
+    /// Every image's plane of the output from the channels-last results `v` (n × H·W pixels × cn
+    /// channels) with bias and clamp, in tasks of `PLANE_SEGMENT` pixels through 8 × 8
+    /// transposes across row ends. Only where `planes_apply` holds.
+    ///
+    /// # Safety
+    /// The output tensor holds `n` images of `cn` channels as `self` describes.
+    #[cfg(target_arch = "x86_64")]
+    pub unsafe fn write_planes(&self, v: &[f32], n: usize, cn: usize) {
+        let Some((bias, relu)) = self.epi.bias_relu_all() else { return };
+        let hw = self.dims[1] * self.dims[2];
+        let (segs, c8, cs) = ((hw / PLANE_SEGMENT).max(1), cn / 8 * 8, self.strides[1]);
+        debug_assert!(v.len() >= n * hw * cn);
+        let y = self.ptr as usize;
+        (0..n * segs).into_par_iter().for_each(|t| {
+            let (ni, si) = (t / segs, t % segs);
+            let p0 = si * PLANE_SEGMENT;
+            let p1 = if si + 1 == segs { hw } else { p0 + PLANE_SEGMENT };
+            let src = &v[(ni * hw + p0) * cn..(ni * hw + p1) * cn];
+            let dst = (y as *mut f32).add(ni * self.strides[0] + p0);
+            // SAFETY: AVX is present (`planes_apply`); tasks write disjoint pixel ranges of
+            // the caller's output, whose planes are dense.
+            store_planar8(src, cn, c8, p1 - p0, dst, cs, bias, relu);
+            for p in 0..p1 - p0 {
+                for c in c8..cn {
+                    *dst.add(c * cs + p) = relu.apply(src[p * cn + c] + bias.map_or(0.0, |b| b[c]));
+                }
+            }
+        });
+    }
+}
+
 /// Blocks of 8 pixels covering a row of `width` ≥ 8: (first pixel, 8). A row that is not a
 /// multiple of 8 ends in a block overlapping the one before (its pixels are written twice with
 /// the same values) rather than a partial one: masked stores are microcoded on AMD CPUs.
@@ -138,6 +194,13 @@ unsafe fn store_planar8(v: &[f32], cn: usize, c8: usize, width: usize, row: *mut
 /// channels as vectors.
 fn channels_last_into(out: &mut [f32], ptr: u64, n: usize, c: usize, dims: [usize; 3], strides: [usize; 5]) -> [usize; 5] {
     let [_, h, w] = dims;
+    #[cfg(target_arch = "x86_64")]
+    if strides[4] == 1 && strides[3] == w && h * w >= 8 && c >= 8 && std::is_x86_feature_detected!("avx") {
+        // Dense planes: each image's plane is one run of H·W pixels, transposed in 8 × 8 blocks
+        // across row ends too (rows under 8 pixels, 7 × 7 planes, would go element by element).
+        planes_channels_last(out, ptr, n, c, h * w, strides);
+        return [h * w * c, 1, 0, w * c, c];
+    }
     // Planar rows (unit W stride) of 8 pixels or more move as 8 × 8 blocks through an AVX
     // register transpose.
     #[cfg(target_arch = "x86_64")]
@@ -169,6 +232,38 @@ fn channels_last_into(out: &mut [f32], ptr: u64, n: usize, c: usize, dims: [usiz
         rest(c8..c, 0..w);
     });
     [h * w * c, 1, 0, w * c, c]
+}
+
+/// Pixels per task of `planes_channels_last`.
+#[cfg(target_arch = "x86_64")]
+const PLANE_SEGMENT: usize = 64;
+
+/// `channels_last_into` for tensors whose planes are dense runs of `hw` ≥ 8 pixels: tasks of
+/// `PLANE_SEGMENT` pixels of one image (the last one longer), 8 × 8 transposes for the first
+/// multiple-of-8 channels, the rest element by element.
+#[cfg(target_arch = "x86_64")]
+fn planes_channels_last(out: &mut [f32], ptr: u64, n: usize, c: usize, hw: usize, strides: [usize; 5]) {
+    let (segs, c8, cs) = ((hw / PLANE_SEGMENT).max(1), c / 8 * 8, strides[1]);
+    assert!(out.len() >= n * hw * c);
+    let base = out.as_mut_ptr() as usize;
+    (0..n * segs).into_par_iter().for_each(|t| {
+        let (ni, si) = (t / segs, t % segs);
+        let p0 = si * PLANE_SEGMENT;
+        let p1 = if si + 1 == segs { hw } else { p0 + PLANE_SEGMENT };
+        let src = (ptr as *const f32).wrapping_add(ni * strides[0] + p0);
+        // SAFETY: tasks write disjoint pixel ranges [p0, p1) of image ni inside `out`
+        // (asserted long enough); the source pixels are elements of the caller's tensor, whose
+        // planes are dense; AVX is present (checked by the caller).
+        unsafe {
+            let dst = std::slice::from_raw_parts_mut((base as *mut f32).add((ni * hw + p0) * c), (p1 - p0) * c);
+            blocks8(dst, src, c, c8, p1 - p0, cs);
+            for p in 0..p1 - p0 {
+                for ch in c8..c {
+                    dst[p * c + ch] = *src.add(ch * cs + p);
+                }
+            }
+        }
+    });
 }
 
 /// Channels 0..c8 of pixels 0..w (w ≥ 8) of one planar row (`src`, channel planes `cs` apart)

@@ -356,6 +356,10 @@ fn in_place_block<const W: usize>(x: *const f32, wt: &[f32], cn: usize, c0: usiz
     }
 }
 
+/// Channels from which the AVX-512 row kernel also takes rows of ≥ STAGE_BELOW outputs.
+#[cfg(target_arch = "x86_64")]
+const TABLE_CHANNELS: usize = 256;
+
 /// Channels-last output rows at least this wide read x in place (`forward_row_in_place`);
 /// narrower rows (many of whose outputs touch the padding, each with a tap list of its own)
 /// and channels-first x are staged with the padding as zeros.
@@ -471,6 +475,41 @@ pub fn forward(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &C
 /// Every output row of the forward, one task each, x as `g` describes it.
 fn forward_rows(g: &Geom, p: ConvPtrs, wt: &[f32], alpha: f32, beta: f32, epi: &CpuEpilogue) {
     let out = RowOut { ptr: p.y, strides: g.y_strides, dims: g.output, alpha, beta, epi };
+    #[cfg(target_arch = "x86_64")]
+    if g.x_strides[1] == 1 && crate::backend::cpu::lanes::level() == 2 && (g.output[2] < STAGE_BELOW || g.c >= TABLE_CHANNELS) {
+        // AVX-512: a row's outputs in register chunks over a table of input pixels, x read
+        // where it lies (`x86/depthwise_rows.rs`): rows short enough that the other path
+        // stages them, or channel blocks enough to amortize the row's table (on 96 or 144
+        // channels of 56 or 112 outputs, building it cost as much as the products).
+        use crate::backend::cpu::x86::depthwise_rows::{row_sums, RowTable};
+        let zeros = vec![0f32; g.c];
+        let row_len = g.output[2] * g.c;
+        let sums = |t: &mut RowTable, row: usize, acc: &mut [f32]| {
+            t.build(g, p.x as *const f32, zeros.as_ptr(), row / g.output[1], row % g.output[1]);
+            // SAFETY: level 2 means AVX-512F; the table is this row's over channels-last x and
+            // C zeros; wt is the [tap][C] filter and acc a row of C-channel outputs.
+            unsafe { row_sums(t, g, wt, acc) };
+        };
+        if out.planes_apply(g.c) {
+            // Small channels-first planes: every row's sums channels-last, then each plane
+            // stored through transposes across row ends.
+            let rows = g.n * g.output[1];
+            with_scratch(Slot::PackBAll, rows * row_len, |all| {
+                all.par_chunks_mut(row_len).enumerate().for_each_init(RowTable::default, |t, (row, acc)| sums(t, row, acc));
+                // SAFETY: y holds the problem's n images of C channels.
+                unsafe { out.write_planes(all, g.n, g.c) };
+            });
+            return;
+        }
+        (0..g.n * g.output[1]).into_par_iter().for_each_init(RowTable::default, |t, row| {
+            with_scratch(Slot::Task, row_len, |acc| {
+                sums(t, row, acc);
+                // SAFETY: this task owns y row (n, oh).
+                unsafe { out.write(acc, row / g.output[1], row % g.output[1]) };
+            });
+        });
+        return;
+    }
     // (rayon calls init once per piece of work it splits off, many times per call: the row's
     // sums live in the thread's scratch, not in a zeroed buffer per piece.)
     (0..g.n * g.output[1]).into_par_iter().for_each_init(
