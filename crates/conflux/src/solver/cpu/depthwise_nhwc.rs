@@ -7,6 +7,7 @@
 
 use super::common::{f32_geometry, run_parts};
 use crate::backend::cpu::direct::depthwise_nhwc as kernels;
+use crate::backend::cpu::gemm::scratch::{with_scratch, Slot};
 use crate::backend::cpu::weight_cache::{transformed_filter, WeightCache};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::Result;
@@ -71,13 +72,22 @@ impl Invoker for DepthwiseInvoker {
             return Ok(());
         }
         let fill = |t: &mut [f32]| kernels::taps_by_channel(&g, r.ptrs.w, t);
-        // SAFETY: w is the filter the problem describes (run_parts validated the arguments).
-        let wt = unsafe { transformed_filter(self.taps.as_ref(), &self.problem, r.ptrs.w, kernels::taps_len(&g), fill) };
-        let wt = wt.as_slice();
-        if dir == Direction::Forward {
-            kernels::forward(&g, r.ptrs, wt, r.alpha, r.beta, &r.epi);
-        } else {
-            kernels::backward_data(&g, r.ptrs, wt, r.alpha, r.beta, &r.epi);
+        let run = |wt: &[f32]| {
+            if dir == Direction::Forward {
+                kernels::forward(&g, r.ptrs, wt, r.alpha, r.beta, &r.epi);
+            } else {
+                kernels::backward_data(&g, r.ptrs, wt, r.alpha, r.beta, &r.epi);
+            }
+        };
+        match &self.taps {
+            // SAFETY: w is the filter the problem describes (run_parts validated the arguments).
+            Some(cache) => run(unsafe { transformed_filter(Some(cache), &self.problem, r.ptrs.w, kernels::taps_len(&g), fill) }.as_slice()),
+            // This call's copy in the thread's scratch: a fresh buffer of a wide 7 × 7 filter
+            // is an mmap and its page faults on every call.
+            None => with_scratch(Slot::PackA, kernels::taps_len(&g), |t| {
+                fill(t);
+                run(t)
+            }),
         }
         Ok(())
     }

@@ -234,6 +234,19 @@ fn channels_last_into(out: &mut [f32], ptr: u64, n: usize, c: usize, dims: [usiz
     [h * w * c, 1, 0, w * c, c]
 }
 
+/// out[p·c + ch] ← the value p of run ch, for `c` runs of `hw` values (consecutive; runs `cs`
+/// apart) at `ptr`: a KCRS depthwise filter's taps per channel laid out [tap][C]. Through 8 × 8
+/// transposes where AVX is present and hw, c ≥ 8; returns whether it did the copy.
+pub(super) fn runs_transposed(out: &mut [f32], ptr: u64, c: usize, hw: usize, cs: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if hw >= 8 && c >= 8 && std::is_x86_feature_detected!("avx") {
+        planes_channels_last(out, ptr, 1, c, hw, [0, cs, 0, 0, 1]);
+        return true;
+    }
+    let _ = (out, ptr, c, hw, cs);
+    false
+}
+
 /// Pixels per task of `planes_channels_last`.
 #[cfg(target_arch = "x86_64")]
 const PLANE_SEGMENT: usize = 64;

@@ -11,7 +11,7 @@
 //! order, so reruns are bit-identical.
 
 use crate::backend::cpu::direct::naive::ConvPtrs;
-use super::depthwise_io::{with_readable, RowOut};
+use super::depthwise_io::{runs_transposed, with_readable, RowOut};
 use crate::backend::cpu::gemm::scratch::{with_scratch, Slot};
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::problem::Geom;
@@ -30,6 +30,10 @@ pub fn taps_len(g: &Geom) -> usize { g.filter_size() * g.c }
 pub fn taps_by_channel(g: &Geom, w: u64, t: &mut [f32]) {
     let [_, fr, fw] = g.filter;
     let ws = g.w_strides;
+    // Each channel's taps one dense run (KCRS): a (C × taps) transpose in register blocks.
+    if ws[4] == 1 && ws[3] == fw && runs_transposed(t, w, g.c, fr * fw, ws[0]) {
+        return;
+    }
     for c0 in (0..g.c).step_by(16) {
         let block = c0..(c0 + 16).min(g.c);
         for r in 0..fr {
