@@ -391,7 +391,7 @@ fn tile_space_is_consistent() {
         assert!([64, 128, 256].contains(&c.bn) && c.stages >= 2, "{}", c.label());
         // 16-bit results (f32 ones are staged only where the buffer fits, decided at build).
         let p = TcPrecision::Bits16;
-        assert!(c.smem_bytes(p) * c.min_blocks(p) <= 227 * 1024, "{}: shared memory", c.label());
+        assert!(c.smem_bytes(p) * c.min_blocks(p, false) <= 227 * 1024, "{}: shared memory", c.label());
         // Split TF32 stages hold two w tiles: `fitted` trims them until the pipeline fits.
         let split = TmaTile { staged: false, ..c.fitted(1000, TcPrecision::Tf32x3) };
         assert!(split.stages >= 2 && split.smem_bytes(TcPrecision::Tf32x3) <= 227 * 1024, "{}: split shared memory", c.label());

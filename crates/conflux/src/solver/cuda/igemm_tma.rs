@@ -366,9 +366,7 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
     // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
     let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
     let tma_store = staging == Staging::Rows && bulk_ok && ydt.size() >= 2;
-    // The split-K reduction holds a second set of sums in flight: under two blocks' register
-    // budget it spills (half-row tiles leave room in shared memory for two).
-    let min_blocks = if splits > 1 { 1 } else { cfg.min_blocks(prec) };
+    let min_blocks = cfg.min_blocks(prec, splits > 1);
     let mut tile = vec![
         ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
         ("MIN_BLOCKS", min_blocks), ("TMA_STORE", tma_store as usize), ("A_TILED", plain_gemm(&g) as usize),

@@ -37,11 +37,12 @@ impl TmaTile {
         buffers * stage + if self.staged { self.consumers() * 64 * self.bn * prec.stage_elem() } else { 0 } + 16 * buffers + 16 + 1024
     }
     /// Blocks per SM that shared memory and registers (accumulators plus about 48; Tf32x3
-    /// also holds a per-stage partial and split A fragments) allow: with short reductions the
-    /// epilogue dominates and wants more warps per SM.
-    pub fn min_blocks(&self, prec: TcPrecision) -> usize {
+    /// also holds a per-stage partial and split A fragments, a split-K reduction a second set
+    /// of sums) allow: with short reductions the epilogue dominates and wants more warps per SM.
+    pub fn min_blocks(&self, prec: TcPrecision, split_k: bool) -> usize {
         let by_smem = 228 * 1024 / (self.smem_bytes(prec) + 1024);
-        let regs = if prec == TcPrecision::Tf32x3 { self.bn + 64 } else { self.bn / 2 + 48 };
+        let sums = if split_k { self.bn } else { self.bn / 2 };
+        let regs = if prec == TcPrecision::Tf32x3 { self.bn + 64 } else { sums + 48 };
         let by_regs = 65536 / (self.threads() * regs);
         by_smem.min(by_regs).clamp(1, 2)
     }
