@@ -11,10 +11,11 @@ channels per group, not a multiple of 64: what the tensor-core kernels' 64-chann
 fill; 1×1 stride-1 layers, cuBLASLt GEMMs, left out), stems (fewer than 8 input channels),
 or all.
 """
-import argparse, collections, ctypes as C, math
+import argparse, collections, math
 import torch
 from triton.testing import do_bench
-from miopen_ctypes import MIOpen, MIOpenError, FLOAT, HALF, BF16, find_lib, P
+from miopen_ctypes import MIOpen, MIOpenError, FLOAT, HALF, BF16, find_lib
+from zoo_common import backward_runner, read_list
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--list", required=True)
@@ -34,33 +35,20 @@ keep = {
     "boxes": lambda v: v[1] // v[11] >= 8 and v[1] // v[11] % 64 != 0 and (v[5] * v[6] > 1 or v[9] * v[10] > 1),
 }[a.filter]
 layers = collections.OrderedDict()
-for line in open(a.list):
-    cfg, _, tail = line.partition("#")
-    if not cfg.strip():
-        continue
-    model, cnt = tail.split()[0], int(tail.split()[1].lstrip("x"))
+for v, model, cnt in read_list(a.list, a.n):
     if a.models and model not in a.models.split(","):
         continue
-    v = (a.n,) + tuple(map(int, cfg.strip().split("-")))[1:]
     if keep(v):
         layers.setdefault(v, []).append(f"{model} x{cnt}")
 
 torch.backends.cudnn.benchmark = True
 torch.backends.cudnn.allow_tf32 = False
 mio = MIOpen(find_lib(), torch.cuda.current_stream().cuda_stream)
-L = mio.lib
 DT = {"fp32": (torch.float32, FLOAT, 1e-4), "fp16": (torch.float16, HALF, 1e-2), "bf16": (torch.bfloat16, BF16, 2e-2)}
 tdt, code, tol = DT[a.prec]
 fmt = torch.contiguous_format if a.prec == "fp32" else torch.channels_last
 kinds = ("dx", "dw") if a.dir == "both" else (a.dir,)
-
-
-class Perf(C.Structure):
-    _fields_ = [("algo", C.c_int), ("time", C.c_float), ("memory", C.c_size_t)]
-
-
 bench = lambda f: do_bench(f, warmup=10, rep=40, return_mode="median") * 1e3
-one, zero = C.c_float(1.0), C.c_float(0.0)
 
 
 def measure(cfg, kind):
@@ -77,23 +65,7 @@ def measure(cfg, kind):
     cd = mio.conv_desc((py, px), (sy, sx), (dy_, dx_), g)
     out = torch.full_like(x if kind == "dx" else w, float("nan"))
     od = mio.tensor(out, code)
-    ws = C.c_size_t(0)
-    if kind == "dx":
-        L.miopenConvolutionBackwardDataGetWorkSpaceSize(mio.h, yd, wd, cd, xd, C.byref(ws))
-    else:
-        L.miopenConvolutionBackwardWeightsGetWorkSpaceSize(mio.h, yd, xd, cd, wd, C.byref(ws))
-    wsb = torch.empty(max(ws.value, 1), dtype=torch.uint8, device="cuda")
-    perf, n = Perf(), C.c_int(0)
-    if kind == "dx":
-        L.miopenFindConvolutionBackwardDataAlgorithm(mio.h, yd, P(gy.data_ptr()), wd, P(w.data_ptr()), cd, od, P(out.data_ptr()),
-                                                     1, C.byref(n), C.byref(perf), P(wsb.data_ptr()), C.c_size_t(ws.value), False)
-        run = lambda: L.miopenConvolutionBackwardData(mio.h, C.byref(one), yd, P(gy.data_ptr()), wd, P(w.data_ptr()), cd, perf.algo,
-                                                      C.byref(zero), od, P(out.data_ptr()), P(wsb.data_ptr()), C.c_size_t(ws.value))
-    else:
-        L.miopenFindConvolutionBackwardWeightsAlgorithm(mio.h, yd, P(gy.data_ptr()), xd, P(x.data_ptr()), cd, od, P(out.data_ptr()),
-                                                        1, C.byref(n), C.byref(perf), P(wsb.data_ptr()), C.c_size_t(ws.value), False)
-        run = lambda: L.miopenConvolutionBackwardWeights(mio.h, C.byref(one), yd, P(gy.data_ptr()), xd, P(x.data_ptr()), cd, perf.algo,
-                                                         C.byref(zero), od, P(out.data_ptr()), P(wsb.data_ptr()), C.c_size_t(ws.value))
+    run = backward_runner(mio, kind, yd, gy, wd, w, xd, x, cd, od, out)
     out.fill_(float("nan")); run(); torch.cuda.synchronize()
     err = ((out.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
     ok = err < tol * (2 if kind == "dw" else 1) and not torch.isnan(out).any().item()

@@ -12,6 +12,7 @@ import argparse, collections, math, time
 import torch, torch.nn.functional as F
 from triton.testing import do_bench
 from miopen_ctypes import MIOpen, MIOpenError, FLOAT, HALF, BF16, find_lib
+from zoo_common import read_list
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--list", required=True)
@@ -26,12 +27,7 @@ ap.add_argument("--host", action="store_true", help="also print each side's host
 a = ap.parse_args()
 
 layers = collections.OrderedDict()
-for line in open(a.list):
-    cfg, _, tail = line.strip().partition("#")
-    if not cfg.strip():
-        continue
-    v = (a.n,) + tuple(map(int, cfg.strip().split("-")))[1:]
-    model, cnt = tail.split()[0], int(tail.split()[1].lstrip("x"))
+for v, model, cnt in read_list(a.list, a.n):
     if a.models and model not in a.models.split(","):
         continue
     if a.grouped and v[11] == 1 or v[1] // v[11] < a.min_cg or v[1] > a.max_c or a.filter_size and f"{v[5]}x{v[6]}" != a.filter_size:

@@ -7,10 +7,11 @@ usage: python3 zoo3d.py --list zoo3d.txt [--n 8] [--prec fp16|bf16|fp32]
 List lines: N-C-D-H-W-K-fd-fy-fx-pd-py-px-sd-sy-sx-g-dd-dy-dx  # model xcount (N is overridden).
 16-bit runs are channels-last (NDHWC), fp32 channels-first (NCDHW), strict f32 on both sides.
 """
-import argparse, collections, ctypes as C, math, time
+import argparse, collections, math, time
 import torch, torch.nn.functional as F
 from triton.testing import do_bench
-from miopen_ctypes import MIOpen, MIOpenError, FLOAT, HALF, BF16, P, find_lib
+from miopen_ctypes import MIOpen, MIOpenError, FLOAT, HALF, BF16, find_lib
+from zoo_common import conv_desc_nd, read_list
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--list", default="zoo3d.txt")
@@ -20,12 +21,7 @@ ap.add_argument("--models", default="", help="comma-separated subset")
 a = ap.parse_args()
 
 models = collections.OrderedDict()
-for line in open(a.list):
-    cfg, _, tail = line.strip().partition("#")
-    if not cfg.strip():
-        continue
-    v = (a.n,) + tuple(map(int, cfg.strip().split("-")))[1:]
-    model, cnt = tail.split()[0], int(tail.split()[1].lstrip("x"))
+for v, model, cnt in read_list(a.list, a.n):
     if not a.models or model in a.models.split(","):
         models.setdefault(model, collections.Counter())[v] += cnt
 
@@ -37,16 +33,6 @@ tdt, code, tol = DT[a.prec]
 fmt = torch.contiguous_format if a.prec == "fp32" else torch.channels_last_3d
 bench = lambda f: do_bench(f, warmup=10, rep=40, return_mode="median") * 1e3
 cache = {}
-
-
-def conv_desc_3d(pad, stride, dil, groups):
-    c = P()
-    mio.lib.miopenCreateConvolutionDescriptor(C.byref(c))
-    arr = lambda v: (C.c_int * 3)(*v)
-    mio.lib.miopenInitConvolutionNdDescriptor(c, 3, arr(pad), arr(stride), arr(dil), 0)
-    if groups != 1:
-        mio.lib.miopenSetConvolutionGroupCount(c, groups)
-    return c
 
 
 def measure(cfg):
@@ -64,7 +50,7 @@ def measure(cfg):
     try:
         xd, wd, yd = mio.tensor(x, code), mio.tensor(w, code), mio.tensor(y, code)
         bd = mio.tensor(b.view(1, K, 1, 1, 1), code)
-        cd = conv_desc_3d(pad, st, dil, g)
+        cd = conv_desc_nd(mio.lib, pad, st, dil, g)
         t0 = time.perf_counter()
         plan, args, ops = mio.cba_plan(xd, wd, bd, cd)
         r["compile_ms"] = (time.perf_counter() - t0) * 1e3

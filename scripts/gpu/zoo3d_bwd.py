@@ -5,10 +5,11 @@ run, do_bench medians; zoo_bwd.py's method over Conv3d layers (NDHWC for 16-bit 
 
 usage: python3 zoo3d_bwd.py --list zoo3d.txt --models r3d_18,r2plus1d_18 [--n 8] [--prec fp16]
 """
-import argparse, collections, ctypes as C, math
+import argparse, collections, math
 import torch
 from triton.testing import do_bench
-from miopen_ctypes import MIOpen, MIOpenError, FLOAT, HALF, BF16, find_lib, P
+from miopen_ctypes import MIOpen, MIOpenError, FLOAT, HALF, BF16, find_lib
+from zoo_common import backward_runner, conv_desc_nd, read_list
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--list", required=True)
@@ -18,15 +19,9 @@ ap.add_argument("--prec", default="fp16")
 a = ap.parse_args()
 want = set(filter(None, a.models.split(",")))
 models = collections.OrderedDict()
-for line in open(a.list):
-    cfg, _, tail = line.partition("#")
-    if not cfg.strip():
-        continue
-    name, cnt = tail.split()[0], int(tail.split()[1].lstrip("x"))
-    if want and name not in want:
-        continue
-    v = (a.n,) + tuple(map(int, cfg.strip().split("-")))[1:]
-    models.setdefault(name, collections.Counter())[v] += cnt
+for v, name, cnt in read_list(a.list, a.n):
+    if not want or name in want:
+        models.setdefault(name, collections.Counter())[v] += cnt
 
 torch.backends.cudnn.benchmark = True
 torch.backends.cudnn.allow_tf32 = False
@@ -37,22 +32,7 @@ tdt, code, tol = DT[a.prec]
 fmt = torch.contiguous_format if a.prec == "fp32" else torch.channels_last_3d
 
 
-class Perf(C.Structure):
-    _fields_ = [("algo", C.c_int), ("time", C.c_float), ("memory", C.c_size_t)]
-
-
-def conv_desc_3d(pad, stride, dil, groups):
-    c = P()
-    L.miopenCreateConvolutionDescriptor(C.byref(c))
-    arr = lambda v: (C.c_int * 3)(*v)
-    L.miopenInitConvolutionNdDescriptor(c, 3, arr(pad), arr(stride), arr(dil), 0)
-    if groups != 1:
-        L.miopenSetConvolutionGroupCount(c, groups)
-    return c
-
-
 bench = lambda f: do_bench(f, warmup=10, rep=40, return_mode="median") * 1e3
-one, zero = C.c_float(1.0), C.c_float(0.0)
 cache = {}
 
 
@@ -71,28 +51,11 @@ def measure(cfg):
     r["peer_dx"] = bench(lambda: cb([True, False, False]))
     r["peer_dw"] = bench(lambda: cb([False, True, False]))
     xd, wd, yd = mio.tensor(x, code), mio.tensor(w, code), mio.tensor(gy, code)
-    cd = conv_desc_3d(pad, st, dil, g)
+    cd = conv_desc_nd(L, pad, st, dil, g)
     for kind in ("dx", "dw"):
         out = torch.full_like(x if kind == "dx" else w, float("nan"))
         try:
-            ws = C.c_size_t(0)
-            if kind == "dx":
-                L.miopenConvolutionBackwardDataGetWorkSpaceSize(mio.h, yd, wd, cd, xd, C.byref(ws))
-            else:
-                L.miopenConvolutionBackwardWeightsGetWorkSpaceSize(mio.h, yd, xd, cd, wd, C.byref(ws))
-            wsb = torch.empty(max(ws.value, 1), dtype=torch.uint8, device="cuda")
-            perf, n = Perf(), C.c_int(0)
-            od = mio.tensor(out, code)
-            if kind == "dx":
-                L.miopenFindConvolutionBackwardDataAlgorithm(mio.h, yd, P(gy.data_ptr()), wd, P(w.data_ptr()), cd, od, P(out.data_ptr()),
-                                                             1, C.byref(n), C.byref(perf), P(wsb.data_ptr()), C.c_size_t(ws.value), False)
-                run = lambda: L.miopenConvolutionBackwardData(mio.h, C.byref(one), yd, P(gy.data_ptr()), wd, P(w.data_ptr()), cd, perf.algo,
-                                                              C.byref(zero), od, P(out.data_ptr()), P(wsb.data_ptr()), C.c_size_t(ws.value))
-            else:
-                L.miopenFindConvolutionBackwardWeightsAlgorithm(mio.h, yd, P(gy.data_ptr()), xd, P(x.data_ptr()), cd, od, P(out.data_ptr()),
-                                                                1, C.byref(n), C.byref(perf), P(wsb.data_ptr()), C.c_size_t(ws.value), False)
-                run = lambda: L.miopenConvolutionBackwardWeights(mio.h, C.byref(one), yd, P(gy.data_ptr()), xd, P(x.data_ptr()), cd, perf.algo,
-                                                                 C.byref(zero), od, P(out.data_ptr()), P(wsb.data_ptr()), C.c_size_t(ws.value))
+            run = backward_runner(mio, kind, yd, gy, wd, w, xd, x, cd, mio.tensor(out, code), out)
             out.fill_(float("nan")); run(); torch.cuda.synchronize()
             ref = ref_dx if kind == "dx" else ref_dw
             err = ((out.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
