@@ -3,7 +3,8 @@
 //! dilation, channel multipliers 1–3, planes from 1×1 to 40×40), f32 / f16 / bf16, packed and
 //! gapped NCHW, through `check_solver` (f64 reference, poisoned output, bit-identical rerun, gaps
 //! untouched) with exact and α/β data; immediate mode picks it for channels-first depthwise
-//! forward; a fused bias + ReLU6 plan runs on it; its refusals name their cause.
+//! forward; a fused bias + ReLU6 plan runs on it; its refusals name their cause. Then the same
+//! for the AVX-512 16-channel-block solver, both layouts.
 
 mod support;
 
@@ -42,8 +43,9 @@ fn random_geometries_types_and_layouts() {
         if c.x.lens()[2] * c.x.lens()[3] == 1 || c.y.lens()[2] * c.y.lens()[3] == 1 {
             continue;
         }
+        // The AVX-512 block solver goes first where it applies (small f32 planes).
         let chosen = conflux::search::choose(&h, &c.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
-        assert_eq!(chosen.name(), SOLVER, "{c:?}");
+        assert!([SOLVER, BLOCKS].contains(&chosen.name()), "{} for {c:?}", chosen.name());
         check_exact_and_scaled(&h, &c, Dir::Forward, id, 100 + 10 * ran);
         ran += 1;
     }
@@ -91,6 +93,8 @@ fn fused_bias_relu6_plan() {
         plan.add_conv_forward(&c.conv, &c.w).unwrap();
         plan.add_bias(&b).unwrap();
         plan.add_activation(ActivationMode::ClippedRelu).unwrap();
+        // Pinned: the block solver would take the 7 × 7 outputs on AVX-512.
+        plan.set_solution(Some(solution_id(SOLVER)));
         plan.compile(&h).unwrap();
         assert_eq!(plan.solver_name(), Some(SOLVER));
         let mut args = OpArgs::new();
@@ -120,4 +124,166 @@ fn refusals_name_the_cause() {
     assert!(s.check(&ConvCase::new(&conv, &x, &w, &y).fused(Dir::Forward), info).unwrap_err().contains("one input channel per group"));
     let huge = case(DataType::Float, [1, 2, 4, 4], 1, [3, 3], [1 << 20, 1 << 20], [1, 1], [1, 1], Lay::Packed).unwrap();
     assert!(s.check(&huge.fused(Dir::Forward), info).unwrap_err().contains("exceed"));
+}
+
+// The AVX-512 16-channel-block solver (either layout in and out; bands of staged rows).
+
+const BLOCKS: &str = "CpuConvDepthwiseBlocks";
+
+/// Whether this CPU runs the block solver; elsewhere its check must say it needs AVX-512.
+fn blocks_run_here(h: &Handle) -> bool {
+    let c = case(DataType::Float, [1, 16, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed).unwrap();
+    match solver(BLOCKS).check(&c.fused(Dir::Forward), h.device().info()) {
+        Ok(()) => true,
+        Err(why) => {
+            assert!(why.contains("AVX-512"), "{why}");
+            false
+        }
+    }
+}
+
+/// A depthwise f32 case with x and y in their own layouts.
+fn blocks_case(lx: [usize; 4], f: [usize; 2], pad: [i64; 2], stride: [i64; 2], dil: [i64; 2], xl: Lay, yl: Lay) -> Option<ConvCase> {
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dil).ok()?;
+    conv.set_groups(lx[1] as i64).ok()?;
+    let x = desc(DataType::Float, &lx, xl);
+    let w = desc(DataType::Float, &[lx[1], 1, f[0], f[1]], Lay::Packed);
+    let y = desc(DataType::Float, conv.output_desc(&x, &w).ok()?.lens(), yl);
+    Some(ConvCase::new(&conv, &x, &w, &y))
+}
+
+/// Random geometries (filters 1×1 to 7×7 and non-square, strides 1–3, dilation, padding up to
+/// the filter, channel counts off 16, planes 1×1 to 30×30) with x and y each packed or gapped,
+/// channels-first or channels-last: exact and α/β data against the f64 reference.
+#[test]
+fn blocks_random_geometries_and_layouts() {
+    let h = Handle::cpu();
+    if !blocks_run_here(&h) {
+        return;
+    }
+    let id = solution_id(BLOCKS);
+    let lays = [Lay::Packed, Lay::ChannelsLast, Lay::Gapped, Lay::GappedChannelsLast];
+    let mut r = SplitMix64::new(2323);
+    let mut ran = 0u64;
+    while ran < 48 {
+        let f = [r.range(1, 7), r.range(1, 7)];
+        let stride = [r.range(1, 3) as i64, r.range(1, 3) as i64];
+        let dil = [r.pick(&[1, 1, 2]) as i64, r.pick(&[1, 1, 3]) as i64];
+        let pad = [r.range(0, f[0]) as i64, r.range(0, f[1]) as i64];
+        let lx = [r.range(1, 2), r.range(2, 40), r.range(1, 30), r.range(1, 30)];
+        let Some(c) = blocks_case(lx, f, pad, stride, dil, r.pick(&lays), r.pick(&lays)) else { continue };
+        // Geometries it leaves to the older solvers (checked in blocks_refusals_name_the_cause).
+        if solver(BLOCKS).check(&c.fused(Dir::Forward), h.device().info()).is_err() {
+            continue;
+        }
+        check_exact_and_scaled(&h, &c, Dir::Forward, id, 9000 + 10 * ran);
+        ran += 1;
+    }
+}
+
+/// The layers of real networks, both layouts: small planes in one band, 56- and 112-wide
+/// planes in several bands, batch 2.
+#[test]
+fn blocks_layers_of_real_networks() {
+    let h = Handle::cpu();
+    if !blocks_run_here(&h) {
+        return;
+    }
+    let id = solution_id(BLOCKS);
+    let both: &[Lay] = &[Lay::Packed, Lay::ChannelsLast];
+    let specs: [([usize; 4], usize, i64, i64, &[Lay]); 8] = [
+        ([1, 48, 7, 7], 3, 1, 1, both),
+        ([1, 32, 7, 7], 7, 3, 1, both),
+        ([2, 24, 14, 14], 5, 2, 2, both),
+        ([1, 40, 14, 14], 3, 1, 2, both),
+        ([1, 16, 28, 28], 7, 3, 1, both),
+        ([1, 16, 56, 56], 7, 3, 1, &[Lay::ChannelsLast]),
+        ([1, 32, 112, 112], 3, 1, 1, &[Lay::ChannelsLast]),
+        ([2, 8, 28, 28], 3, 1, 1, &[Lay::ChannelsLast]),
+    ];
+    for (i, &(lx, f, p, s, lays)) in specs.iter().enumerate() {
+        for &lay in lays {
+            let c = blocks_case(lx, [f, f], [p, p], [s, s], [1, 1], lay, lay).unwrap();
+            let chosen = conflux::search::choose(&h, &c.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
+            assert_eq!(chosen.name(), BLOCKS, "{c:?}");
+            check_exact_and_scaled(&h, &c, Dir::Forward, id, 9500 + 10 * i as u64);
+        }
+    }
+}
+
+/// Fused plans: bias + ReLU6 from registers (channels-first dense planes through transposes,
+/// channels-last stored in place, gapped x staged element by element), and bias + leaky ReLU
+/// (the general epilogue) on channels-first output. Gapped outputs (the general store) are in
+/// the random cases.
+#[test]
+fn blocks_fused_plans() {
+    let h = Handle::cpu();
+    if !blocks_run_here(&h) {
+        return;
+    }
+    let specs = [
+        ([1, 40, 7, 7], Lay::Packed, ActivationMode::ClippedRelu),
+        ([2, 24, 14, 14], Lay::ChannelsLast, ActivationMode::ClippedRelu),
+        ([1, 20, 9, 11], Lay::Gapped, ActivationMode::ClippedRelu),
+        ([1, 20, 9, 11], Lay::Packed, ActivationMode::LeakyRelu),
+    ];
+    for (lx, lay, mode) in specs {
+        // A plan's output is packed in x's order: gapped x, packed y.
+        let yl = if lay == Lay::Gapped { Lay::Packed } else { lay };
+        let c = blocks_case(lx, [3, 3], [1, 1], [1, 1], [1, 1], lay, yl).unwrap();
+        let k = lx[1];
+        let b = conflux::TensorDesc::new(DataType::Float, &[1, k, 1, 1]).unwrap();
+        let fill = Fill::SmallInt(-2, 2);
+        let (x, w, bias) = (random(&h, &c.x, fill, 11), random(&h, &c.w, fill, 12), random(&h, &b, fill, 13));
+        let packed = conflux::TensorDesc::new(DataType::Float, c.y.lens()).unwrap();
+        let mut want = vec![0.0; packed.element_space()];
+        conflux::reference::conv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &packed, &mut want).unwrap();
+        let plane = packed.element_space() / (lx[0] * k);
+        for (i, v) in want.iter_mut().enumerate() {
+            let t = *v + bias.host[(i / plane) % k];
+            *v = if mode == ActivationMode::ClippedRelu { t.clamp(0.0, 6.0) } else if t > 0.0 { t } else { 0.5 * t };
+        }
+        let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
+        plan.add_conv_forward(&c.conv, &c.w).unwrap();
+        plan.add_bias(&b).unwrap();
+        plan.add_activation(mode).unwrap();
+        plan.compile(&h).unwrap();
+        assert_eq!(plan.solver_name(), Some(BLOCKS), "{lx:?} {lay:?} {mode:?}");
+        let mut args = OpArgs::new();
+        args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
+        args.set(1, OpArg::Bias { b: bias.ptr() });
+        let alpha = if mode == ActivationMode::ClippedRelu { 6.0 } else { 0.5 };
+        args.set(2, OpArg::Activation { alpha, beta: 0.0, gamma: 0.0 });
+        let y = poisoned(&h, &c.y);
+        plan.execute(&h, &c.x, x.ptr(), &c.y, y.ptr(), &args).unwrap();
+        assert_close(&format!("depthwise blocks {lx:?} {lay:?} + bias + {mode:?}"), &logical(&c.y, &download(&h, &y)), &want, 0.0);
+    }
+}
+
+#[test]
+fn blocks_refusals_name_the_cause() {
+    let h = Handle::cpu();
+    if !blocks_run_here(&h) {
+        return;
+    }
+    let (s, info) = (solver(BLOCKS), h.device().info());
+    let c = case(DataType::Float, [1, 8, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed).unwrap();
+    assert!(s.check(&c.fused(Dir::BackwardData), info).unwrap_err().contains("forward only"));
+    let half = case(DataType::Half, [1, 8, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed).unwrap();
+    assert!(s.check(&half.fused(Dir::Forward), info).unwrap_err().contains("f32 only"));
+    let doubled = case(DataType::Float, [1, 8, 7, 7], 2, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed).unwrap();
+    assert!(s.check(&doubled.fused(Dir::Forward), info).unwrap_err().contains("one output channel per group"));
+    let huge = blocks_case([1, 2, 4, 4], [3, 3], [1 << 20, 1 << 20], [1, 1], [1, 1], Lay::ChannelsLast, Lay::ChannelsLast).unwrap();
+    assert!(s.check(&huge.fused(Dir::Forward), info).unwrap_err().contains("exceed"));
+    let large = case(DataType::Float, [1, 8, 56, 56], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed).unwrap();
+    assert!(s.check(&large.fused(Dir::Forward), info).unwrap_err().contains("without transposes"));
+    let strided = blocks_case([1, 8, 56, 56], [3, 3], [1, 1], [2, 2], [1, 1], Lay::ChannelsLast, Lay::ChannelsLast).unwrap();
+    assert!(s.check(&strided.fused(Dir::Forward), info).unwrap_err().contains("in place"));
+    // Channels-last output with an epilogue the kernel does not apply from registers.
+    let nhwc = blocks_case([1, 8, 7, 7], [3, 3], [1, 1], [1, 1], [1, 1], Lay::ChannelsLast, Lay::ChannelsLast).unwrap();
+    let mut plan = FusionPlan::new(FusionDirection::Vertical, nhwc.x.clone());
+    plan.add_conv_forward(&nhwc.conv, &nhwc.w).unwrap();
+    plan.add_activation(ActivationMode::LeakyRelu).unwrap();
+    plan.compile(&h).unwrap();
+    assert_eq!(plan.solver_name(), Some("CpuConvDepthwiseNhwc"));
 }

@@ -175,7 +175,10 @@ fn direct_takes_long_depthwise_filters() {
                     (true, _, _) => "CpuConvDepthwiseNhwc",
                     _ => DIRECT,
                 };
-                assert_eq!(chosen.name(), want, "{d:?} {c:?}");
+                // On AVX-512 the 16-channel-block solver takes one-output-per-group forwards
+                // of small planes ahead of both.
+                let blocks = d == Dir::Forward && geo.w[0] == geo.x[1] && chosen.name() == "CpuConvDepthwiseBlocks";
+                assert!(chosen.name() == want || blocks, "{} for {d:?} {c:?}", chosen.name());
                 check_exact_and_scaled(&h, &c, d, id, 4000 + 10 * i as u64);
             }
         }

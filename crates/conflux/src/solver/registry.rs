@@ -10,10 +10,10 @@
 //! workspace); the adapter solvers use it to pick the kernel that runs their rewritten problem.
 
 use super::cpu::{
-    CpuAmx1x1, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
+    CpuAmx1x1, CpuDepthwiseBlocks, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataPadChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
+    CudaConvBwdDataDepthwise, CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataPadChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
     CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradIm2colLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise, CudaPooling, CudaSoftmax,
 };
 use super::folded::{CPU_FOLDED_3D, CUDA_FOLDED_3D};
@@ -57,6 +57,7 @@ static CPU: &[Entry] = &[
     entry(&CpuSinglePixel, Role::Standalone, "1×1 filters with one output pixel per image (squeeze-and-excitation, fully connected): a dot product per output, where GEMM panels and tiles cost more than the products"),
     entry(&CpuSubsample1x1, Role::Standalone, "strided 1×1 f32 layers (downsampling shortcuts) and patch layers (stride = filter: ConvNeXt downsampling) on the 1×1 solvers over a packed copy of what they read: after the single-pixel dot products (one output position), ahead of the GEMM solvers, which gather the strided positions or copy x into short rows"),
     entry(&CpuStem, Role::Standalone, "f32 stems (≤ 4 input channels, ungrouped): a direct kernel over bands of phase-split input rows, ahead of the GEMM solvers, which gather 27–147 strided im2col rows for a reduction too short to amortise their packing"),
+    entry(&CpuDepthwiseBlocks, Role::Standalone, "f32 depthwise forward on AVX-512 in 16-channel blocks over staged bands, either layout: channels fill the lanes at every plane size with runs of FMAs per tap, ahead of the plane and channels-last solvers"),
     entry(&CpuDepthwisePlanes, Role::Standalone, "depthwise forward on channels-first planes: a whole plane per run of vector FMAs, with no copy to channels-last (which the next solver needs for short rows)"),
     entry(&CpuDepthwiseNhwc, Role::Standalone, "f32 depthwise computed channels-last (channels-first operands copied): channels fill the vector lanes where planar rows of 7–56 pixels leave them half empty"),
     entry(&CpuSmallGroups, Role::Standalone, "groups of 4–32 output channels (ResNeXt): a direct channels-last kernel where a GEMM per group is a sliver of rows"),
@@ -85,6 +86,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions whose channels are not a multiple of 8 (stems, odd widths) on tensor cores through channel-padded copies: after the stem kernel, for filters too large for its shared memory; Find times both"),
     entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),
     entry(&CudaConvBwdDataGemmLt, Role::Standalone, "1×1 backward-data as cuBLASLt GEMMs at any column alignment (strided: dx zeroed, one GEMM per output row): ahead of the forward rewrites and the phases, which read w transposed, tile few channels poorly and write each phase separately"),
+    entry(&CudaConvBwdDataDepthwise, Role::Standalone, "backward-data of depthwise layers, any stride, in one launch that gathers each dx tile from the dy columns reaching it: ahead of the phase solver, whose launch and filter gather per phase cost more than these memory-bound layers' bytes"),
     entry(&CudaConvBwdDataFewChannels, Role::Standalone, "backward-data of depthwise, few-channels-per-group and few-channel stem layers by phases on the few-channels and few-outputs kernels, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),
     entry(&CudaConvBwdDataStrided, Role::Standalone, "strided backward-data as one stride-1 forward convolution per phase on tensor cores"),

@@ -204,19 +204,31 @@ pub fn check_misaligned_forward(h: &Handle, c: &ConvCase, name: &str) {
 /// of them) with exact small-integer data, α = 1, β = 0: each matches the f64 reference bit
 /// for bit.
 pub fn check_every_configuration(h: &Handle, c: &ConvCase, name: &str, min_configs: usize) {
+    check_every_configuration_in(h, c, Dir::Forward, name, min_configs)
+}
+
+/// `check_every_configuration` in direction `d` (plain convolutions: x = dx and y = dy in
+/// backward-data, w = dw in backward-weights).
+pub fn check_every_configuration_in(h: &Handle, c: &ConvCase, d: Dir, name: &str, min_configs: usize) {
     let s = super::solver(name);
-    let fp = c.fused(Dir::Forward);
-    let (x, w) = (random(h, &c.x, Fill::SmallInt(-2, 2), 11), random(h, &c.w, Fill::SmallInt(-2, 2), 12));
-    let want = c.reference(Dir::Forward, (1.0, 0.0), &x.host, &w.host, &vec![0.0; c.y.element_space()]);
+    let fp = c.fused(d);
+    let (ad, bd, od) = c.roles(d);
+    let (a, b) = (random(h, ad, Fill::SmallInt(-2, 2), 11), random(h, bd, Fill::SmallInt(-2, 2), 12));
+    let want = c.reference(d, (1.0, 0.0), &a.host, &b.host, &vec![0.0; od.element_space()]);
     let space = s.tuning_space(&fp);
     assert!(space.len() >= min_configs, "{name} {c:?}: tuning space {space:?}");
     for label in space {
         let inv = s.build_config(&fp, h.device(), &label).unwrap_or_else(|e| panic!("{label} {c:?}: {e}"));
-        let y = poisoned(h, &c.y);
-        let args = conflux::solver::RunArgs { x: x.ptr(), w: w.ptr(), y: y.ptr(), alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
+        let out = poisoned(h, od);
+        let (x, w, y) = match d {
+            Dir::Forward => (a.ptr(), b.ptr(), out.ptr()),
+            Dir::BackwardData => (out.ptr(), b.ptr(), a.ptr()),
+            Dir::BackwardWeights => (b.ptr(), out.ptr(), a.ptr()),
+        };
+        let args = conflux::solver::RunArgs { x, w, y, alpha: 1.0, beta: 0.0, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &[] };
         conflux::solver::invoke(&*inv, h, &args).unwrap();
         h.synchronize().unwrap();
-        assert_close(&format!("{label} {c:?}"), &logical(&c.y, &download(h, &y)), &logical(&c.y, &want), 0.0);
+        assert_close(&format!("{label} {d:?} {c:?}"), &logical(od, &download(h, &out)), &logical(od, &want), 0.0);
     }
 }
 

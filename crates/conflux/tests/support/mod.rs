@@ -28,7 +28,7 @@ pub mod layouts;
 pub mod wgrad;
 
 #[allow(unused_imports)] // each test binary uses some of them
-pub use conv_case::{applicable_ids, check_chosen_cases, check_every_configuration, check_exact_and_scaled, check_misaligned_forward, check_refuses, check_solver, grouped_case, ConvCase, Dir, GroupedSpec};
+pub use conv_case::{applicable_ids, check_chosen_cases, check_every_configuration, check_every_configuration_in, check_exact_and_scaled, check_misaligned_forward, check_refuses, check_solver, grouped_case, ConvCase, Dir, GroupedSpec};
 
 /// Point the cache (compiled kernels, find-db) at a per-process temporary directory unless
 /// the runner chose one with `CONFLUX_CACHE_DIR`, so tests never touch the user's home.

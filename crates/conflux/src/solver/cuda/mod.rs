@@ -4,6 +4,7 @@
 //! Their order is `registry.rs`'s; kernels and launch code are in `backend/cuda/`.
 
 mod adapter;
+pub mod bwd_data_depthwise;
 pub mod bwd_data_few_channels;
 pub mod bwd_data_gemm_lt;
 pub mod bwd_data_pad_channels;
@@ -37,6 +38,7 @@ pub mod wgrad_simt;
 pub mod wgrad_tf32;
 pub mod wgrad_tma;
 
+pub use bwd_data_depthwise::CudaConvBwdDataDepthwise;
 pub use bwd_data_few_channels::CudaConvBwdDataFewChannels;
 pub use bwd_data_gemm_lt::CudaConvBwdDataGemmLt;
 pub use bwd_data_pad_channels::CudaConvBwdDataPadChannels;

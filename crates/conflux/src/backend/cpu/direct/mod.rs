@@ -1,9 +1,11 @@
 //! Convolutions without a GEMM: depthwise and few-channel problems (`depthwise`; channels-last
-//! f32 depthwise with channels in the vector lanes, `depthwise_nhwc`), stride-1 f32
+//! f32 depthwise with channels in the vector lanes, `depthwise_nhwc`, and in AVX-512 blocks of 16 channels over staged bands, `depthwise_blocks`), stride-1 f32
 //! as a sum of 1×1 tiles over the taps (`taps`), few-channel stems (`stem`), and the naive loops that apply to every
 //! geometry (`naive`).
 
 pub mod depthwise;
+#[cfg(target_arch = "x86_64")]
+pub mod depthwise_blocks;
 mod depthwise_io;
 pub mod depthwise_nhwc;
 pub mod depthwise_planes;

@@ -6,6 +6,7 @@ pub mod amx;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod convert;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod depthwise_blocks;
 pub(crate) mod depthwise_rows;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod fft;

@@ -1,0 +1,215 @@
+//! Backward-data of depthwise convolutions (one input and one output channel per group), any
+//! stride, in one launch on CUDA cores (conv_dgrad_depthwise.cu): each thread gathers its dx
+//! tile from the dy columns that reach it. The phase solver (`bwd_data_few_channels`) runs a
+//! strided layer as one forward launch per phase and a filter gather per phase; these layers
+//! are bound by the bytes they move, and the phases' launches cost more than the bytes.
+
+use super::common::{check_dtype, conv_run_params, cuda_of};
+use crate::backend::cuda::module::Kernel;
+use crate::backend::cuda::preamble::{self, Extra};
+use crate::backend::cuda::{timed, CudaBackend};
+use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::error::{Error, Result};
+use crate::problem::{FusedProblem, Geom};
+use crate::solver::{chosen_config, BuildContext, Invoker, RunArgs, Solver};
+use crate::types::{ConvAlgorithm, Direction};
+use std::sync::Arc;
+
+const TEMPLATE: &str = include_str!("../../backend/cuda/kernels/conv_dgrad_depthwise.cu");
+
+/// Widest filter row and largest column stride the kernel's compile-time tile takes.
+const MAX_FILTER_WIDTH: usize = 16;
+const MAX_STRIDE: usize = 8;
+/// Widest dx tile per thread (columns).
+const MAX_TILE: usize = 16;
+const BLOCK: u32 = 256;
+/// Blocks per SM the registers may be capped for.
+const MIN_BLOCKS: [usize; 2] = [1, 2];
+
+pub struct CudaConvBwdDataDepthwise;
+
+/// A configuration: `tw` dx columns per thread (a multiple of the column stride), registers
+/// capped for `min_blocks` blocks per SM. Labels `tw8`, `tw8b2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tile {
+    tw: usize,
+    min_blocks: usize,
+}
+
+fn parse_tile(label: &str) -> Option<Tile> {
+    let rest = label.strip_prefix("tw")?;
+    let (tw, min_blocks) = match rest.split_once('b') {
+        Some((tw, b)) => (tw.parse().ok()?, b.parse().ok()?),
+        None => (rest.parse().ok()?, 1),
+    };
+    ((1..=MAX_TILE).contains(&tw) && MIN_BLOCKS.contains(&min_blocks)).then_some(Tile { tw, min_blocks })
+}
+
+fn label(t: Tile) -> String {
+    if t.min_blocks == 1 { format!("tw{}", t.tw) } else { format!("tw{}b{}", t.tw, t.min_blocks) }
+}
+
+/// The tiles of a column stride: multiples of it up to `MAX_TILE`, no wider than dx rounded
+/// up to the stride.
+fn tiles(g: &Geom) -> Vec<usize> {
+    let sw = g.stride[2];
+    let widest = g.input[2].next_multiple_of(sw).min(MAX_TILE.max(sw));
+    (1..).map(|m| m * sw).take_while(|&tw| tw <= widest).collect()
+}
+
+/// About eight dx columns per thread (the forward kernel's measured best width), a multiple of
+/// the stride; narrower where that leaves fewer than two blocks per SM (batch 1: 384 channels
+/// of 14 × 14 in 8-column tiles are five blocks), as each thread's taps run in sequence.
+fn heuristic_tile(g: &Geom, elem: usize, sms: usize) -> Tile {
+    let sw = g.stride[2];
+    let widest = (sw * (8 / sw).max(1)).min(g.input[2].next_multiple_of(sw));
+    let blocks = |tw: usize| Shape::of(g, elem, tw).items(g).div_ceil(BLOCK as usize);
+    let tw = (1..=widest / sw).rev().map(|m| m * sw).find(|&tw| blocks(tw) >= 2 * sms).unwrap_or(sw);
+    Tile { tw, min_blocks: 1 }
+}
+
+/// How threads split dx: `vec` channels × `tw` columns each, channels or columns fastest, and
+/// which tensors move as 16-byte vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    vec: usize,
+    tw: usize,
+    channel_inner: bool,
+    x_vec: bool,
+    y_vec: bool,
+}
+
+impl Shape {
+    fn of(g: &Geom, elem: usize, tw: usize) -> Shape {
+        let channel_inner = g.x_strides[1] == 1;
+        let lanes = 16 / elem;
+        let vec = if !channel_inner {
+            1
+        } else if g.c % lanes == 0 {
+            lanes
+        } else {
+            [4, 2, 1].into_iter().find(|v| g.c % v == 0).unwrap_or(1)
+        };
+        let whole = vec == lanes;
+        // Every stride but the channel one a multiple of the vector, so each vector is aligned.
+        let aligned = |s: &[usize; 5]| s[1] == 1 && [s[0], s[2], s[3], s[4]].iter().all(|v| v % vec == 0);
+        Shape { vec, tw, channel_inner, x_vec: whole && aligned(&g.x_strides), y_vec: whole && aligned(&g.y_strides) }
+    }
+
+    fn items(&self, g: &Geom) -> usize {
+        g.n * g.input[0] * g.input[1] * g.input[2].div_ceil(self.tw) * (g.c / self.vec)
+    }
+}
+
+fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
+    let Some(conv) = problem.conv_problem() else { return Err("not a convolution problem".into()) };
+    check_dtype(problem)?;
+    if conv.direction != Direction::BackwardData {
+        return Err(format!("backward-data only (this is {:?})", conv.direction));
+    }
+    let g = Geom::of(conv);
+    if g.groups == 1 || g.cg() != 1 || g.kg() != 1 {
+        return Err(format!("depthwise with one output channel per group only ({} groups, {} → {} channels)", g.groups, g.c, g.k));
+    }
+    Ok(g)
+}
+
+struct DgradInvoker {
+    be: Arc<CudaBackend>,
+    /// Vector loads and stores: run when dx and dy are 16-byte aligned.
+    vector: Kernel,
+    /// Element loads and stores: any alignment.
+    scalar: Kernel,
+    shape: Shape,
+    geom: Geom,
+    problem: FusedProblem,
+}
+
+impl Solver for CudaConvBwdDataDepthwise {
+    fn name(&self) -> &'static str { "CudaConvBwdDataDepthwise" }
+    fn solution_id(&self) -> u64 { 129 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Direct }
+    fn device(&self) -> DeviceKind { DeviceKind::Cuda }
+
+    fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
+        let g = geometry(problem)?;
+        if g.filter[2] > MAX_FILTER_WIDTH {
+            return Err(format!("filter width {} (at most {MAX_FILTER_WIDTH})", g.filter[2]));
+        }
+        if g.stride[2] > MAX_STRIDE {
+            return Err(format!("column stride {} (at most {MAX_STRIDE})", g.stride[2]));
+        }
+        let shape = Shape::of(&g, problem.dtype().size(), g.stride[2]);
+        if shape.items(&g) >= (i32::MAX as usize) {
+            return Err("too many dx tiles for one launch".into());
+        }
+        Ok(())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // Bound by the bytes moved: dx, dy and w once each at about 2.5 TB/s, one launch.
+        problem.conv_problem().map_or(f64::MAX, |c| (c.x.num_bytes() + c.w.num_bytes() + c.y.num_bytes()) as f64 / 2.5e12 * 1e3 + 0.004)
+    }
+
+    fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        let g = geometry(problem).map_err(|why| Error::internal(format!("{}: {why}", self.name())))?;
+        let sms = ctx.device().info().cuda.as_ref().map_or(132, |c| c.sm_count.max(1) as usize);
+        let tile = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_DGRAD_DEPTHWISE_TILE", parse_tile, || heuristic_tile(&g, problem.dtype().size(), sms))?;
+        self.build_with(problem, ctx, tile)
+    }
+
+    fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {
+        let Ok(g) = geometry(problem) else { return Vec::new() };
+        tiles(&g).into_iter().flat_map(|tw| MIN_BLOCKS.iter().map(move |&min_blocks| label(Tile { tw, min_blocks }))).collect()
+    }
+
+    fn build_config(&self, problem: &FusedProblem, ctx: &dyn BuildContext, config: &str) -> Result<Arc<dyn Invoker>> {
+        let tile = parse_tile(config).ok_or_else(|| Error::bad_parm(format!("{}: no configuration {config}", self.name())))?;
+        self.build_with(problem, ctx, tile)
+    }
+}
+
+impl CudaConvBwdDataDepthwise {
+    /// Build with `tile`; `check` must have passed.
+    fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, tile: Tile) -> Result<Arc<dyn Invoker>> {
+        let be = cuda_of(ctx.device())?.clone();
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("depthwise backward-data: not a convolution"))?;
+        let g = Geom::of(conv);
+        if tile.tw % g.stride[2] != 0 {
+            return Err(Error::bad_parm(format!("{}: tile of {} columns is not a multiple of the column stride {}", self.name(), tile.tw, g.stride[2])));
+        }
+        let shape = Shape::of(&g, conv.dtype().size(), tile.tw);
+        let mut defs = preamble::conv_geometry_defines(&g);
+        for (name, v) in [
+            ("CTOT", g.c),
+            ("VEC", shape.vec),
+            ("TW", shape.tw),
+            ("CH_INNER", shape.channel_inner as usize),
+            ("XVEC", shape.x_vec as usize),
+            ("YVEC", shape.y_vec as usize),
+            ("MINB", tile.min_blocks),
+        ] {
+            defs.push((name.to_string(), v.to_string()));
+        }
+        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let module = be.module("conv_dgrad_depthwise", &src)?;
+        let (vector, scalar) = (module.function("conv_dgrad_depthwise_vec")?, module.function("conv_dgrad_depthwise")?);
+        Ok(Arc::new(DgradInvoker { be, vector, scalar, shape, geom: g, problem: problem.clone() }))
+    }
+}
+
+impl Invoker for DgradInvoker {
+    fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        let g = &self.geom;
+        // x is dx (written), y is dy (read).
+        let p = conv_run_params(g, &self.problem, a)?;
+        let aligned = (!self.shape.x_vec || a.x.0 % 16 == 0) && (!self.shape.y_vec || a.y.0 % 16 == 0);
+        let kernel = if (self.shape.x_vec || self.shape.y_vec) && aligned { &self.vector } else { &self.scalar };
+        let grid = self.shape.items(g).div_ceil(BLOCK as usize) as u32;
+        // SAFETY: Params mirrors the kernel's parameter struct; pointers are the caller's
+        // tensors, validated against the problem's descriptors; the vector kernel only runs on
+        // 16-byte aligned dx and dy.
+        timed(ctx, &self.be, || unsafe { kernel.launch(&self.be.dev, (grid.max(1), 1, 1), (BLOCK, 1, 1), 0, &p) })
+    }
+}
