@@ -1,15 +1,16 @@
 //! Backward-weights of 2-D convolutions with few input channels per group — depthwise,
 //! ResNeXt-like groups of up to 16 channels, 3-channel stems — on CUDA cores (conv_wgrad_few_channels.cu). Their
 //! reduction (N·OH·OW per weight) is long and their output small, and a GEMM tile per group
-//! would run nearly empty: each thread instead keeps one output channel's filter row in
-//! registers, reads dy and the x window once per item, and blocks along the pixels write
-//! per-warp partial sums that a second kernel adds in a fixed order (deterministic).
+//! would run nearly empty: each thread instead keeps one output channel's filter (or, for wide
+//! groups, one filter row) in registers, reads dy and the x window once per item, and blocks
+//! along the pixels write
+//! per-block partial sums that a second kernel adds in a fixed order (deterministic).
 
 use super::common::{check_dtype, conv_run_params, cuda_of};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::preamble::{self, Extra};
-use crate::backend::cuda::{grid_for, timed, CudaBackend};
+use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
@@ -39,6 +40,17 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
 
 /// x columns one item's window spans.
 fn window(g: &Geom) -> usize { (TW.min(g.output[2]) - 1) * g.stride[2] + (g.filter[2] - 1) * g.dilation[2] + 1 }
+
+/// Most sums a thread holds when it takes the whole filter (every row): dy is then read once
+/// per item instead of once per filter row. Depthwise 7 × 7 (49 sums) measured faster with a
+/// block row per filter row (bench/results/2026-11-28-h200-depthwise-backward.md).
+const MAX_WHOLE_FILTER_SUMS: usize = 25;
+
+/// Filter rows per thread: all of them where CG · FH · FW sums fit (depthwise up to 5 × 5),
+/// else one (a block row per filter row).
+fn rows_per_thread(g: &Geom) -> usize {
+    if g.cg() * g.filter_size() <= MAX_WHOLE_FILTER_SUMS { g.filter[1] } else { 1 }
+}
 
 pub struct CudaConvWgradFewChannels;
 
@@ -78,21 +90,22 @@ impl Solver for CudaConvWgradFewChannels {
         let g = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         let be = cuda_of(ctx.device())?.clone();
         let tw = TW.min(g.output[2]);
+        let rt = rows_per_thread(&g);
         // Blocks along the pixels: about four blocks of 8 warps per SM in all, at most one
         // warp per item.
-        let blocks_xy = g.k.div_ceil(32) * g.filter[1];
+        let blocks_xy = g.k.div_ceil(32) * (g.filter[1] / rt);
         let items = g.n * g.output[1] * g.output[2].div_ceil(tw);
         let splits = (4 * be.dev.sm_count() as usize).div_ceil(blocks_xy).clamp(1, items.div_ceil(WARPS).min(65535));
         let mut defs = preamble::conv_geometry_defines(&g);
-        for (name, v) in [("NB", g.n), ("KTOT", g.k), ("TW", tw), ("XW", window(&g)), ("SPLITS", splits)] {
+        for (name, v) in [("NB", g.n), ("KTOT", g.k), ("TW", tw), ("XW", window(&g)), ("RT", rt), ("SPLITS", splits)] {
             defs.push((name.to_string(), v.to_string()));
         }
         let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let src = preamble::source(problem.dtype(), &[], &Extra { act: None, defines: &defs }, TEMPLATE)?;
         let module = be.module("conv_wgrad_few_channels", &src)?;
         let (partial, sum) = (module.function("wgrad_few_partial")?, module.function("wgrad_few_sum")?);
-        let partial_bytes = splits * WARPS * g.k * g.cg() * g.filter_size() * 4;
-        Ok(Arc::new(WgradFewInvoker { be, partial, sum, geom: g, splits, partial_bytes, problem: problem.clone() }))
+        let partial_bytes = splits * g.k * g.cg() * g.filter_size() * 4;
+        Ok(Arc::new(WgradFewInvoker { be, partial, sum, geom: g, splits, rt, partial_bytes, problem: problem.clone() }))
     }
 }
 
@@ -102,6 +115,8 @@ struct WgradFewInvoker {
     sum: Kernel,
     geom: Geom,
     splits: usize,
+    /// Filter rows per thread (`rows_per_thread`).
+    rt: usize,
     partial_bytes: usize,
     problem: FusedProblem,
 }
@@ -113,15 +128,15 @@ impl Invoker for WgradFewInvoker {
             let scratch = Scratch::new(ctx, &self.be.dev, self.partial_bytes)?;
             let mut p = conv_run_params(g, &self.problem, a)?;
             p.aux[0] = scratch.ptr();
-            let grid = (g.k.div_ceil(32) as u32, g.filter[1] as u32, self.splits as u32);
-            let outputs = (g.k * g.cg() * g.filter_size()) as u64;
+            let grid = (g.k.div_ceil(32) as u32, (g.filter[1] / self.rt) as u32, self.splits as u32);
+            let sum_grid = ((g.cg() * g.filter_size()) as u32, g.k.div_ceil(32) as u32, 1);
             // SAFETY: Params mirrors the kernels' parameter struct; x, dy and dw are the
             // caller's tensors validated against the problem; aux[0] is scratch of
-            // SPLITS · 8 slots of the dw-sized f32 partials, alive (stream-ordered) until
+            // SPLITS slots of the dw-sized f32 partials, alive (stream-ordered) until
             // both launches have run; the sum reads only slots the first launch wrote.
             unsafe {
                 self.partial.launch(&self.be.dev, grid, (256, 1, 1), 0, &p)?;
-                self.sum.launch(&self.be.dev, (grid_for(&self.be, outputs, 256), 1, 1), (256, 1, 1), 0, &p)
+                self.sum.launch(&self.be.dev, sum_grid, (256, 1, 1), 0, &p)
             }
         })
     }
