@@ -15,9 +15,8 @@ pub struct CpuDepthwiseBlocks;
 /// Output planes (pixels) where channels-first layers gain from staging whatever the filter:
 /// 14 × 14 and smaller.
 const SMALL_PLANE: usize = 196;
-/// Filters this long (5 × 5 and up) gain up to 28 × 28 outputs at stride 1.
+/// Filters this long (5 × 5 and up) gain on every plane at stride 1.
 const LONG_FILTER: usize = 25;
-const MEDIUM_PLANE: usize = 784;
 /// Strided channels-last layers gain only on the smallest planes (7 × 7 outputs).
 const STRIDED_CHANNELS_LAST_PLANE: usize = 64;
 
@@ -69,7 +68,7 @@ impl Solver for CpuDepthwiseBlocks {
         let plane = g.output[1] * g.output[2];
         let strided = g.stride[1] > 1 || g.stride[2] > 1;
         let channels_first = g.x_strides[1] != 1 || g.y_strides[1] != 1;
-        if channels_first && plane > SMALL_PLANE && !(g.filter_size() >= LONG_FILTER && !strided && plane <= MEDIUM_PLANE) {
+        if channels_first && plane > SMALL_PLANE && !(g.filter_size() >= LONG_FILTER && !strided) {
             return Err(format!("channels-first planes of {}×{} outputs: CpuConvDepthwisePlanes runs them without transposes", g.output[1], g.output[2]));
         }
         if !channels_first && strided && plane > STRIDED_CHANNELS_LAST_PLANE {
