@@ -5,7 +5,7 @@
 //! f16, bf16 and f32; NHWC, NCHW and gapped tensors; through `check_solver` (f64 reference,
 //! poisoned output, bit-identical rerun, gaps untouched) with exact small-integer data and
 //! with α/β; refusals name the cause; immediate choice takes it for stems and groups.
-//! Then the one-launch depthwise backward-data kernel on the same depthwise cases and more
+//! Then the one-launch depthwise backward-data kernel (strided layers) on the same depthwise cases and more
 //! strides (4×4 patches at stride 4, odd widths at stride 3), channel counts off the 16-byte
 //! vector, every configuration of its tuning space; immediate choice takes it for depthwise.
 
@@ -61,15 +61,18 @@ cuda_tests!(refusals_name_the_cause, |h: &Handle| {
 });
 
 cuda_tests!(chosen_for_depthwise_layers_and_stems, |h: &Handle| {
-    for (spec, want) in [(&CASES[0], DEPTHWISE), (&CASES[1], DEPTHWISE), (&CASES[10], SOLVER), (&CASES[11], SOLVER)] {
+    // Stride-1 depthwise stays on the phase solver (one forward convolution); strided goes to
+    // the one-launch kernel.
+    for (spec, want) in [(&CASES[0], SOLVER), (&CASES[1], DEPTHWISE), (&CASES[10], SOLVER), (&CASES[11], SOLVER)] {
         let c = case(spec);
         let chosen = conflux::search::choose(h, &c.fused(Dir::BackwardData), conflux::conv::Choice::Auto, 0).unwrap();
         assert_eq!(chosen.name(), want, "{c:?}");
     }
 });
 
-/// Depthwise cases beyond CASES' (which it also runs): strides 3 and 4, a 2×2 stride-2 patch
-/// layer, channel counts of 12 (4-element vectors) and 20 (2-element), batch 3, 7×7 stride 2.
+/// Strided depthwise cases beyond CASES' (whose strided depthwise ones it also runs): strides 3
+/// and 4, a 2×2 stride-2 patch layer, channel counts of 12 (4-element vectors) and 20
+/// (2-element), batch 3, 7×7 stride 2, dilation 2, a 7 × 7 image.
 const DEPTHWISE_CASES: [Spec; 7] = [
     (DataType::Half, &[3, 12, 13, 14], &[12, 1, 3, 3], 12, 1, 3, 1, Lay::ChannelsLast),
     (DataType::Half, &[2, 16, 16, 16], &[16, 1, 4, 4], 16, 0, 4, 1, Lay::ChannelsLast),
@@ -77,12 +80,12 @@ const DEPTHWISE_CASES: [Spec; 7] = [
     (DataType::Half, &[1, 20, 15, 15], &[20, 1, 7, 7], 20, 3, 2, 1, Lay::ChannelsLast),
     (DataType::Float, &[2, 24, 12, 13], &[24, 1, 5, 5], 24, 2, 2, 2, Lay::ChannelsLast),
     (DataType::Half, &[2, 8, 11, 11], &[8, 1, 3, 3], 8, 1, 2, 1, Lay::Packed),
-    (DataType::Half, &[2, 64, 7, 7], &[64, 1, 3, 3], 64, 1, 1, 1, Lay::ChannelsLast),
+    (DataType::Half, &[2, 64, 7, 7], &[64, 1, 3, 3], 64, 1, 2, 1, Lay::ChannelsLast),
 ];
 
 cuda_tests!(depthwise_every_case, |h: &Handle| {
     let id = solution_id(DEPTHWISE);
-    let depthwise = CASES.iter().filter(|s| s.3 > 1 && s.2[0] == s.1[1] && s.2[1] == 1);
+    let depthwise = CASES.iter().filter(|s| s.3 > 1 && s.2[0] == s.1[1] && s.2[1] == 1 && s.5 > 1);
     for (i, spec) in depthwise.chain(DEPTHWISE_CASES.iter()).enumerate() {
         check_exact_and_scaled(h, &case(spec), Dir::BackwardData, id, 1700 + 10 * i as u64);
     }
@@ -97,9 +100,10 @@ cuda_tests!(depthwise_every_configuration, |h: &Handle| {
 cuda_tests!(depthwise_refusals_name_the_cause, |h: &Handle| {
     let s = solver(DEPTHWISE);
     let check = |spec: &Spec, d: Dir| s.check(&case(spec).fused(d), h.device().info()).unwrap_err();
-    assert!(check(&CASES[0], Dir::Forward).contains("backward-data only"));
+    assert!(check(&CASES[1], Dir::Forward).contains("backward-data only"));
+    assert!(check(&CASES[0], Dir::BackwardData).contains("stride 1"));
     assert!(check(&CASES[4], Dir::BackwardData).contains("one output channel per group"));
     assert!(check(&CASES[5], Dir::BackwardData).contains("one output channel per group"));
-    let wide = (DataType::Half, &[1, 16, 40, 40][..], &[16, 1, 3, 17][..], 16, 1, 1, 1, Lay::ChannelsLast);
+    let wide = (DataType::Half, &[1, 16, 40, 40][..], &[16, 1, 3, 17][..], 16, 1, 2, 1, Lay::ChannelsLast);
     assert!(check(&wide, Dir::BackwardData).contains("filter width"));
 });

@@ -1,10 +1,11 @@
-//! Backward-data of depthwise convolutions (one input and one output channel per group), any
-//! stride, in one launch on CUDA cores (conv_dgrad_depthwise.cu): each thread gathers its dx
+//! Backward-data of strided depthwise convolutions (one input and one output channel per
+//! group) in one launch on CUDA cores (conv_dgrad_depthwise.cu): each thread gathers its dx
 //! tile from the dy columns that reach it. The phase solver (`bwd_data_few_channels`) runs a
 //! strided layer as one forward launch per phase and a filter gather per phase; these layers
-//! are bound by the bytes they move, and the phases' launches cost more than the bytes.
+//! are bound by the bytes they move, and the phases' launches cost more than the bytes. At
+//! stride 1 (one phase) the phase solver's forward kernel is the faster one.
 
-use super::common::{check_dtype, conv_run_params, cuda_of};
+use super::common::{columns_label, parse_columns_label, check_dtype, conv_run_params, cuda_of};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{timed, CudaBackend};
@@ -15,7 +16,8 @@ use crate::solver::{chosen_config, BuildContext, Invoker, RunArgs, Solver};
 use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
-const TEMPLATE: &str = include_str!("../../backend/cuda/kernels/conv_dgrad_depthwise.cu");
+/// The kernel after its 16-byte vector helpers (`vec16.cuh`).
+const TEMPLATE: &str = concat!(include_str!("../../backend/cuda/kernels/vec16.cuh"), include_str!("../../backend/cuda/kernels/conv_dgrad_depthwise.cu"));
 
 /// Widest filter row and largest column stride the kernel's compile-time tile takes.
 const MAX_FILTER_WIDTH: usize = 16;
@@ -37,17 +39,11 @@ struct Tile {
 }
 
 fn parse_tile(label: &str) -> Option<Tile> {
-    let rest = label.strip_prefix("tw")?;
-    let (tw, min_blocks) = match rest.split_once('b') {
-        Some((tw, b)) => (tw.parse().ok()?, b.parse().ok()?),
-        None => (rest.parse().ok()?, 1),
-    };
+    let (tw, min_blocks) = parse_columns_label(label)?;
     ((1..=MAX_TILE).contains(&tw) && MIN_BLOCKS.contains(&min_blocks)).then_some(Tile { tw, min_blocks })
 }
 
-fn label(t: Tile) -> String {
-    if t.min_blocks == 1 { format!("tw{}", t.tw) } else { format!("tw{}b{}", t.tw, t.min_blocks) }
-}
+fn label(t: Tile) -> String { columns_label(t.tw, t.min_blocks) }
 
 /// The tiles of a column stride: multiples of it up to `MAX_TILE`, no wider than dx rounded
 /// up to the stride.
@@ -133,6 +129,11 @@ impl Solver for CudaConvBwdDataDepthwise {
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
         let g = geometry(problem)?;
+        if g.stride.iter().all(|&s| s == 1) {
+            // One phase: the phase solver runs it as one forward convolution on the few-channels
+            // kernel, which measured faster at stride 1 (bench/results/2026-11-28-h200-depthwise-backward.md).
+            return Err("stride 1: one forward convolution on the few-channels kernel (CudaConvBwdDataFewChannels)".into());
+        }
         if g.filter[2] > MAX_FILTER_WIDTH {
             return Err(format!("filter width {} (at most {MAX_FILTER_WIDTH})", g.filter[2]));
         }
@@ -173,30 +174,37 @@ impl CudaConvBwdDataDepthwise {
     /// Build with `tile`; `check` must have passed.
     fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, tile: Tile) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
-        let conv = problem.conv_problem().ok_or_else(|| Error::internal("depthwise backward-data: not a convolution"))?;
-        let g = Geom::of(conv);
-        if tile.tw % g.stride[2] != 0 {
-            return Err(Error::bad_parm(format!("{}: tile of {} columns is not a multiple of the column stride {}", self.name(), tile.tw, g.stride[2])));
-        }
-        let shape = Shape::of(&g, conv.dtype().size(), tile.tw);
-        let mut defs = preamble::conv_geometry_defines(&g);
-        for (name, v) in [
-            ("CTOT", g.c),
-            ("VEC", shape.vec),
-            ("TW", shape.tw),
-            ("CH_INNER", shape.channel_inner as usize),
-            ("XVEC", shape.x_vec as usize),
-            ("YVEC", shape.y_vec as usize),
-            ("MINB", tile.min_blocks),
-        ] {
-            defs.push((name.to_string(), v.to_string()));
-        }
-        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let (src, shape, g) = kernel_source(problem, tile)?;
         let module = be.module("conv_dgrad_depthwise", &src)?;
         let (vector, scalar) = (module.function("conv_dgrad_depthwise_vec")?, module.function("conv_dgrad_depthwise")?);
         Ok(Arc::new(DgradInvoker { be, vector, scalar, shape, geom: g, problem: problem.clone() }))
     }
+}
+
+/// The kernel source of `problem` with `tile` (`check` must have passed), its thread shape and
+/// geometry.
+fn kernel_source(problem: &FusedProblem, tile: Tile) -> Result<(String, Shape, Geom)> {
+    let conv = problem.conv_problem().ok_or_else(|| Error::internal("depthwise backward-data: not a convolution"))?;
+    let g = Geom::of(conv);
+    if tile.tw % g.stride[2] != 0 {
+        return Err(Error::bad_parm(format!("CudaConvBwdDataDepthwise: tile of {} columns is not a multiple of the column stride {}", tile.tw, g.stride[2])));
+    }
+    let shape = Shape::of(&g, conv.dtype().size(), tile.tw);
+    let mut defs = preamble::conv_geometry_defines(&g);
+    for (name, v) in [
+        ("CTOT", g.c),
+        ("VEC", shape.vec),
+        ("TW", shape.tw),
+        ("CH_INNER", shape.channel_inner as usize),
+        ("XVEC", shape.x_vec as usize),
+        ("YVEC", shape.y_vec as usize),
+        ("MINB", tile.min_blocks),
+    ] {
+        defs.push((name.to_string(), v.to_string()));
+    }
+    let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+    Ok((src, shape, g))
 }
 
 impl Invoker for DgradInvoker {
@@ -211,5 +219,44 @@ impl Invoker for DgradInvoker {
         // tensors, validated against the problem's descriptors; the vector kernel only runs on
         // 16-byte aligned dx and dy.
         timed(ctx, &self.be, || unsafe { kernel.launch(&self.be.dev, (grid.max(1), 1, 1), (BLOCK, 1, 1), 0, &p) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sources of every tile for strided depthwise layers (3 × 3 at strides 2 and 3, 5 × 5,
+    /// 7 × 7, a 4 × 4 stride-4 patch; fp16 channels-last and f32 planar) generate;
+    /// with `CONFLUX_KERNEL_SOURCES` set they are written there for an offline NVRTC compile
+    /// (`scripts/nvrtc_check.py`: registers, spills).
+    #[test]
+    fn sources_generate_for_every_tile() {
+        use crate::types::{ConvMode, DataType, Layout};
+        use crate::{ConvDesc, TensorDesc};
+        let out = std::env::var("CONFLUX_KERNEL_SOURCES").ok();
+        let layers = [(240, 28, 5, 2, DataType::Half), (144, 56, 3, 2, DataType::Half), (384, 14, 7, 2, DataType::Half), (96, 56, 4, 4, DataType::Half), (32, 30, 3, 3, DataType::Float)];
+        for (i, &(c, hw, f, stride, dt)) in layers.iter().enumerate() {
+            let pad = if f == stride { 0 } else { f as i64 / 2 };
+            let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad; 2], &[stride as i64; 2], &[1, 1]).unwrap();
+            conv.set_groups(c as i64).unwrap();
+            let layout = if dt == DataType::Half { Layout::NHWC } else { Layout::NCHW };
+            let t = |l: &[usize]| TensorDesc::with_layout(dt, layout, l).unwrap();
+            let (dx, w) = (t(&[32, c, hw, hw]), t(&[c, 1, f, f]));
+            let dy = t(conv.output_desc(&dx, &w).unwrap().lens());
+            let fused = FusedProblem::conv(crate::problem::ConvProblem::backward_data(&conv, &dy, &w, &dx).unwrap());
+            let g = geometry(&fused).unwrap();
+            for label in CudaConvBwdDataDepthwise.tuning_space(&fused) {
+                let tile = parse_tile(&label).unwrap();
+                let (src, shape, _) = kernel_source(&fused, tile).unwrap();
+                assert!(src.contains("conv_dgrad_depthwise_vec") && src.contains(&format!("#define TW {}", tile.tw)), "{label}");
+                assert_eq!(shape.tw % g.stride[2], 0);
+                if let Some(dir) = &out {
+                    std::fs::write(format!("{dir}/dgrad_dw_{i}_{label}.cu"), src).unwrap();
+                }
+            }
+            let h = heuristic_tile(&g, dt.size(), 132);
+            assert_eq!(h.tw % g.stride[2], 0, "layer {i}");
+        }
     }
 }

@@ -49,6 +49,21 @@ pub(crate) fn conv_run_params(geom: &Geom, problem: &FusedProblem, a: &RunArgs) 
     Ok(p)
 }
 
+/// A direct kernel's tuning label `tw{columns}` or `tw{columns}b{blocks}`: output columns per
+/// thread and the blocks per SM its registers are capped for (1 when absent).
+pub(crate) fn parse_columns_label(label: &str) -> Option<(usize, usize)> {
+    let rest = label.strip_prefix("tw")?;
+    match rest.split_once('b') {
+        Some((tw, b)) => Some((tw.parse().ok()?, b.parse().ok()?)),
+        None => Some((rest.parse().ok()?, 1)),
+    }
+}
+
+/// The label `parse_columns_label` reads.
+pub(crate) fn columns_label(tw: usize, min_blocks: usize) -> String {
+    if min_blocks == 1 { format!("tw{tw}") } else { format!("tw{tw}b{min_blocks}") }
+}
+
 /// The kernel a fast invoker hands a run to when the caller's pointers do not suit its vector
 /// copies or paired stores, built on first need (most callers never pass such pointers).
 pub(crate) struct Fallback {

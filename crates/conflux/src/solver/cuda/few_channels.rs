@@ -4,7 +4,7 @@
 //! leaves the tensor cores nearly empty and pays a tile per group; these layers are bound by
 //! the bytes they move, which this kernel reads once from memory and reuses from registers.
 
-use super::common::{conv_run_params, cuda_of, forward_geometry};
+use super::common::{columns_label, parse_columns_label, conv_run_params, cuda_of, forward_geometry};
 use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{timed, CudaBackend};
@@ -15,7 +15,8 @@ use crate::solver::{chosen_config, BuildContext, Invoker, RunArgs, Solver};
 use crate::types::ConvAlgorithm;
 use std::sync::Arc;
 
-const TEMPLATE: &str = include_str!("../../backend/cuda/kernels/conv_few_channels.cu");
+/// The kernel after its 16-byte vector helpers (`vec16.cuh`).
+const TEMPLATE: &str = concat!(include_str!("../../backend/cuda/kernels/vec16.cuh"), include_str!("../../backend/cuda/kernels/conv_few_channels.cu"));
 
 /// Most input channels per group the kernel takes: each is a pass over the filter row. With 8
 /// (a whole 16-bit vector per group) the tensor-core kernels measured faster
@@ -59,17 +60,11 @@ struct Tile {
 }
 
 fn parse_tile(label: &str) -> Option<Tile> {
-    let rest = label.strip_prefix("tw")?;
-    let (tw, min_blocks) = match rest.split_once('b') {
-        Some((tw, b)) => (tw.parse().ok()?, b.parse().ok()?),
-        None => (rest.parse().ok()?, 1),
-    };
+    let (tw, min_blocks) = parse_columns_label(label)?;
     (COLUMN_TILES.contains(&tw) && MIN_BLOCKS.contains(&min_blocks)).then_some(Tile { tw, min_blocks })
 }
 
-fn label(t: Tile) -> String {
-    if t.min_blocks == 1 { format!("tw{}", t.tw) } else { format!("tw{}b{}", t.tw, t.min_blocks) }
-}
+fn label(t: Tile) -> String { columns_label(t.tw, t.min_blocks) }
 
 /// Eight columns per thread: wider tiles reread less of each input row (5×5 and 7×7 filters
 /// gain most); never wider than the output. Stride-1 filters of three columns on outputs at

@@ -27,25 +27,6 @@ constexpr int JLO = fdiv(PW - (FW - 1) * DW, SW);
 constexpr int JHI = fdiv(TW - 1 + PW, SW);
 constexpr int DSPAN = JHI - JLO + 1;
 
-union Vec16 {
-    uint4 r;
-    T e[VEC];
-};
-
-__device__ __forceinline__ void load_vec(const void* p, i64 off, float (&v)[VEC]) {
-    Vec16 u;
-    u.r = ldp16((const T*)p + off);
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) v[j] = to_f(u.e[j]);
-}
-
-__device__ __forceinline__ void store_vec(void* p, i64 off, const float (&v)[VEC]) {
-    Vec16 u;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) u.e[j] = from_f<T>(v[j]);
-    *(uint4*)((T*)p + off) = u.r;
-}
-
 template <bool VMEM> __device__ __forceinline__ void dgrad_depthwise(const Params& p) {
     const i64 item = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     i64 t = item;

@@ -19,26 +19,6 @@ constexpr int KCH = KTOT / VEC;                 // channel chunks
 constexpr int OWT = (OW + TW - 1) / TW;         // column tiles
 constexpr int SPAN = (TW - 1) * SW + (FW - 1) * DW + 1;   // input columns one tile reads
 
-// VEC elements as one 16-byte vector (used only where VEC·sizeof(T) is 16: XVEC / YVEC).
-union Vec16 {
-    uint4 r;
-    T e[VEC];
-};
-
-__device__ __forceinline__ void load_vec(const void* p, i64 off, float (&v)[VEC]) {
-    Vec16 u;
-    u.r = ldp16((const T*)p + off);
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) v[j] = to_f(u.e[j]);
-}
-
-__device__ __forceinline__ void store_vec(void* p, i64 off, const float (&v)[VEC]) {
-    Vec16 u;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) u.e[j] = from_f<T>(v[j]);
-    *(uint4*)((T*)p + off) = u.r;
-}
-
 // The filter row (k0.., c, rd, rh, 0..FW) of a thread's VEC output channels.
 __device__ __forceinline__ void load_filter_row(const Params& p, int k0, int c, int rd, int rh, float (&wr)[FW][VEC]) {
 #pragma unroll
