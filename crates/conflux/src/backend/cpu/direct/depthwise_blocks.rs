@@ -93,7 +93,11 @@ pub unsafe fn forward(g: &Geom, lay: &BlocksPlan, p: ConvPtrs, alpha: f32, beta:
         let last = ((oy1 - 1) * g.stride[1] + (g.filter[1] - 1) * g.dilation[1] + 1).saturating_sub(g.pad[1]).min(g.input[1]);
         let rows = last.saturating_sub(first);
         let pixels = (oy1 - oy0) * wo;
-        with_scratch(Slot::Task, taps * LANES + staged_len, |buf| {
+        with_scratch(Slot::Task, taps * LANES + staged_len + LANES, |buf| {
+            // 64-byte aligned, so no vector load splits across cache lines (wt is a whole
+            // number of vectors, the staged rows follow it aligned).
+            let skip = buf.as_ptr().align_offset(64).min(LANES);
+            let buf = &mut buf[skip..];
             let (wt, staged) = buf.split_at_mut(taps * LANES);
             // The block's filter as [tap][16], channels past the block zero: packed filters
             // (each channel's taps consecutive) through the same transposes as input planes.
@@ -117,17 +121,15 @@ pub unsafe fn forward(g: &Geom, lay: &BlocksPlan, p: ConvPtrs, alpha: f32, beta:
                 None => Store { bias: std::ptr::null(), mask, on: false, hi: 0.0 },
             };
             if fast.is_some() && y_last {
-                let y = (yp as *mut f32).add(n * ys[0] + c0);
-                for oy in oy0..oy1 {
-                    k::output_row(&t, &st, oy, wt.as_ptr(), store, RowDst { ptr: y.add(oy * ys[3]), step: ys[4], mask });
-                }
+                let y = (yp as *mut f32).add(n * ys[0] + oy0 * ys[3] + c0);
+                k::output_rows(&t, &st, oy0..oy1, wt.as_ptr(), store, RowDst { ptr: y, step: ys[4], row_step: ys[3], mask });
                 return;
             }
-            with_scratch(Slot::Task2, pixels * (LANES + 1), |tmp| {
+            with_scratch(Slot::Task2, pixels * (LANES + 1) + LANES, |tmp| {
+                let skip = tmp.as_ptr().align_offset(64).min(LANES);
+                let tmp = &mut tmp[skip..];
                 let (blk, span) = tmp.split_at_mut(pixels * LANES);
-                for oy in oy0..oy1 {
-                    k::output_row(&t, &st, oy, wt.as_ptr(), store, RowDst { ptr: blk.as_mut_ptr().add((oy - oy0) * wo * LANES), step: LANES, mask: 0xffff });
-                }
+                k::output_rows(&t, &st, oy0..oy1, wt.as_ptr(), store, RowDst { ptr: blk.as_mut_ptr(), step: LANES, row_step: wo * LANES, mask: 0xffff });
                 if fast.is_some() && !y_last && y_planes {
                     k::store_planes(blk.as_ptr(), pixels, cb, (yp as *mut f32).add(n * ys[0] + c0 * ys[1] + oy0 * wo), ys[1]);
                     return;

@@ -45,12 +45,13 @@ struct StoreRegs {
     hi: __m512,
 }
 
-/// Where a row's outputs go: pixel `ox` of the row at `ptr + ox·step` (floats), channels
-/// `mask` of the block.
+/// Where a band's outputs go: pixel `ox` of output row `oy` at `ptr + (oy − first row)·row_step
+/// + ox·step` (floats), channels `mask` of the block.
 #[derive(Clone, Copy)]
 pub struct RowDst {
     pub ptr: *mut f32,
     pub step: usize,
+    pub row_step: usize,
     pub mask: __mmask16,
 }
 
@@ -78,46 +79,51 @@ impl Taps {
     }
 }
 
-/// Output row `oy` of the block: every chunk over the staged rows it reads, through `st` into
-/// `dst`. `wt` is the block's filter as [tap][16].
+/// Output rows `rows` of the block: every chunk over the staged rows it reads, through `st`
+/// into `dst`. `wt` is the block's filter as [tap][16].
 ///
 /// # Safety
-/// The CPU has AVX-512F; `s` stages every input row of the image that row `oy` reads (rows in
+/// The CPU has AVX-512F; `s` stages every input row of the image that these rows read (rows in
 /// the padding are skipped) with enough padded columns for every output; `wt` holds
-/// taps × 16 floats; `dst` has `out_cols` pixels for the masked channels.
+/// taps × 16 floats; `dst` has `out_cols` pixels of every row for the masked channels.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn output_row(t: &Taps, s: &Staged, oy: usize, wt: *const f32, st: Store, dst: RowDst) {
-    let mut rows = [(0usize, 0usize); MAX_FILTER_ROWS];
-    let mut nr = 0;
-    for r in 0..t.filter[0] {
-        let iy = (oy * t.stride[0] + r * t.dilation[0]) as isize - t.pad_top as isize;
-        if iy < 0 || iy as usize >= t.in_rows {
-            continue;
-        }
-        debug_assert!((iy as usize) >= s.first && (iy as usize) < s.first + s.rows);
-        rows[nr] = ((iy as usize - s.first) * s.pitch * LANES, r * t.filter[1] * LANES);
-        nr += 1;
-    }
-    let rows = &rows[..nr];
+pub unsafe fn output_rows(t: &Taps, s: &Staged, rows: std::ops::Range<usize>, wt: *const f32, st: Store, dst: RowDst) {
     let bias = if st.bias.is_null() { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(st.mask, st.bias) };
     let st = StoreRegs { bias, on: st.on, hi: _mm512_set1_ps(st.hi) };
     let base = (t.out_cols - t.wider) / t.chunks;
-    let mut ox = 0;
-    for i in 0..t.chunks {
-        let cw = base + usize::from(i < t.wider);
-        let x0 = s.buf.add(ox * t.stride[1] * LANES);
-        let d = RowDst { ptr: dst.ptr.add(ox * dst.step), ..dst };
-        match cw {
-            8 => chunk::<8>(x0, rows, wt, t, st, d),
-            7 => chunk::<7>(x0, rows, wt, t, st, d),
-            6 => chunk::<6>(x0, rows, wt, t, st, d),
-            5 => chunk::<5>(x0, rows, wt, t, st, d),
-            4 => chunk::<4>(x0, rows, wt, t, st, d),
-            3 => chunk::<3>(x0, rows, wt, t, st, d),
-            2 => chunk::<2>(x0, rows, wt, t, st, d),
-            _ => chunk::<1>(x0, rows, wt, t, st, d),
+    let first = rows.start;
+    for oy in rows {
+        // The filter rows whose input row lies in the image: (staged row offset, filter offset).
+        let mut taps = [(0usize, 0usize); MAX_FILTER_ROWS];
+        let mut nr = 0;
+        for r in 0..t.filter[0] {
+            let iy = (oy * t.stride[0] + r * t.dilation[0]) as isize - t.pad_top as isize;
+            if iy < 0 || iy as usize >= t.in_rows {
+                continue;
+            }
+            debug_assert!((iy as usize) >= s.first && (iy as usize) < s.first + s.rows);
+            taps[nr] = ((iy as usize - s.first) * s.pitch * LANES, r * t.filter[1] * LANES);
+            nr += 1;
         }
-        ox += cw;
+        let taps = &taps[..nr];
+        let row = dst.ptr.add((oy - first) * dst.row_step);
+        let mut ox = 0;
+        for i in 0..t.chunks {
+            let cw = base + usize::from(i < t.wider);
+            let x0 = s.buf.add(ox * t.stride[1] * LANES);
+            let d = RowDst { ptr: row.add(ox * dst.step), ..dst };
+            match cw {
+                8 => chunk::<8>(x0, taps, wt, t, st, d),
+                7 => chunk::<7>(x0, taps, wt, t, st, d),
+                6 => chunk::<6>(x0, taps, wt, t, st, d),
+                5 => chunk::<5>(x0, taps, wt, t, st, d),
+                4 => chunk::<4>(x0, taps, wt, t, st, d),
+                3 => chunk::<3>(x0, taps, wt, t, st, d),
+                2 => chunk::<2>(x0, taps, wt, t, st, d),
+                _ => chunk::<1>(x0, taps, wt, t, st, d),
+            }
+            ox += cw;
+        }
     }
 }
 
