@@ -128,7 +128,8 @@ pub unsafe fn forward(g: &Geom, lay: &BlocksPlan, p: ConvPtrs, alpha: f32, beta:
             with_scratch(Slot::Task2, pixels * (LANES + 1) + LANES, |tmp| {
                 let skip = tmp.as_ptr().align_offset(64).min(LANES);
                 let tmp = &mut tmp[skip..];
-                let (blk, span) = tmp.split_at_mut(pixels * LANES);
+                let (blk, rest) = tmp.split_at_mut(pixels * LANES);
+                let span = &mut rest[..pixels];
                 k::output_rows(&t, &st, oy0..oy1, wt.as_ptr(), store, RowDst { ptr: blk.as_mut_ptr(), step: LANES, row_step: wo * LANES, mask: 0xffff });
                 if fast.is_some() && !y_last && y_planes {
                     k::store_planes(blk.as_ptr(), pixels, cb, (yp as *mut f32).add(n * ys[0] + c0 * ys[1] + oy0 * wo), ys[1]);
