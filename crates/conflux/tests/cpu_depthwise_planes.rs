@@ -275,6 +275,12 @@ fn blocks_refusals_name_the_cause() {
     assert!(s.check(&doubled.fused(Dir::Forward), info).unwrap_err().contains("one output channel per group"));
     let huge = blocks_case([1, 2, 4, 4], [3, 3], [1 << 20, 1 << 20], [1, 1], [1, 1], Lay::ChannelsLast, Lay::ChannelsLast).unwrap();
     assert!(s.check(&huge.fused(Dir::Forward), info).unwrap_err().contains("exceed"));
+    // Padding that makes the output 2³¹ rows tall over 1000-pixel rows (wider than a band): the
+    // check plans its bands in closed form, at once.
+    let tall = blocks_case([1, 16, 4, 1000], [3, 3], [1 << 30, 1], [1, 1], [1, 1], Lay::ChannelsLast, Lay::ChannelsLast).unwrap();
+    let start = std::time::Instant::now();
+    assert!(s.check(&tall.fused(Dir::Forward), info).is_ok());
+    assert!(start.elapsed().as_secs() < 1, "planning {:?}", start.elapsed());
     let large = case(DataType::Float, [1, 8, 56, 56], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed).unwrap();
     assert!(s.check(&large.fused(Dir::Forward), info).unwrap_err().contains("without transposes"));
     let strided = blocks_case([1, 8, 56, 56], [3, 3], [1, 1], [2, 2], [1, 1], Lay::ChannelsLast, Lay::ChannelsLast).unwrap();

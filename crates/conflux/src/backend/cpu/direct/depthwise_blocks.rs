@@ -53,7 +53,11 @@ impl BlocksPlan {
         }
         let span = (fh - 1).checked_mul(g.dilation[1])?.checked_add(1)?;
         let rows_for = |b: usize| ((b - 1).saturating_mul(g.stride[1]).saturating_add(span)).min(g.input[1]).max(1);
-        let mut band = (1..=ho).rev().find(|&b| rows_for(b) * row <= BAND_FLOATS).unwrap_or(1);
+        // The most output rows whose staged rows fit the bound: all of them when the whole
+        // image fits, else (fit − span) / stride + 1 (closed form: padding may make the output
+        // 2³⁰ rows tall, too many to search).
+        let fit = BAND_FLOATS / row;
+        let mut band = if rows_for(ho) <= fit { ho } else { (fit.saturating_sub(span) / g.stride[1] + 1).clamp(1, ho) };
         let blocks = g.n * g.c.div_ceil(LANES);
         while band > 1 && blocks * ho.div_ceil(band) < TASKS_PER_THREAD * threads {
             band = band.div_ceil(2);
