@@ -173,28 +173,35 @@ impl CudaConvFewChannels {
     /// Build with `tile`; `check` must have passed.
     fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, tile: Tile) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
-        let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
-        let g = Geom::of(conv);
-        let shape = Shape::of(&g, conv.dtype().size(), tile.tw);
-        let mut defs = preamble::conv_geometry_defines(&g);
-        for (name, v) in [
-            ("KTOT", g.k),
-            ("VEC", shape.vec),
-            ("TW", shape.tw),
-            ("CH_INNER", shape.channel_inner as usize),
-            ("GSHARE", shape.group_share as usize),
-            ("XVEC", shape.x_vec as usize),
-            ("YVEC", shape.y_vec as usize),
-            ("MINB", tile.min_blocks),
-        ] {
-            defs.push((name.to_string(), v.to_string()));
-        }
-        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let (src, shape, g) = kernel_source(problem, tile)?;
         let module = be.module("conv_few_channels", &src)?;
         let (vector, scalar) = (module.function("conv_few_channels_vec")?, module.function("conv_few_channels")?);
         Ok(Arc::new(FewChannelsInvoker { be, vector, scalar, shape, geom: g, problem: problem.clone() }))
     }
+}
+
+/// The kernel source of `problem` with `tile` (`check` must have passed), its thread shape and
+/// geometry.
+fn kernel_source(problem: &FusedProblem, tile: Tile) -> Result<(String, Shape, Geom)> {
+    let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
+    let g = Geom::of(conv);
+    let shape = Shape::of(&g, conv.dtype().size(), tile.tw);
+    let mut defs = preamble::conv_geometry_defines(&g);
+    for (name, v) in [
+        ("KTOT", g.k),
+        ("VEC", shape.vec),
+        ("TW", shape.tw),
+        ("CH_INNER", shape.channel_inner as usize),
+        ("GSHARE", shape.group_share as usize),
+        ("XVEC", shape.x_vec as usize),
+        ("YVEC", shape.y_vec as usize),
+        ("MINB", tile.min_blocks),
+    ] {
+        defs.push((name.to_string(), v.to_string()));
+    }
+    let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+    Ok((src, shape, g))
 }
 
 impl Invoker for FewChannelsInvoker {
@@ -208,5 +215,39 @@ impl Invoker for FewChannelsInvoker {
         // tensors, validated against the problem's descriptors; the vector kernel only runs on
         // 16-byte aligned x and y.
         timed(ctx, &self.be, || unsafe { kernel.launch(&self.be.dev, (grid.max(1), 1, 1), (BLOCK, 1, 1), 0, &p) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tile's source for the depthwise layers of real networks (3 × 3 at strides 1 and 2,
+    /// 5 × 5, 7 × 7; fp16 channels-last with bias + ReLU) generates; with
+    /// `CONFLUX_KERNEL_SOURCES` set they are written there for an offline NVRTC compile
+    /// (`scripts/nvrtc_check.py`: registers, spills).
+    #[test]
+    fn sources_generate_for_every_tile() {
+        use crate::problem::{EpiOp, FusedKind};
+        use crate::types::{ActivationMode, ConvMode, DataType, Layout};
+        use crate::{ConvDesc, TensorDesc};
+        let out = std::env::var("CONFLUX_KERNEL_SOURCES").ok();
+        for (i, &(c, hw, f, stride)) in [(144, 56, 3, 1), (144, 56, 3, 2), (240, 28, 5, 1), (384, 14, 7, 1)].iter().enumerate() {
+            let mut conv = ConvDesc::new(ConvMode::Convolution, &[f as i64 / 2; 2], &[stride; 2], &[1, 1]).unwrap();
+            conv.set_groups(c as i64).unwrap();
+            let t = |l: &[usize]| TensorDesc::with_layout(DataType::Half, Layout::NHWC, l).unwrap();
+            let (x, w) = (t(&[32, c, hw, hw]), t(&[c, 1, f, f]));
+            let y = t(conv.output_desc(&x, &w).unwrap().lens());
+            let problem = crate::problem::ConvProblem::forward(&conv, &x, &w, &y).unwrap();
+            let epilogue = vec![EpiOp::Bias { dtype: DataType::Half }, EpiOp::Activation { mode: ActivationMode::Relu }];
+            let fused = FusedProblem { kind: FusedKind::Conv { conv: problem, epilogue } };
+            for label in CudaConvFewChannels.tuning_space(&fused) {
+                let (src, _, _) = kernel_source(&fused, parse_tile(&label).unwrap()).unwrap();
+                assert!(src.contains("conv_few_channels_vec"), "{label}");
+                if let Some(dir) = &out {
+                    std::fs::write(format!("{dir}/few_channels_{i}_{label}.cu"), src).unwrap();
+                }
+            }
+        }
     }
 }
