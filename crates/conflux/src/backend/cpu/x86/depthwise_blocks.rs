@@ -16,8 +16,9 @@ const CHUNK: usize = 8;
 /// Filter rows at most (the valid rows of one output row live in a fixed array).
 pub const MAX_FILTER_ROWS: usize = 16;
 
-/// The staged band as the kernels read it: `buf` holds input rows `first..` of one image and
-/// channel block, `pitch` padded columns each, input column 0 at padded column `pad_l`.
+/// The staged band as the kernels read it: `buf` holds input rows `first..first + rows` of one
+/// image and channel block, `pitch` padded columns each (input column 0 sits after the
+/// convolution's left padding, so output column ox reads padded column ox·stride + tap·dilation).
 #[derive(Clone, Copy)]
 pub struct Staged {
     pub buf: *const f32,
