@@ -5,9 +5,8 @@
 //! are bound by the bytes they move, and the phases' launches cost more than the bytes. At
 //! stride 1 (one phase) the phase solver's forward kernel is the faster one.
 
-use super::common::{columns_label, parse_columns_label, check_dtype, conv_run_params, cuda_of};
+use super::common::{channel_vector, check_dtype, columns_label, conv_run_params, cuda_of, direct_kernel_source, parse_columns_label, vectors_aligned};
 use crate::backend::cuda::module::Kernel;
-use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
@@ -78,18 +77,9 @@ struct Shape {
 impl Shape {
     fn of(g: &Geom, elem: usize, tw: usize) -> Shape {
         let channel_inner = g.x_strides[1] == 1;
-        let lanes = 16 / elem;
-        let vec = if !channel_inner {
-            1
-        } else if g.c % lanes == 0 {
-            lanes
-        } else {
-            [4, 2, 1].into_iter().find(|v| g.c % v == 0).unwrap_or(1)
-        };
-        let whole = vec == lanes;
-        // Every stride but the channel one a multiple of the vector, so each vector is aligned.
-        let aligned = |s: &[usize; 5]| s[1] == 1 && [s[0], s[2], s[3], s[4]].iter().all(|v| v % vec == 0);
-        Shape { vec, tw, channel_inner, x_vec: whole && aligned(&g.x_strides), y_vec: whole && aligned(&g.y_strides) }
+        let vec = channel_vector(g.c, elem, channel_inner);
+        let whole = vec == 16 / elem;
+        Shape { vec, tw, channel_inner, x_vec: whole && vectors_aligned(&g.x_strides, vec), y_vec: whole && vectors_aligned(&g.y_strides, vec) }
     }
 
     fn items(&self, g: &Geom) -> usize {
@@ -190,8 +180,7 @@ fn kernel_source(problem: &FusedProblem, tile: Tile) -> Result<(String, Shape, G
         return Err(Error::bad_parm(format!("CudaConvBwdDataDepthwise: tile of {} columns is not a multiple of the column stride {}", tile.tw, g.stride[2])));
     }
     let shape = Shape::of(&g, conv.dtype().size(), tile.tw);
-    let mut defs = preamble::conv_geometry_defines(&g);
-    for (name, v) in [
+    let defines = [
         ("CTOT", g.c),
         ("VEC", shape.vec),
         ("TW", shape.tw),
@@ -199,11 +188,8 @@ fn kernel_source(problem: &FusedProblem, tile: Tile) -> Result<(String, Shape, G
         ("XVEC", shape.x_vec as usize),
         ("YVEC", shape.y_vec as usize),
         ("MINB", tile.min_blocks),
-    ] {
-        defs.push((name.to_string(), v.to_string()));
-    }
-    let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+    ];
+    let src = direct_kernel_source(problem, &g, &defines, TEMPLATE)?;
     Ok((src, shape, g))
 }
 

@@ -49,6 +49,36 @@ pub(crate) fn conv_run_params(geom: &Geom, problem: &FusedProblem, a: &RunArgs) 
     Ok(p)
 }
 
+/// The source of a direct convolution kernel: the geometry's defines (`conv_geometry_defines`),
+/// then the kernel's own `extra` defines, the epilogue and `template`.
+pub(crate) fn direct_kernel_source(problem: &FusedProblem, g: &Geom, extra: &[(&str, usize)], template: &str) -> Result<String> {
+    let mut defs: Vec<(String, String)> = preamble::conv_geometry_defines(g);
+    defs.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    preamble::source(problem.dtype(), problem.epilogue(), &preamble::Extra { act: None, defines: &defs }, template)
+}
+
+/// Channels per thread of a direct kernel over `channels` channels of `elem`-byte elements: a
+/// whole 16-byte vector where the count allows, else 4, 2 or 1; 1 where channels are not
+/// innermost (threads walk columns there).
+pub(crate) fn channel_vector(channels: usize, elem: usize, channel_inner: bool) -> usize {
+    let lanes = 16 / elem;
+    if !channel_inner {
+        1
+    } else if channels % lanes == 0 {
+        lanes
+    } else {
+        [4, 2, 1].into_iter().find(|v| channels % v == 0).unwrap_or(1)
+    }
+}
+
+/// Whether a channels-innermost tensor with these strides puts every run of `vec` channels
+/// starting at a multiple of `vec` on a `vec`-element boundary (every stride but the channel
+/// one a multiple of `vec`).
+pub(crate) fn vectors_aligned(strides: &[usize; 5], vec: usize) -> bool {
+    strides[1] == 1 && [strides[0], strides[2], strides[3], strides[4]].iter().all(|v| v % vec == 0)
+}
+
 /// A direct kernel's tuning label `tw{columns}` or `tw{columns}b{blocks}`: output columns per
 /// thread and the blocks per SM its registers are capped for (1 when absent).
 pub(crate) fn parse_columns_label(label: &str) -> Option<(usize, usize)> {

@@ -4,9 +4,8 @@
 //! leaves the tensor cores nearly empty and pays a tile per group; these layers are bound by
 //! the bytes they move, which this kernel reads once from memory and reuses from registers.
 
-use super::common::{columns_label, parse_columns_label, conv_run_params, cuda_of, forward_geometry};
+use super::common::{channel_vector, columns_label, conv_run_params, cuda_of, direct_kernel_source, forward_geometry, parse_columns_label, vectors_aligned};
 use crate::backend::cuda::module::Kernel;
-use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
@@ -81,21 +80,12 @@ fn heuristic_tile(g: &Geom) -> Tile {
 impl Shape {
     fn of(g: &Geom, elem: usize, tw: usize) -> Shape {
         let channel_inner = g.y_strides[1] == 1;
-        let lanes = 16 / elem;
-        let vec = if !channel_inner {
-            1
-        } else if g.k % lanes == 0 {
-            lanes
-        } else {
-            [4, 2, 1].into_iter().find(|v| g.k % v == 0).unwrap_or(1)
-        };
-        let whole = vec == lanes;
-        // Every stride but the channel one a multiple of the vector, so each vector is aligned.
-        let aligned = |s: &[usize; 5]| s[1] == 1 && [s[0], s[2], s[3], s[4]].iter().all(|v| v % vec == 0);
+        let vec = channel_vector(g.k, elem, channel_inner);
+        let whole = vec == 16 / elem;
         let depthwise = g.cg() == 1 && g.kg() == 1;
         let group_share = channel_inner && g.cg() > 1 && g.kg() == g.cg() && vec % g.kg() == 0 && g.x_strides[1] == 1;
-        let x_vec = whole && (depthwise || group_share) && aligned(&g.x_strides);
-        let y_vec = whole && aligned(&g.y_strides);
+        let x_vec = whole && (depthwise || group_share) && vectors_aligned(&g.x_strides, vec);
+        let y_vec = whole && vectors_aligned(&g.y_strides, vec);
         let tw = tw.min(g.output[2]).max(1);
         Shape { vec, tw, channel_inner, group_share, x_vec, y_vec }
     }
@@ -186,8 +176,7 @@ fn kernel_source(problem: &FusedProblem, tile: Tile) -> Result<(String, Shape, G
     let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
     let g = Geom::of(conv);
     let shape = Shape::of(&g, conv.dtype().size(), tile.tw);
-    let mut defs = preamble::conv_geometry_defines(&g);
-    for (name, v) in [
+    let defines = [
         ("KTOT", g.k),
         ("VEC", shape.vec),
         ("TW", shape.tw),
@@ -196,11 +185,8 @@ fn kernel_source(problem: &FusedProblem, tile: Tile) -> Result<(String, Shape, G
         ("XVEC", shape.x_vec as usize),
         ("YVEC", shape.y_vec as usize),
         ("MINB", tile.min_blocks),
-    ] {
-        defs.push((name.to_string(), v.to_string()));
-    }
-    let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+    ];
+    let src = direct_kernel_source(problem, &g, &defines, TEMPLATE)?;
     Ok((src, shape, g))
 }
 

@@ -5,9 +5,8 @@
 //! this kernel keeps the whole filter in shared memory and feeds each input value it loads to
 //! every output channel at once.
 
-use super::common::{conv_run_params, cuda_of, forward_geometry};
+use super::common::{conv_run_params, cuda_of, direct_kernel_source, forward_geometry};
 use crate::backend::cuda::module::Kernel;
-use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
@@ -122,8 +121,7 @@ impl Solver for CudaConvFewOutputs {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-outputs: not a convolution"))?;
         let g = Geom::of(conv);
         let shape = Shape::of(&g, conv.dtype().size());
-        let mut defs = preamble::conv_geometry_defines(&g);
-        for (name, v) in [
+        let defines = [
             ("KTOT", g.k),
             ("KP", shape.kp),
             ("VEC", shape.vec),
@@ -131,11 +129,8 @@ impl Solver for CudaConvFewOutputs {
             ("LC", shape.lanes),
             ("TW", shape.tw),
             ("XVEC", shape.x_vec as usize),
-        ] {
-            defs.push((name.to_string(), v.to_string()));
-        }
-        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        ];
+        let src = direct_kernel_source(problem, &g, &defines, TEMPLATE)?;
         let module = be.module("conv_few_outputs", &src)?;
         let (vector, scalar) = (module.function("conv_few_outputs_vec")?, module.function("conv_few_outputs")?);
         Ok(Arc::new(FewOutputsInvoker { be, vector, scalar, shape, geom: g, problem: problem.clone() }))
