@@ -14,11 +14,17 @@ use std::sync::{Mutex, OnceLock};
 pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
-        let cmd = std::env::var("CONFLUX_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim().eq_ignore_ascii_case("cmd")));
+        let cmd = topic_requested("cmd");
         let miopen = std::env::var("MIOPEN_ENABLE_LOGGING_CMD")
             .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "on" | "yes" | "true" | "enable" | "enabled"));
         cmd || miopen
     })
+}
+
+/// True when `CONFLUX_LOG` (a comma-separated list) names `topic`: `cmd` for driver commands,
+/// `compile` for each kernel module compiled or loaded (`backend/cuda/module.rs`).
+pub fn topic_requested(topic: &str) -> bool {
+    std::env::var("CONFLUX_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim().eq_ignore_ascii_case(topic)))
 }
 
 /// Print `args` once per distinct command.

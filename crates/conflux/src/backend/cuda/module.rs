@@ -108,12 +108,24 @@ impl ModuleCache {
             self.compiles.fetch_add(1, Ordering::Relaxed);
             let t = std::time::Instant::now();
             let c = compile::compile(name, source, arch, opts)?;
+            let compiled = t.elapsed();
             let m = load(dev, name, &c.cubin, c.from_disk)?;
-            tracing::debug!(kernel = name, from_disk = c.from_disk, ms = t.elapsed().as_secs_f64() * 1e3, "module ready");
+            let (compile_ms, total_ms) = (compiled.as_secs_f64() * 1e3, t.elapsed().as_secs_f64() * 1e3);
+            tracing::debug!(kernel = name, from_disk = c.from_disk, compile_ms, total_ms, "module ready");
+            if compile_log() {
+                let how = if c.from_disk { "read from the cache" } else { "compiled" };
+                eprintln!("conflux: module {name} {how} in {compile_ms:.1} ms, ready in {total_ms:.1} ms");
+            }
             Ok(Arc::new(m))
         })
         .clone()
     }
+}
+
+/// `CONFLUX_LOG=compile`: one stderr line per module made ready (cold-compile work).
+fn compile_log() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| crate::log_cmd::topic_requested("compile"))
 }
 
 fn load(dev: &CudaDevice, name: &str, cubin: &[u8], from_disk: bool) -> Result<Module> {

@@ -5,8 +5,7 @@
 //! are bound by the bytes they move, and the phases' launches cost more than the bytes. At
 //! stride 1 (one phase) the phase solver's forward kernel is the faster one.
 
-use super::common::{channel_vector, check_dtype, columns_label, conv_run_params, cuda_of, direct_kernel_source, parse_columns_label, vectors_aligned};
-use crate::backend::cuda::module::Kernel;
+use super::common::{channel_vector, AlignmentVariants, check_dtype, columns_label, conv_run_params, cuda_of, direct_kernel_source, parse_columns_label, vectors_aligned};
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
@@ -102,10 +101,8 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
 
 struct DgradInvoker {
     be: Arc<CudaBackend>,
-    /// Vector loads and stores: run when dx and dy are 16-byte aligned.
-    vector: Kernel,
-    /// Element loads and stores: any alignment.
-    scalar: Kernel,
+    /// Vector loads and stores where dx and dy are 16-byte aligned, else element accesses.
+    kernels: AlignmentVariants,
     shape: Shape,
     geom: Geom,
     problem: FusedProblem,
@@ -165,9 +162,8 @@ impl CudaConvBwdDataDepthwise {
     fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, tile: Tile) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
         let (src, shape, g) = kernel_source(problem, tile)?;
-        let module = be.module("conv_dgrad_depthwise", &src)?;
-        let (vector, scalar) = (module.function("conv_dgrad_depthwise_vec")?, module.function("conv_dgrad_depthwise")?);
-        Ok(Arc::new(DgradInvoker { be, vector, scalar, shape, geom: g, problem: problem.clone() }))
+        let kernels = AlignmentVariants::build(&be, "conv_dgrad_depthwise", src, shape.x_vec || shape.y_vec)?;
+        Ok(Arc::new(DgradInvoker { be, kernels, shape, geom: g, problem: problem.clone() }))
     }
 }
 
@@ -199,7 +195,7 @@ impl Invoker for DgradInvoker {
         // x is dx (written), y is dy (read).
         let p = conv_run_params(g, &self.problem, a)?;
         let aligned = (!self.shape.x_vec || a.x.0 % 16 == 0) && (!self.shape.y_vec || a.y.0 % 16 == 0);
-        let kernel = if (self.shape.x_vec || self.shape.y_vec) && aligned { &self.vector } else { &self.scalar };
+        let kernel = self.kernels.kernel(aligned)?;
         let grid = self.shape.items(g).div_ceil(BLOCK as usize) as u32;
         // SAFETY: Params mirrors the kernel's parameter struct; pointers are the caller's
         // tensors, validated against the problem's descriptors; the vector kernel only runs on
@@ -238,7 +234,9 @@ mod tests {
                 assert!(src.contains("conv_dgrad_depthwise_vec") && src.contains(&format!("#define TW {}", tile.tw)), "{label}");
                 assert_eq!(shape.tw % g.stride[2], 0);
                 if let Some(dir) = &out {
-                    std::fs::write(format!("{dir}/dgrad_dw_{i}_{label}.cu"), src).unwrap();
+                    for (vector, suffix) in [(true, "_vec"), (false, "")] {
+                        std::fs::write(format!("{dir}/dgrad_dw_{i}_{label}{suffix}.cu"), super::super::common::variant_source(&src, vector)).unwrap();
+                    }
                 }
             }
             let h = heuristic_tile(&g, dt.size(), 132);

@@ -1,6 +1,7 @@
 //! What every CUDA solver shares: the backend it builds for, the element types the kernels
 //! compile for, and the kernel parameters of a convolution run.
 
+use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::params::Params;
 use crate::backend::cuda::{preamble, CudaBackend};
 use crate::backend::Device;
@@ -93,6 +94,52 @@ pub(crate) fn parse_columns_label(label: &str) -> Option<(usize, usize)> {
 pub(crate) fn columns_label(tw: usize, min_blocks: usize) -> String {
     if min_blocks == 1 { format!("tw{tw}") } else { format!("tw{tw}b{min_blocks}") }
 }
+
+/// A direct kernel's two entries, each compiled from the same source as its own module:
+/// `{name}_vec` (`VECTOR_KERNEL 1`: 16-byte vector loads and stores, launched on aligned
+/// pointers only) and `{name}` (element accesses, any alignment). Building compiles the entry
+/// the layout's usual call runs (the vector one where the layout has vector accesses at all);
+/// the element entry of a vector layout is compiled on the first misaligned call, which most
+/// callers never make. Compiling both up front took twice the cold compile time.
+pub(crate) struct AlignmentVariants {
+    be: Arc<CudaBackend>,
+    name: &'static str,
+    source: String,
+    vector: Option<Kernel>,
+    element: OnceLock<Result<Kernel>>,
+}
+
+impl AlignmentVariants {
+    /// Compile the entry of `source` (kernel and module `name`) that calls on a layout with
+    /// (`vectors`) or without vector accesses run.
+    pub(crate) fn build(be: &Arc<CudaBackend>, name: &'static str, source: String, vectors: bool) -> Result<AlignmentVariants> {
+        let mut v = AlignmentVariants { be: be.clone(), name, source, vector: None, element: OnceLock::new() };
+        if vectors {
+            v.vector = Some(v.compile(true)?);
+        } else {
+            let k = v.compile(false)?;
+            let _ = v.element.set(Ok(k));
+        }
+        Ok(v)
+    }
+
+    /// The kernel for a call whose pointers are `aligned` as the vector entry needs.
+    pub(crate) fn kernel(&self, aligned: bool) -> Result<Kernel> {
+        match self.vector {
+            Some(k) if aligned => Ok(k),
+            _ => self.element.get_or_init(|| self.compile(false)).clone(),
+        }
+    }
+
+    fn compile(&self, vector: bool) -> Result<Kernel> {
+        let module = self.be.module(self.name, &variant_source(&self.source, vector))?;
+        module.function(&if vector { format!("{}_vec", self.name) } else { self.name.to_string() })
+    }
+}
+
+/// `source` with the `VECTOR_KERNEL` define that selects one entry of an `AlignmentVariants`
+/// kernel.
+pub(crate) fn variant_source(source: &str, vector: bool) -> String { format!("#define VECTOR_KERNEL {}\n{source}", vector as u8) }
 
 /// The kernel a fast invoker hands a run to when the caller's pointers do not suit its vector
 /// copies or paired stores, built on first need (most callers never pass such pointers).

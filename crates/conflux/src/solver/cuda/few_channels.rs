@@ -4,8 +4,7 @@
 //! leaves the tensor cores nearly empty and pays a tile per group; these layers are bound by
 //! the bytes they move, which this kernel reads once from memory and reuses from registers.
 
-use super::common::{channel_vector, columns_label, conv_run_params, cuda_of, direct_kernel_source, forward_geometry, parse_columns_label, vectors_aligned};
-use crate::backend::cuda::module::Kernel;
+use super::common::{channel_vector, AlignmentVariants, columns_label, conv_run_params, cuda_of, direct_kernel_source, forward_geometry, parse_columns_label, vectors_aligned};
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
@@ -97,10 +96,8 @@ impl Shape {
 
 struct FewChannelsInvoker {
     be: Arc<CudaBackend>,
-    /// Vector loads and stores: run when x and y are 16-byte aligned.
-    vector: Kernel,
-    /// Element loads and stores: any alignment.
-    scalar: Kernel,
+    /// Vector loads and stores where x and y are 16-byte aligned, else element accesses.
+    kernels: AlignmentVariants,
     shape: Shape,
     geom: Geom,
     problem: FusedProblem,
@@ -164,9 +161,8 @@ impl CudaConvFewChannels {
     fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, tile: Tile) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
         let (src, shape, g) = kernel_source(problem, tile)?;
-        let module = be.module("conv_few_channels", &src)?;
-        let (vector, scalar) = (module.function("conv_few_channels_vec")?, module.function("conv_few_channels")?);
-        Ok(Arc::new(FewChannelsInvoker { be, vector, scalar, shape, geom: g, problem: problem.clone() }))
+        let kernels = AlignmentVariants::build(&be, "conv_few_channels", src, shape.x_vec || shape.y_vec)?;
+        Ok(Arc::new(FewChannelsInvoker { be, kernels, shape, geom: g, problem: problem.clone() }))
     }
 }
 
@@ -195,7 +191,7 @@ impl Invoker for FewChannelsInvoker {
         let g = &self.geom;
         let p = conv_run_params(g, &self.problem, a)?;
         let aligned = (!self.shape.x_vec || a.x.0 % 16 == 0) && (!self.shape.y_vec || a.y.0 % 16 == 0);
-        let kernel = if (self.shape.x_vec || self.shape.y_vec) && aligned { &self.vector } else { &self.scalar };
+        let kernel = self.kernels.kernel(aligned)?;
         let grid = self.shape.items(g).div_ceil(BLOCK as usize) as u32;
         // SAFETY: Params mirrors the kernel's parameter struct; pointers are the caller's
         // tensors, validated against the problem's descriptors; the vector kernel only runs on
@@ -231,7 +227,9 @@ mod tests {
                 let (src, _, _) = kernel_source(&fused, parse_tile(&label).unwrap()).unwrap();
                 assert!(src.contains("conv_few_channels_vec"), "{label}");
                 if let Some(dir) = &out {
-                    std::fs::write(format!("{dir}/few_channels_{i}_{label}.cu"), src).unwrap();
+                    for (vector, suffix) in [(true, "_vec"), (false, "")] {
+                        std::fs::write(format!("{dir}/few_channels_{i}_{label}{suffix}.cu"), super::super::common::variant_source(&src, vector)).unwrap();
+                    }
                 }
             }
         }

@@ -5,8 +5,7 @@
 //! this kernel keeps the whole filter in shared memory and feeds each input value it loads to
 //! every output channel at once.
 
-use super::common::{conv_run_params, cuda_of, direct_kernel_source, forward_geometry};
-use crate::backend::cuda::module::Kernel;
+use super::common::{conv_run_params, AlignmentVariants, cuda_of, direct_kernel_source, forward_geometry};
 use crate::backend::cuda::{timed, CudaBackend};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
@@ -68,10 +67,8 @@ impl Shape {
 
 struct FewOutputsInvoker {
     be: Arc<CudaBackend>,
-    /// Vector loads of x: run when x is 16-byte aligned.
-    vector: Kernel,
-    /// Element loads: any alignment.
-    scalar: Kernel,
+    /// Vector loads of x where x is 16-byte aligned, else element loads.
+    kernels: AlignmentVariants,
     shape: Shape,
     geom: Geom,
     problem: FusedProblem,
@@ -131,9 +128,8 @@ impl Solver for CudaConvFewOutputs {
             ("XVEC", shape.x_vec as usize),
         ];
         let src = direct_kernel_source(problem, &g, &defines, TEMPLATE)?;
-        let module = be.module("conv_few_outputs", &src)?;
-        let (vector, scalar) = (module.function("conv_few_outputs_vec")?, module.function("conv_few_outputs")?);
-        Ok(Arc::new(FewOutputsInvoker { be, vector, scalar, shape, geom: g, problem: problem.clone() }))
+        let kernels = AlignmentVariants::build(&be, "conv_few_outputs", src, shape.x_vec)?;
+        Ok(Arc::new(FewOutputsInvoker { be, kernels, shape, geom: g, problem: problem.clone() }))
     }
 }
 
@@ -141,7 +137,7 @@ impl Invoker for FewOutputsInvoker {
     fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         let g = &self.geom;
         let p = conv_run_params(g, &self.problem, a)?;
-        let kernel = if self.shape.x_vec && a.x.0 % 16 == 0 { &self.vector } else { &self.scalar };
+        let kernel = self.kernels.kernel(a.x.0 % 16 == 0)?;
         let per_block = BLOCK as usize / self.shape.lanes;
         let blocks = self.shape.tiles(g).div_ceil(per_block).min((self.be.dev.sm_count() as u32 * BLOCKS_PER_SM) as usize);
         let smem = self.shape.filter_bytes(g) as u32;

@@ -10,8 +10,8 @@
 // Defines: the geometry of conv_geometry_defines (the forward problem's: O* = dy, I* = dx),
 // CTOT (channels), VEC (channels per thread), TW (dx columns per thread, a multiple of SW),
 // CH_INNER (1: threads walk channels fastest, for channel-innermost dx; 0: columns fastest),
-// XVEC / YVEC (1: dx / dy moved as 16-byte vectors of VEC elements; only in the `_vec` kernel,
-// whose launch checks the alignment), MINB (blocks per SM the registers are capped for).
+// XVEC / YVEC (1: dx / dy moved as 16-byte vectors of VEC elements; only in the `_vec` kernel
+// (VECTOR_KERNEL 1), whose launch checks the alignment), MINB (blocks per SM the registers are capped for).
 typedef CONFLUX_T T;
 
 constexpr int KCH = CTOT / VEC;                 // channel chunks
@@ -116,7 +116,11 @@ template <bool VMEM> __device__ __forceinline__ void dgrad_depthwise(const Param
     }
 }
 
+// Each entry is its own module (VECTOR_KERNEL), so a layout compiles only the one it runs.
+#if VECTOR_KERNEL
 // dx and dy 16-byte aligned (checked at launch): vector loads and stores where XVEC / YVEC.
 extern "C" __global__ void __launch_bounds__(256, MINB) conv_dgrad_depthwise_vec(const Params p) { dgrad_depthwise<true>(p); }
+#else
 // Any alignment: element loads and stores.
 extern "C" __global__ void __launch_bounds__(256, MINB) conv_dgrad_depthwise(const Params p) { dgrad_depthwise<false>(p); }
+#endif

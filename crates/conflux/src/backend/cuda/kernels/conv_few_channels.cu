@@ -12,7 +12,7 @@
 // 0: columns fastest, for planar y), GSHARE (1: groups of KG = CG channels lie inside a
 // thread's VEC channels, whose inputs are then loaded once for every c), XVEC / YVEC (1: x / y
 // read and written as 16-byte vectors of VEC elements at channel k0; only in the `_vec`
-// kernel, whose launch checks the alignment), MINB (blocks per SM the registers are capped for).
+// kernel (VECTOR_KERNEL 1), whose launch checks the alignment), MINB (blocks per SM the registers are capped for).
 typedef CONFLUX_T T;
 
 constexpr int KCH = KTOT / VEC;                 // channel chunks
@@ -150,7 +150,11 @@ template <bool VMEM> __device__ __forceinline__ void few_channels(const Params& 
     }
 }
 
+// Each entry is its own module (VECTOR_KERNEL), so a layout compiles only the one it runs.
+#if VECTOR_KERNEL
 // x and y 16-byte aligned (checked at launch): vector loads and stores where XVEC / YVEC.
 extern "C" __global__ void __launch_bounds__(256, MINB) conv_few_channels_vec(const Params p) { few_channels<true>(p); }
+#else
 // Any alignment: element loads and stores.
 extern "C" __global__ void __launch_bounds__(256, MINB) conv_few_channels(const Params p) { few_channels<false>(p); }
+#endif

@@ -13,7 +13,7 @@
 // Defines: the geometry of conv_geometry_defines (OD.., ID.., FD.., SD.., PD.., DD.., CG (= C),
 // KG (= KTOT), XS_*, WS_*, YS_*), KTOT, KP (KTOT rounded up to 4), VEC (channels per chunk),
 // NCH (chunks: C / VEC rounded up), LC (lanes per tile, a power of two ≤ NCH), TW (columns
-// per tile), XVEC (1: x chunks read as 16-byte vectors; only in the `_vec` kernel, whose
+// per tile), XVEC (1: x chunks read as 16-byte vectors; only in the `_vec` kernel (VECTOR_KERNEL 1), whose
 // launch checks the alignment).
 typedef CONFLUX_T T;
 
@@ -151,7 +151,11 @@ template <bool VMEM> __device__ __forceinline__ void few_outputs(const Params& p
     }
 }
 
+// Each entry is its own module (VECTOR_KERNEL), so a layout compiles only the one it runs.
+#if VECTOR_KERNEL
 // x 16-byte aligned (checked at launch): chunks read as vectors where XVEC.
 extern "C" __global__ void __launch_bounds__(256) conv_few_outputs_vec(const Params p) { few_outputs<true>(p); }
+#else
 // Any alignment: element loads.
 extern "C" __global__ void __launch_bounds__(256) conv_few_outputs(const Params p) { few_outputs<false>(p); }
+#endif

@@ -7,7 +7,13 @@ use crate::{ConvDesc, TensorDesc};
 
 /// A fused conv + bias + ReLU over channels-last tensors: c-hw-hw → k, an fh × fw filter.
 fn problem(dt: DataType, n: usize, c: usize, hw: usize, k: usize, (fh, fw): (usize, usize), stride: usize) -> FusedProblem {
-    let conv = ConvDesc::new(ConvMode::Convolution, &[fh as i64 / 2, fw as i64 / 2], &[stride as i64; 2], &[1; 2]).unwrap();
+    problem_padded(dt, n, c, hw, k, (fh, fw), stride, [fh / 2, fw / 2])
+}
+
+/// The same with explicit padding (patchify layers: none).
+#[allow(clippy::too_many_arguments)]
+fn problem_padded(dt: DataType, n: usize, c: usize, hw: usize, k: usize, (fh, fw): (usize, usize), stride: usize, pad: [usize; 2]) -> FusedProblem {
+    let conv = ConvDesc::new(ConvMode::Convolution, &[pad[0] as i64, pad[1] as i64], &[stride as i64; 2], &[1; 2]).unwrap();
     let t = |l: &[usize]| TensorDesc::with_layout(dt, Layout::NHWC, l).unwrap();
     let (x, w) = (t(&[n, c, hw, hw]), t(&[k, c, fh, fw]));
     let y = t(conv.output_desc(&x, &w).unwrap().lens());
@@ -77,6 +83,8 @@ fn sources_generate_with_and_without_splits() {
         ("f16_n32_32ch_half_rows", problem(DataType::Half, 32, 32, 149, 32, (3, 3), 1), None),
         ("f16_n32_80ch_half_rows", problem(DataType::Half, 32, 80, 73, 192, (3, 3), 1), None),
         ("f16_n1_48ch_half_rows_split", problem(DataType::Half, 1, 48, 28, 256, (3, 3), 1), None),
+        ("f16_n32_patchify_2x2_s2", problem_padded(DataType::Half, 32, 384, 14, 768, (2, 2), 2, [0, 0]), None),
+        ("f16_n32_1x7", problem(DataType::Half, 32, 128, 17, 128, (1, 7), 1), None),
     ];
     for (name, p, tile) in cases {
         let (g, prec) = geom(&p);
