@@ -32,7 +32,7 @@ pub struct CudaConvFewChannels;
 /// How the threads split the output: `vec` output channels × `tw` output columns each,
 /// channels or columns fastest across threads, whether whole groups of `kg = cg` channels sit
 /// inside a thread's channels (their inputs loaded once for every input channel), and which
-/// tensors move as 16-byte vectors.
+/// tensors move as vectors of `vec` elements (16 bytes, or 8 with half-width vectors).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Shape {
     vec: usize,
@@ -50,37 +50,47 @@ const COLUMN_TILES: [usize; 3] = [2, 4, 8];
 const MIN_BLOCKS: [usize; 3] = [1, 2, 3];
 
 /// A configuration: `tw` output columns per thread, registers capped for `min_blocks` blocks
-/// per SM. Labels `tw4` (one block) or `tw4b2`.
+/// per SM, and with `half` channels-last threads taking half a 16-byte vector of channels
+/// (8-byte vectors: half the sums and filter registers per thread, twice the threads).
+/// Labels `tw4` (one block), `tw4b2`, `tw8h`, `tw8b2h`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Tile {
     tw: usize,
     min_blocks: usize,
+    half: bool,
 }
 
 fn parse_tile(label: &str) -> Option<Tile> {
-    let (tw, min_blocks) = parse_columns_label(label)?;
-    (COLUMN_TILES.contains(&tw) && MIN_BLOCKS.contains(&min_blocks)).then_some(Tile { tw, min_blocks })
+    let (columns, half) = label.strip_suffix('h').map_or((label, false), |l| (l, true));
+    let (tw, min_blocks) = parse_columns_label(columns)?;
+    (COLUMN_TILES.contains(&tw) && MIN_BLOCKS.contains(&min_blocks)).then_some(Tile { tw, min_blocks, half })
 }
 
-fn label(t: Tile) -> String { columns_label(t.tw, t.min_blocks) }
+fn label(t: Tile) -> String { columns_label(t.tw, t.min_blocks) + if t.half { "h" } else { "" } }
 
 /// Eight columns per thread: wider tiles reread less of each input row (5×5 and 7×7 filters
-/// gain most); never wider than the output. Stride-1 filters of three columns on outputs at
-/// least 56 wide reuse little across a wide tile and gain from occupancy instead: four
-/// columns, registers capped for two blocks per SM. Sweeps:
-/// bench/results/2026-11-27-h200-zoo-few-channels.md, 2026-11-27-h200-few-channels-occupancy.md.
-fn heuristic_tile(g: &Geom) -> Tile {
-    if g.filter[2] <= 3 && g.stride[2] == 1 && g.output[2] >= 56 {
-        return Tile { tw: 4, min_blocks: 2 };
+/// gain most); never wider than the output. Filters of three columns on outputs at least 56
+/// wide reuse little across a wide tile and gain from occupancy instead: four columns,
+/// registers capped for two blocks per SM (f32: stride 1 only, as measured). 16-bit
+/// channels-last threads take half vectors (4 channels): the 8-column tiles of 5×5 and 7×7
+/// filters held 170–184 registers, one 256-thread block per SM, latency-bound; at 100–114
+/// they hold two. Sweeps: bench/results/2026-11-27-h200-zoo-few-channels.md,
+/// 2026-11-27-h200-few-channels-occupancy.md, 2026-11-28-h200-few-channels-half-vectors.md.
+fn heuristic_tile(g: &Geom, elem: usize) -> Tile {
+    let half = elem == 2;
+    if g.filter[2] <= 3 && g.output[2] >= 56 && (half || g.stride[2] == 1) {
+        return Tile { tw: 4, min_blocks: 2, half };
     }
-    Tile { tw: 8.min(g.output[2]).max(1), min_blocks: 1 }
+    Tile { tw: 8.min(g.output[2]).max(1), min_blocks: 1, half }
 }
 
 impl Shape {
-    fn of(g: &Geom, elem: usize, tw: usize) -> Shape {
+    fn of(g: &Geom, elem: usize, tw: usize, half: bool) -> Shape {
         let channel_inner = g.y_strides[1] == 1;
-        let vec = channel_vector(g.k, elem, channel_inner);
-        let whole = vec == 16 / elem;
+        let full = channel_vector(g.k, elem, channel_inner);
+        let halved = half && full * elem == 16 && (full / 2) % g.kg().max(1) == 0;
+        let vec = if halved { full / 2 } else { full };
+        let whole = vec * elem == 16 || halved;
         let depthwise = g.cg() == 1 && g.kg() == 1;
         let group_share = channel_inner && g.cg() > 1 && g.kg() == g.cg() && vec % g.kg() == 0 && g.x_strides[1] == 1;
         let x_vec = whole && (depthwise || group_share) && vectors_aligned(&g.x_strides, vec);
@@ -125,7 +135,7 @@ impl Solver for CudaConvFewChannels {
         if g.filter[2] > MAX_FILTER_WIDTH {
             return Err(format!("filter width {} (at most {MAX_FILTER_WIDTH})", g.filter[2]));
         }
-        let shape = Shape::of(&g, problem.dtype().size(), 1);
+        let shape = Shape::of(&g, problem.dtype().size(), 1, false);
         if shape.items(&g) >= (i32::MAX as usize) {
             return Err("too many output tiles for one launch".into());
         }
@@ -140,14 +150,18 @@ impl Solver for CudaConvFewChannels {
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
         let g = Geom::of(conv);
-        let tile = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_FEW_CHANNELS_TILE", parse_tile, || heuristic_tile(&g))?;
+        let tile = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_FEW_CHANNELS_TILE", parse_tile, || heuristic_tile(&g, conv.dtype().size()))?;
         self.build_with(problem, ctx, tile)
     }
 
     fn tuning_space(&self, problem: &FusedProblem) -> Vec<String> {
-        let ow = problem.conv_problem().map_or(1, |c| Geom::of(c).output[2]);
-        let tiles = COLUMN_TILES.iter().filter(|&&tw| tw <= ow.max(2));
-        tiles.flat_map(|&tw| MIN_BLOCKS.iter().map(move |&min_blocks| label(Tile { tw, min_blocks }))).collect()
+        let Some(conv) = problem.conv_problem() else { return Vec::new() };
+        let g = Geom::of(conv);
+        // Half-width vectors only where the layout has whole ones to halve.
+        let halves: &[bool] = if Shape::of(&g, conv.dtype().size(), 1, true) != Shape::of(&g, conv.dtype().size(), 1, false) { &[false, true] } else { &[false] };
+        let tiles = COLUMN_TILES.iter().filter(|&&tw| tw <= g.output[2].max(2));
+        let tiles = tiles.flat_map(|&tw| MIN_BLOCKS.iter().map(move |&min_blocks| (tw, min_blocks)));
+        tiles.flat_map(|(tw, min_blocks)| halves.iter().map(move |&half| label(Tile { tw, min_blocks, half }))).collect()
     }
 
     fn build_config(&self, problem: &FusedProblem, ctx: &dyn BuildContext, config: &str) -> Result<Arc<dyn Invoker>> {
@@ -171,7 +185,7 @@ impl CudaConvFewChannels {
 fn kernel_source(problem: &FusedProblem, tile: Tile) -> Result<(String, Shape, Geom)> {
     let conv = problem.conv_problem().ok_or_else(|| Error::internal("few-channels: not a convolution"))?;
     let g = Geom::of(conv);
-    let shape = Shape::of(&g, conv.dtype().size(), tile.tw);
+    let shape = Shape::of(&g, conv.dtype().size(), tile.tw, tile.half);
     let defines = [
         ("KTOT", g.k),
         ("VEC", shape.vec),
@@ -190,12 +204,13 @@ impl Invoker for FewChannelsInvoker {
     fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         let g = &self.geom;
         let p = conv_run_params(g, &self.problem, a)?;
-        let aligned = (!self.shape.x_vec || a.x.0 % 16 == 0) && (!self.shape.y_vec || a.y.0 % 16 == 0);
+        let bytes = (self.shape.vec * self.problem.dtype().size()) as u64;
+        let aligned = (!self.shape.x_vec || a.x.0 % bytes == 0) && (!self.shape.y_vec || a.y.0 % bytes == 0);
         let kernel = self.kernels.kernel(aligned)?;
         let grid = self.shape.items(g).div_ceil(BLOCK as usize) as u32;
         // SAFETY: Params mirrors the kernel's parameter struct; pointers are the caller's
         // tensors, validated against the problem's descriptors; the vector kernel only runs on
-        // 16-byte aligned x and y.
+        // x and y aligned to its vectors.
         timed(ctx, &self.be, || unsafe { kernel.launch(&self.be.dev, (grid.max(1), 1, 1), (BLOCK, 1, 1), 0, &p) })
     }
 }
@@ -203,6 +218,48 @@ impl Invoker for FewChannelsInvoker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A depthwise c-hw-hw convolution, f × f at `stride`, of `dt` in `layout`, with bias + ReLU.
+    fn depthwise(dt: crate::types::DataType, layout: crate::types::Layout, c: usize, hw: usize, f: usize, stride: i64) -> FusedProblem {
+        use crate::problem::{EpiOp, FusedKind};
+        use crate::types::{ActivationMode, ConvMode};
+        use crate::{ConvDesc, TensorDesc};
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[f as i64 / 2; 2], &[stride; 2], &[1, 1]).unwrap();
+        conv.set_groups(c as i64).unwrap();
+        let t = |l: &[usize]| TensorDesc::with_layout(dt, layout, l).unwrap();
+        let (x, w) = (t(&[32, c, hw, hw]), t(&[c, 1, f, f]));
+        let y = t(conv.output_desc(&x, &w).unwrap().lens());
+        let problem = crate::problem::ConvProblem::forward(&conv, &x, &w, &y).unwrap();
+        let epilogue = vec![EpiOp::Bias { dtype: dt }, EpiOp::Activation { mode: ActivationMode::Relu }];
+        FusedProblem { kind: FusedKind::Conv { conv: problem, epilogue } }
+    }
+
+    /// The default tiles of the sweep in bench/results/2026-11-28-h200-few-channels-half-vectors.md:
+    /// 16-bit channels-last layers take half vectors (4 channels per thread), wide 3 × 3
+    /// outputs four columns at two blocks per SM, the rest eight columns; f32 keeps whole
+    /// vectors and the stride-1 rule; planar layouts have nothing to halve.
+    #[test]
+    fn default_tiles_follow_the_sweep() {
+        use crate::types::{DataType, Layout};
+        let pick = |dt, layout, c, hw, f, stride| {
+            let p = depthwise(dt, layout, c, hw, f, stride);
+            let g = Geom::of(p.conv_problem().unwrap());
+            let t = heuristic_tile(&g, dt.size());
+            (label(t), Shape::of(&g, dt.size(), t.tw, t.half).vec)
+        };
+        assert_eq!(pick(DataType::Half, Layout::NHWC, 240, 28, 5, 1), ("tw8h".to_string(), 4));
+        assert_eq!(pick(DataType::BFloat16, Layout::NHWC, 384, 14, 7, 1), ("tw8h".to_string(), 4));
+        assert_eq!(pick(DataType::Half, Layout::NHWC, 96, 112, 3, 2), ("tw4b2h".to_string(), 4));
+        assert_eq!(pick(DataType::Half, Layout::NHWC, 144, 56, 3, 1), ("tw4b2h".to_string(), 4));
+        assert_eq!(pick(DataType::Float, Layout::NHWC, 96, 112, 3, 2), ("tw8".to_string(), 4));
+        assert_eq!(pick(DataType::Float, Layout::NHWC, 144, 56, 3, 1), ("tw4b2".to_string(), 4));
+        assert_eq!(pick(DataType::Half, Layout::NCHW, 240, 28, 5, 1).1, 1);
+        // Half tiles are in the tuning space only where they change the thread shape.
+        let space = |dt, layout| CudaConvFewChannels.tuning_space(&depthwise(dt, layout, 240, 28, 5, 1));
+        assert!(space(DataType::Half, Layout::NHWC).iter().any(|l| l.ends_with('h')));
+        assert!(!space(DataType::Half, Layout::NCHW).iter().any(|l| l.ends_with('h')));
+        assert!(space(DataType::Half, Layout::NHWC).iter().all(|l| parse_tile(l).is_some_and(|t| label(t) == *l)));
+    }
 
     /// Every tile's source for the depthwise layers of real networks (3 × 3 at strides 1 and 2,
     /// 5 × 5, 7 × 7; fp16 channels-last with bias + ReLU) generates; with

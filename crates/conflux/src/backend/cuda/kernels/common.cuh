@@ -140,6 +140,12 @@ __device__ __forceinline__ uint4 ldp16(const void* p) {
     asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
     return r;
 }
+// The same for an 8-byte word pair (half-width vectors of the direct kernels, `vec16.cuh`).
+__device__ __forceinline__ uint2 ldp8(const void* p) {
+    uint2 r;
+    asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
 __device__ __forceinline__ float word_to_f(unsigned w, float*, int) { return __uint_as_float(w); }
 __device__ __forceinline__ float word_to_f(unsigned w, h16*, int half) { h16 r; r.u = (unsigned short)(w >> (16 * half)); return to_f(r); }
 __device__ __forceinline__ float word_to_f(unsigned w, b16*, int half) { b16 r; r.u = (unsigned short)(w >> (16 * half)); return to_f(r); }
