@@ -72,11 +72,13 @@ fn small_planes_of_real_networks() {
 }
 
 /// conv + bias + ReLU6 stored straight from the flat sums: every store path (7 wide at stride
-/// 2, 56 and 112 wide, a width with no fixed-size code, a strided 30-wide output).
+/// 2, 56 and 112 wide, a width with no fixed-size code, a strided 30-wide output), and on
+/// AVX-512 the stride-2 row kernel (56 and 29 wide outputs: whole and partial chunks).
 #[test]
 fn fused_bias_relu6_plan() {
     let h = Handle::cpu();
-    let specs: [([usize; 4], i64); 5] = [([2, 16, 14, 14], 2), ([1, 3, 56, 56], 1), ([1, 2, 112, 112], 1), ([1, 5, 30, 30], 1), ([1, 3, 60, 60], 2)];
+    let specs: [([usize; 4], i64); 7] =
+        [([2, 16, 14, 14], 2), ([1, 3, 56, 56], 1), ([1, 2, 112, 112], 1), ([1, 5, 30, 30], 1), ([1, 3, 60, 60], 2), ([1, 3, 112, 112], 2), ([1, 2, 57, 57], 2)];
     for (lx, stride) in specs {
         let c = case(DataType::Float, lx, 1, [3, 3], [1, 1], [stride, stride], [1, 1], Lay::Packed).unwrap();
         let k = lx[1];

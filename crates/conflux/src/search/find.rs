@@ -6,8 +6,7 @@ use super::find_db::FindEntry;
 use super::perf_db;
 use super::progress::Steps;
 use super::select::screen;
-use super::prebuild;
-use super::session::{invoker, replace_invoker, Session};
+use super::session::{invoker, replace_invoker, Session, Tuned};
 use crate::ensure;
 use crate::error::Result;
 use crate::problem::FusedProblem;
@@ -72,8 +71,6 @@ pub fn time_solvers(
         t.sort_by(f32::total_cmp);
         Ok(t[t.len() / 2])
     };
-    let untuned: Vec<&'static dyn Solver> = candidates.iter().filter(|c| c.space.is_empty()).map(|c| c.solver).collect();
-    prebuild::invokers(s, problem, &untuned);
     let mut timed = Vec::new();
     for Candidate { solver: sv, need, space } in candidates {
         let measured = isolated(sv.name(), || {
@@ -103,7 +100,7 @@ pub fn time_solvers(
 
 /// `f`, with a panic turned into an InternalError naming `solver`: one solver that panics while
 /// it is built or timed costs Find that candidate, not the whole search.
-pub(super) fn isolated<T>(solver: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+fn isolated<T>(solver: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
         let msg = payload.downcast_ref::<&str>().map(|m| m.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_default();
         Err(crate::Error::internal(format!("{solver} panicked: {msg}")))
@@ -123,9 +120,8 @@ fn tune(
     steps: &mut Steps,
 ) -> Result<f32> {
     let mut best: Option<(f32, &str, std::sync::Arc<dyn Invoker>)> = None;
-    let built = prebuild::configurations(session, problem, s, space);
-    for (i, (config, built)) in space.iter().zip(built).enumerate() {
-        let result = built.and_then(|inv| Ok((time_one(inv.as_ref())?, inv)));
+    for (i, config) in space.iter().enumerate() {
+        let result = s.build_config(problem, &Tuned(session.device()), config).and_then(|inv| Ok((time_one(inv.as_ref())?, inv)));
         steps.done(s.name(), Some(config), result.as_ref().map(|r| r.0));
         match result {
             Ok((ms, inv)) => {

@@ -12,7 +12,6 @@ mod find;
 pub mod find_db;
 mod fusion_find;
 pub mod perf_db;
-mod prebuild;
 mod progress;
 mod select;
 mod session;
