@@ -720,6 +720,26 @@ fn gemm1x1_random_forward() {
     }
 }
 
+/// NCHW images with channel rows of 4 KiB and more (≥ 1024 positions) at batch 1: the
+/// positions-in-lanes driver takes them while x and y stay small (`conv1x1_pos::suits`), with
+/// a masked last tile, K blocks over many channels, gaps, constant weights or not, α/β.
+#[test]
+fn gemm1x1_large_rows_at_batch_one() {
+    let h = Handle::cpu();
+    let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
+    let specs: [(usize, usize, usize, usize); 4] = [(24, 40, 40, 20), (32, 37, 41, 16), (300, 33, 33, 24), (16, 64, 48, 96)];
+    for (case, &(c, hh, ww, k)) in specs.iter().enumerate() {
+        let mut geo = make_geo(&[0, 0], &[1, 1], &[1, 1], 1, vec![1, c, hh, ww], vec![k, c, 1, 1]).unwrap();
+        geo.conv.set_attribute(ConvAttrib::ConstantWeights, (case % 2) as i64).unwrap();
+        let dt = DataType::Float;
+        let (xd, wd, yd) = (nchw_gap(dt, &geo.x, 2 * case), desc(dt, &geo.w, Lay::Packed), nchw_gap(dt, &geo.y, case));
+        for (i, ab) in [(1.0, 0.0), AB_INT[1 + case % 3]].into_iter().enumerate() {
+            let ran = check_solver(&h, &geo.case((&xd, &wd, &yd)), Dir::Forward, solution_id(GEMM1X1), ab, Fill::SmallInt(-2, 2), 0.0, 900 + 10 * case as u64 + i as u64);
+            assert_eq!(ran, avx512, "{geo:?}: the 1×1 solver applies exactly when AVX-512 is there");
+        }
+    }
+}
+
 #[test]
 fn fused_bias_relu_per_algorithm() {
     // conv + bias + ReLU, and + ReLU6-like CLIPPEDRELU, through a fusion plan restricted to

@@ -18,21 +18,30 @@ use rayon::prelude::*;
 /// Fewest positions per image: at 14×14 (196) the masked last tile makes this driver slower
 /// than the channels-in-lanes one (bench/results/2026-11-25-cpu-session14.md).
 pub const MIN_POSITIONS: usize = 256;
-/// Largest channel row of x and y (bytes): rows of 4 KiB and more each sit in a page of their
-/// own, and a tile touches kc + K of them. At 55×55 (12100 bytes) this driver measured slower
-/// than the channels-in-lanes one whatever the K block
-/// (bench/results/2026-11-25-cpu-session14.md).
+/// Largest channel row of x and y (bytes) for calls that move more than `LARGE_ROWS_MAX_BYTES`:
+/// rows of 4 KiB and more each sit in a page of their own, and a tile touches kc + K of them.
+/// At 55×55 (12100 bytes) and batch 8 this driver measured up to 1.5× slower than the
+/// channels-in-lanes one (bench/results/2026-11-25-cpu-session14.md,
+/// 2026-11-28-cpu-1x1-positions-large-rows.md).
 pub const MAX_ROW_BYTES: usize = 4096;
+/// Most bytes of x and y together for which rows of any length are taken: at batch 1 every
+/// 1×1 layer of the zoo with rows of 4 KiB or more (56×56 to 112×112, up to 6.4 MB) ran
+/// 0.47–0.95 of the channels-in-lanes driver's time (same file); the 31 MB of batch-8 55×55
+/// layers ran up to 1.5× slower.
+pub const LARGE_ROWS_MAX_BYTES: usize = 16 << 20;
 /// Largest W (bytes): every tile reads all of W, which must stay in the 2 MiB L2.
 pub const MAX_W_BYTES: usize = 1 << 20;
 
 /// Whether `p` is NCHW on both sides with images of a size where this driver beats the
 /// channels-in-lanes one on the whole: 28×28, where it measured faster except on the expanding
 /// 128-28-28-512 at N=1 (bench/results/2026-11-25-cpu-session14.md and
-/// bench/results/2026-11-27-history-from-status.md, conv1x1_pos.rs).
+/// bench/results/2026-11-27-history-from-status.md, conv1x1_pos.rs), and larger images while
+/// the call's x and y stay within `LARGE_ROWS_MAX_BYTES`.
 pub fn suits(p: &Problem) -> bool {
     let row_bytes = p.xs[1].max(p.ys[1]) * 4;
-    p.xp == 1 && p.yp == 1 && p.hw >= MIN_POSITIONS && row_bytes < MAX_ROW_BYTES && p.c * p.k * 4 <= MAX_W_BYTES
+    let moved = p.n.saturating_mul(p.c + p.k).saturating_mul(p.hw).saturating_mul(4);
+    let rows_fit = row_bytes < MAX_ROW_BYTES || moved <= LARGE_ROWS_MAX_BYTES;
+    p.xp == 1 && p.yp == 1 && p.hw >= MIN_POSITIONS && rows_fit && p.c * p.k * 4 <= MAX_W_BYTES
 }
 
 /// Work split: tasks of consecutive position tiles (numbered across the batch) × groups of
