@@ -348,7 +348,9 @@ fn check_varied_f32_forward(h: &Handle, rng: &mut SplitMix64, geo: &mut Geo, cas
 /// filters of 1–4 taps per axis, sizes, groups of 16–40 input channels and layouts (the
 /// filter's layout orders the packed channels), f32 random and exact small integers (bit for
 /// bit), α/β, constant weights or not. The 1×1 solvers it hands the packed problem to need
-/// AVX-512 (or AMX); elsewhere it refuses. Overlapping windows are refused with a reason.
+/// AVX-512 (or AMX); elsewhere it refuses. Ungrouped 3×3 stride-2 layers of ≥ 256 channels in
+/// and out, padded or not, are taken too; other overlapping windows (5×5 s2, grouped, fewer
+/// channels) are refused with a reason.
 #[test]
 fn subsample_and_patch_random_forward() {
     let h = Handle::cpu();
@@ -367,11 +369,23 @@ fn subsample_and_patch_random_forward() {
     }
     let avx512 = conflux::backend::cpu::conv1x1::channels_kernel::best().is_some();
     assert!(ran >= 24 || !avx512, "subsample 1×1 / patches: only {ran} of 36 cases applied");
-    let overlap = make_geo(&[0, 0], &[2, 2], &[1, 1], 1, vec![1, 32, 9, 9], vec![8, 32, 3, 3]).unwrap();
+    // Ungrouped 3×3 stride-2 layers of ≥ 256 channels in and out (overlapping windows, copy
+    // 2.25 x), padded or not: the packed copy reads the padding as zeros (odd sizes leave
+    // partial last windows; padding 2 puts whole window rows in it).
+    let mut ran3 = 0;
+    for (case, &(pad, c, hw, k, n)) in [(1, 256, 7, 256, 1), (1, 264, 6, 260, 2), (0, 300, 9, 256, 1), (1, 256, 5, 300, 1), (2, 257, 6, 256, 1)].iter().enumerate() {
+        let mut geo = make_geo(&[pad, pad], &[2, 2], &[1, 1], 1, vec![n, c, hw, hw + 3], vec![k, c, 3, 3]).unwrap();
+        ran3 += check_varied_f32_forward(&h, &mut rng, &mut geo, 40 + case, SUBSAMPLE_1X1, 9900 + case as u64 * 10) as usize;
+    }
+    // (A random layout may give a filter that is not one dense block per output: refused.)
+    assert!(ran3 >= 4 || !avx512, "strided 3×3: only {ran3} of 5 cases applied");
     let d = |l: &[usize]| desc(DataType::Float, l, Lay::Packed);
-    let fp = overlap.case((&d(&overlap.x), &d(&overlap.w), &d(&overlap.y))).fused(Dir::Forward);
-    let why = solver(SUBSAMPLE_1X1).check(&fp, h.device().info()).unwrap_err();
-    assert!(why.contains("overlap"), "{why}");
+    for (f, groups, c, k) in [(5, 1, 256, 256), (3, 2, 512, 256), (3, 1, 256, 128), (3, 1, 128, 256)] {
+        let overlap = make_geo(&[1, 1], &[2, 2], &[1, 1], groups, vec![1, c, 9, 9], vec![k, c / groups, f, f]).unwrap();
+        let fp = overlap.case((&d(&overlap.x), &d(&overlap.w), &d(&overlap.y))).fused(Dir::Forward);
+        let why = solver(SUBSAMPLE_1X1).check(&fp, h.device().info()).unwrap_err();
+        assert!(why.contains("overlap"), "{why}");
+    }
 }
 
 /// Few-channel stems on the direct band kernel: random 1–4 input channels, 8–40 outputs

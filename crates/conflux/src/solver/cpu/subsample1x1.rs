@@ -1,12 +1,13 @@
-//! Forward f32 convolutions whose filter windows do not overlap, as a 1×1 stride-1 convolution
-//! over a packed copy of the input they read: strided 1×1 layers (ResNet's downsampling
-//! shortcuts: 1024-14-14 → 2048 stride 2; the copy is a quarter of x) and patch layers whose
-//! stride is their filter (ConvNeXt's 4×4 s4 stem and 2×2 s2 downsampling, vision
-//! transformers' patch embeddings; the copy is x rearranged, each window's taps becoming
-//! channels in the order the filter stores them, so the filter is the 1×1 filter as it lies).
-//! The 1×1 solvers need consecutive positions; over the strided input the implicit GEMM
-//! gathered every column and the im2col GEMM copied x into a matrix of short rows. The copy is
-//! written once per call; the inner problem writes the caller's y with the whole epilogue.
+//! Forward f32 convolutions as a 1×1 stride-1 convolution over a packed copy of the input they
+//! read, each window's taps becoming channels in the order the filter stores them (so the
+//! filter is the 1×1 filter as it lies): strided 1×1 layers (ResNet's downsampling shortcuts:
+//! 1024-14-14 → 2048 stride 2; the copy is a quarter of x), patch layers whose stride is their
+//! filter (ConvNeXt's 4×4 s4 stem and 2×2 s2 downsampling, vision transformers' patch
+//! embeddings; the copy is x rearranged), and ungrouped 3×3 stride-2 layers of at least 256
+//! channels in and out (ResNet's and Inception's; the copy is 2.25 x, padding as zeros). The 1×1 solvers need consecutive positions; over the
+//! strided input the implicit GEMM gathered every column, and the im2col GEMM's tiles run the
+//! 49–784-position outputs of these layers at half the 1×1 solvers' rate. The copy is written
+//! once per call; the inner problem writes the caller's y with the whole epilogue.
 
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::conv_desc::ConvDesc;
@@ -22,6 +23,14 @@ use std::sync::Arc;
 
 /// Fewest input channels per group: the product is a GEMM.
 const MIN_CHANNELS: usize = 16;
+
+/// Most filter taps per output position of the copy, relative to x (R·S / (stride_h·stride_w)),
+/// for windows that overlap: 3×3 stride 2 (2.25) is taken, 5×5 stride 2 (6.25) is not.
+const MAX_OVERLAP: f64 = 2.25;
+/// Fewest input and output channels for windows that overlap: with 256–512 of each the copy and
+/// the 1×1 solvers ran 0.73–0.86 of the im2col GEMM's time on ResNet's and Inception's 3×3 s2
+/// layers; with 64–192 input channels 0.93–1.16 (bench/results/2026-11-28-cpu-strided-3x3-as-1x1.md).
+const MIN_OVERLAP_CHANNELS: usize = 256;
 
 pub struct CpuSubsample1x1;
 
@@ -81,15 +90,21 @@ fn rewrite(problem: &FusedProblem) -> std::result::Result<(FusedProblem, Columns
         return Err(format!("f32 only (this is {:?})", conv.dtype()));
     }
     let d = &conv.conv;
-    if conv.spatial_dims() != 2 || d.pads() != [0, 0] || d.pads_end() != [0, 0] {
-        return Err("2-D unpadded convolutions only".into());
+    if conv.spatial_dims() != 2 {
+        return Err("2-D convolutions only".into());
     }
     let (f, stride) = (conv.filter(), d.strides());
     if f == [1, 1] && stride == [1, 1] {
         return Err("1×1 stride 1 (the 1×1 solvers read it in place)".into());
     }
-    if f != [1, 1] && (d.dilations() != [1, 1] || stride[0] < f[0] || stride[1] < f[1]) {
-        return Err(format!("filter windows overlap ({}×{} filter, stride {}×{}, dilation {:?}): the packed copy would repeat x", f[0], f[1], stride[0], stride[1], d.dilations()));
+    let overlap = f != [1, 1] && (d.dilations() != [1, 1] || stride[0] < f[0] || stride[1] < f[1]);
+    let repeats = (f[0] * f[1]) as f64 / (stride[0] * stride[1]) as f64;
+    let (c, k) = (conv.x.c(), conv.w.lens()[0]);
+    if overlap && (conv.groups() != 1 || d.dilations() != [1, 1] || stride[0] < 2 || stride[1] < 2 || repeats > MAX_OVERLAP || c.min(k) < MIN_OVERLAP_CHANNELS) {
+        return Err(format!(
+            "filter windows overlap ({}×{} filter, stride {}×{}, dilation {:?}, {} groups, {c} → {k} channels): the packed copy would repeat x {repeats:.2} times (taken: ungrouped, stride ≥ 2, dilation 1, at most {MAX_OVERLAP}, at least {MIN_OVERLAP_CHANNELS} channels in and out)",
+            f[0], f[1], stride[0], stride[1], d.dilations(), conv.groups()
+        ));
     }
     let cols = columns(&conv.w)?;
     if cols.cg < MIN_CHANNELS {
@@ -145,6 +160,43 @@ fn inner_solver(inner: &FusedProblem, device: &DeviceInfo) -> std::result::Resul
         .ok_or_else(|| "no 1×1 solver takes the packed problem".into())
 }
 
+/// Row `i` of the packed plane for tap (r, s) of one input plane (`plane0`: its element (0, 0)):
+/// x[i·sh + r·dh − ph][j·sw + s·dw − pw] for every output column j, zero in the padding.
+fn copy_row(g: &Geom, plane0: *const f32, i: usize, r: usize, s: usize, row: &mut [f32]) {
+    let (xs, [_, sh, sw], [_, dh, dw], [_, ph, pw], [_, ih, iw]) = (g.x_strides, g.stride, g.dilation, g.pad, g.input);
+    let iy = (i * sh + r * dh) as isize - ph as isize;
+    if iy < 0 || iy >= ih as isize {
+        row.fill(0.0);
+        return;
+    }
+    // Output columns whose input column j·sw + s·dw − pw lies inside the row: lo..hi.
+    let first = (s * dw) as isize - pw as isize;
+    let lo = if first >= 0 { 0 } else { ((-first) as usize).div_ceil(sw) };
+    let hi = if first >= iw as isize { 0 } else { ((iw as isize - first) as usize).div_ceil(sw).min(row.len()) };
+    let (lo, hi) = (lo.min(hi), hi);
+    row[..lo].fill(0.0);
+    row[hi..].fill(0.0);
+    if lo == hi {
+        return;
+    }
+    let start = (first + (lo * sw) as isize) as usize;
+    // SAFETY: input row iy of the plane, columns start, start + sw, … (hi − lo of them) all
+    // lie in 0..iw by the bounds above; x is the caller's validated tensor.
+    let base = plane0.wrapping_add(iy as usize * xs[3] + start * xs[4]);
+    let dst = &mut row[lo..hi];
+    if xs[4] == 1 && sw == 2 {
+        // Every other element of a dense row: a slice the compiler splits with shuffles.
+        let src = unsafe { std::slice::from_raw_parts(base, 2 * dst.len() - 1) };
+        for (j, v) in dst.iter_mut().enumerate() {
+            *v = src[2 * j];
+        }
+    } else {
+        for (j, v) in dst.iter_mut().enumerate() {
+            *v = unsafe { *base.add(j * sw * xs[4]) };
+        }
+    }
+}
+
 struct Subsample1x1Invoker {
     run: Arc<dyn Invoker>,
     geom: Geom,
@@ -158,16 +210,12 @@ impl Invoker for Subsample1x1Invoker {
         let [_, oh, ow] = g.output;
         let channels = self.sources.len();
         let mut x2 = vec![0f32; g.n * channels * oh * ow];
-        let (xs, [_, sh, sw], xa) = (g.x_strides, g.stride, a.x.0 as usize);
+        let xa = a.x.0 as usize;
         x2.par_chunks_mut(oh * ow).enumerate().for_each(|(plane, out)| {
             let (c, r, s) = self.sources[plane % channels];
-            let src = (xa as *const f32).wrapping_add((plane / channels) * xs[0] + c * xs[1] + r * xs[3] + s * xs[4]);
+            let plane0 = (xa as *const f32).wrapping_add((plane / channels) * g.x_strides[0] + c * g.x_strides[1]);
             for (i, row) in out.chunks_exact_mut(ow).enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    // SAFETY: (n, c, i·sh + r, j·sw + s) is an element of the caller's validated
-                    // x: r and s are filter taps of an unpadded convolution with this output.
-                    *v = unsafe { *src.add(i * sh * xs[3] + j * sw * xs[4]) };
-                }
+                copy_row(g, plane0, i, r, s, row);
             }
         });
         self.run.run(ctx, &RunArgs { x: DevPtr(x2.as_ptr() as u64), ..*a })
