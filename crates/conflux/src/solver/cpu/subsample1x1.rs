@@ -9,6 +9,7 @@
 //! 49–784-position outputs of these layers at half the 1×1 solvers' rate. The copy is written
 //! once per call; the inner problem writes the caller's y with the whole epilogue.
 
+use crate::backend::cpu::gemm::{with_scratch, Slot};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::conv_desc::ConvDesc;
 use crate::error::{Error, Result};
@@ -108,8 +109,8 @@ fn rewrite(problem: &FusedProblem) -> std::result::Result<(FusedProblem, Columns
     }
     let cols = columns(&conv.w)?;
     if cols.cg < MIN_CHANNELS {
-        // (Few-channel patch stems measured no faster than the im2col GEMM, which also copies
-        // x once.)
+        // (Few-channel stems, patch or overlapping, measured no faster than the im2col GEMM,
+        // which also copies x once: bench/results/2026-11-28-cpu-strided-3x3-as-1x1.md.)
         return Err(format!("{} input channels per group (at least {MIN_CHANNELS}: depthwise, small groups and stems have their own kernels)", cols.cg));
     }
     let reduction = cols.cg * f[0] * f[1];
@@ -209,15 +210,18 @@ impl Invoker for Subsample1x1Invoker {
         let g = &self.geom;
         let [_, oh, ow] = g.output;
         let channels = self.sources.len();
-        let mut x2 = vec![0f32; g.n * channels * oh * ow];
         let xa = a.x.0 as usize;
-        x2.par_chunks_mut(oh * ow).enumerate().for_each(|(plane, out)| {
-            let (c, r, s) = self.sources[plane % channels];
-            let plane0 = (xa as *const f32).wrapping_add((plane / channels) * g.x_strides[0] + c * g.x_strides[1]);
-            for (i, row) in out.chunks_exact_mut(ow).enumerate() {
-                copy_row(g, plane0, i, r, s, row);
-            }
-        });
-        self.run.run(ctx, &RunArgs { x: DevPtr(x2.as_ptr() as u64), ..*a })
+        // Kept per thread: a fresh buffer each call was page faults and zeroing on every
+        // call (copy_row writes every element, padding included).
+        with_scratch(Slot::Packed, g.n * channels * oh * ow, |x2| {
+            x2.par_chunks_mut(oh * ow).enumerate().for_each(|(plane, out)| {
+                let (c, r, s) = self.sources[plane % channels];
+                let plane0 = (xa as *const f32).wrapping_add((plane / channels) * g.x_strides[0] + c * g.x_strides[1]);
+                for (i, row) in out.chunks_exact_mut(ow).enumerate() {
+                    copy_row(g, plane0, i, r, s, row);
+                }
+            });
+            self.run.run(ctx, &RunArgs { x: DevPtr(x2.as_ptr() as u64), ..*a })
+        })
     }
 }

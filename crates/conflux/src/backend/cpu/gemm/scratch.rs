@@ -21,12 +21,15 @@ pub enum Slot {
     /// The fusion API's intermediates on the calling thread (a two-chain plan's t, merged
     /// horizontal branches' filters).
     Fusion = 8,
+    /// A solver's packed copy of its input, held on the calling thread while an inner solver
+    /// runs on it (the subsample 1×1 solver).
+    Packed = 9,
 }
 
 thread_local! {
-    static SCRATCH: [RefCell<Vec<f32>>; 9] = Default::default();
+    static SCRATCH: [RefCell<Vec<f32>>; 10] = Default::default();
     /// Consecutive uses of each slot that needed under a quarter of its buffer.
-    static SMALL_USES: [Cell<u32>; 9] = Default::default();
+    static SMALL_USES: [Cell<u32>; 10] = Default::default();
 }
 
 /// A buffer above this many f32 (64 MiB) is given back once `SHRINK_AFTER` consecutive uses
