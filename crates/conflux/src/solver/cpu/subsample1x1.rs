@@ -4,10 +4,11 @@
 //! 1024-14-14 → 2048 stride 2; the copy is a quarter of x), patch layers whose stride is their
 //! filter (ConvNeXt's 4×4 s4 stem and 2×2 s2 downsampling, vision transformers' patch
 //! embeddings; the copy is x rearranged), and ungrouped 3×3 stride-2 layers of at least 256
-//! channels in and out (ResNet's and Inception's; the copy is 2.25 x, padding as zeros). The 1×1 solvers need consecutive positions; over the
-//! strided input the implicit GEMM gathered every column, and the im2col GEMM's tiles run the
-//! 49–784-position outputs of these layers at half the 1×1 solvers' rate. The copy is written
-//! once per call; the inner problem writes the caller's y with the whole epilogue.
+//! channels in and out (ResNet's and Inception's; the copy is 2.25 x, padding as zeros). The
+//! 1×1 solvers need consecutive positions; over the strided input the implicit GEMM gathered
+//! every column, and the im2col GEMM's tiles run the 49–784-position outputs of these layers
+//! at about half the 1×1 solvers' rate. The copy is written once per call into per-thread
+//! scratch; the inner problem writes the caller's y with the whole epilogue.
 
 use crate::backend::cpu::gemm::{with_scratch, Slot};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
@@ -181,18 +182,20 @@ fn copy_row(g: &Geom, plane0: *const f32, i: usize, r: usize, s: usize, row: &mu
         return;
     }
     let start = (first + (lo * sw) as isize) as usize;
-    // SAFETY: input row iy of the plane, columns start, start + sw, … (hi − lo of them) all
-    // lie in 0..iw by the bounds above; x is the caller's validated tensor.
+    // Input row iy of the plane, columns start, start + sw, … (hi − lo of them): all in 0..iw
+    // by the bounds above; x is the caller's validated tensor.
     let base = plane0.wrapping_add(iy as usize * xs[3] + start * xs[4]);
     let dst = &mut row[lo..hi];
     if xs[4] == 1 && sw == 2 {
         // Every other element of a dense row: a slice the compiler splits with shuffles.
+        // SAFETY: elements start .. start + 2·(hi − lo − 1) of the row, inside it (above).
         let src = unsafe { std::slice::from_raw_parts(base, 2 * dst.len() - 1) };
         for (j, v) in dst.iter_mut().enumerate() {
             *v = src[2 * j];
         }
     } else {
         for (j, v) in dst.iter_mut().enumerate() {
+            // SAFETY: column start + j·sw of the row, inside it (above).
             *v = unsafe { *base.add(j * sw * xs[4]) };
         }
     }

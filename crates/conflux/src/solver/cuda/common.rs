@@ -96,11 +96,11 @@ pub(crate) fn columns_label(tw: usize, min_blocks: usize) -> String {
 }
 
 /// A direct kernel's two entries, each compiled from the same source as its own module:
-/// `{name}_vec` (`VECTOR_KERNEL 1`: 16-byte vector loads and stores, launched on aligned
-/// pointers only) and `{name}` (element accesses, any alignment). Building compiles the entry
-/// the layout's usual call runs (the vector one where the layout has vector accesses at all);
-/// the element entry of a vector layout is compiled on the first misaligned call, which most
-/// callers never make. Compiling both up front took twice the cold compile time.
+/// `{name}_vec` (`VECTOR_KERNEL 1`: 8- or 16-byte vector loads and stores, launched only on
+/// pointers aligned to them) and `{name}` (element accesses, any alignment). Building compiles
+/// the entry the layout's usual call runs (the vector one where the layout has vector accesses
+/// at all); the element entry of a vector layout is compiled on the first misaligned call,
+/// which most callers never make, since compiling both up front doubles the cold compile.
 pub(crate) struct AlignmentVariants {
     be: Arc<CudaBackend>,
     name: &'static str,

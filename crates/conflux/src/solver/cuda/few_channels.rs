@@ -106,7 +106,7 @@ impl Shape {
 
 struct FewChannelsInvoker {
     be: Arc<CudaBackend>,
-    /// Vector loads and stores where x and y are 16-byte aligned, else element accesses.
+    /// Vector loads and stores where x and y are aligned to the vectors, else element accesses.
     kernels: AlignmentVariants,
     shape: Shape,
     geom: Geom,
@@ -135,7 +135,8 @@ impl Solver for CudaConvFewChannels {
         if g.filter[2] > MAX_FILTER_WIDTH {
             return Err(format!("filter width {} (at most {MAX_FILTER_WIDTH})", g.filter[2]));
         }
-        let shape = Shape::of(&g, problem.dtype().size(), 1, false);
+        // One column per thread, half vectors where they apply: the most items any tile has.
+        let shape = Shape::of(&g, problem.dtype().size(), 1, true);
         if shape.items(&g) >= (i32::MAX as usize) {
             return Err("too many output tiles for one launch".into());
         }
