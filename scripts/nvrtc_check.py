@@ -8,7 +8,8 @@ Sources come from unit tests that write them when CONFLUX_KERNEL_SOURCES names a
 NVRTC and ptxas come from PyPI's nvidia-cuda-nvrtc and nvidia-cuda-nvcc wheels (a venv:
 python3 -m venv /tmp/nv && /tmp/nv/bin/pip install nvidia-cuda-nvrtc nvidia-cuda-nvcc), found
 under the running interpreter's site-packages, or give --nvrtc / --ptxas. Exit status 1 when any
-source fails to compile or a kernel spills. Each line also gives the compile times (NVRTC to PTX,
+source fails to compile or a kernel spills. `--keep DIR` keeps each PTX and cubin there (for
+nvdisasm from the nvidia-cuda-nvdisasm wheel). Each line also gives the compile times (NVRTC to PTX,
 then ptxas as a process: its start-up is included), for cold-compile work.
 """
 import argparse
@@ -58,6 +59,7 @@ def main():
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--nvrtc")
     ap.add_argument("--ptxas")
+    ap.add_argument("--keep", help="folder for each source's PTX and cubin (for nvdisasm)")
     a = ap.parse_args()
     lib = ctypes.CDLL(find("lib/libnvrtc.so*", a.nvrtc))
     ptxas = find("bin/ptxas", a.ptxas)
@@ -75,7 +77,12 @@ def main():
         with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
             f.write(ptx)
         t2 = time.perf_counter()
-        out = subprocess.run([ptxas, f"-arch={a.arch}", "-v", "-o", os.devnull, f.name], capture_output=True, text=True)
+        cubin = os.path.join(a.keep, name[:-3] + ".cubin") if a.keep else os.devnull
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
+            with open(os.path.join(a.keep, name[:-3] + ".ptx"), "w") as k:
+                k.write(ptx)
+        out = subprocess.run([ptxas, f"-arch={a.arch}", "-v", "-o", cubin, f.name], capture_output=True, text=True)
         t3 = time.perf_counter()
         os.unlink(f.name)
         text = out.stdout + out.stderr

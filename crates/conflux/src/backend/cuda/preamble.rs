@@ -289,4 +289,26 @@ mod tests {
         let all = epilogue_fn(&[bn(BnMode::Spatial), bn(BnMode::PerActivation)]).unwrap();
         assert!(all.contains("return true && bn_params_aligned16(e[1]);"), "alignment check:\n{all}");
     }
+
+    /// No kernel loads global memory through a non-volatile inline asm: the compiler treats
+    /// one as a pure function of its address and may run it above the bounds check guarding
+    /// it (compute-sanitizer caught bias reads past the end of grouped layers' parameters).
+    /// Loads go through C++ or `__ldg`, which the compiler knows may fault.
+    #[test]
+    fn no_kernel_loads_through_a_pure_asm() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/backend/cuda/kernels");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            seen += 1;
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap();
+                let Some(at) = code.find("asm(") else { continue };
+                let body = &code[at..];
+                assert!(!(body.contains("\"ld.global") || body.contains("\"ld.param") || body.contains("\"ld.const")), "{}:{}: a load in a non-volatile asm: {line}", path.display(), i + 1);
+            }
+        }
+        assert!(seen > 20, "kernel folder not found or empty: {dir}");
+    }
 }

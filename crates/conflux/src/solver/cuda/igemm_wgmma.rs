@@ -62,6 +62,23 @@ impl WgTile {
     pub fn parse(s: &str) -> Option<WgTile> { WG_CONFIGS.iter().copied().find(|c| c.label() == s) }
 }
 
+/// The kernel's source for tile `cfg` and the alignment y's rows need for its store path.
+fn kernel_source(problem: &FusedProblem, g: &Geom, cfg: WgTile) -> Result<(String, u64)> {
+    let dt = problem.conv_problem().ok_or_else(|| Error::internal("igemm-wgmma: not a convolution"))?.dtype();
+    // The staged tile lives in one pipeline buffer.
+    let fits = cfg.bm * cfg.bn <= (cfg.bm + cfg.bn) * 64;
+    let staging = if fits { Staging::of(g) } else { Staging::Direct };
+    let mut tile = vec![
+        ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()),
+        ("LOADER_THREADS", cfg.threads()), ("MIN_BLOCKS", cfg.min_blocks()),
+    ];
+    tile.extend(staging.defines());
+    let (defs, pair_store) = tensor_core_defines(g, dt, &tile);
+    let y_align = staging.y_align(pair_store, dt.size());
+    let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    Ok((preamble::source(dt, problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?, y_align))
+}
+
 /// The tuning space; every entry fits the 227 KiB of shared memory a block may use.
 pub const WG_CONFIGS: &[WgTile] = &[
     WgTile::new(256, 128, 4, false),
@@ -155,18 +172,7 @@ impl CudaConvIgemmWgmma {
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-wgmma: not a convolution"))?;
         let g = Geom::of(conv);
         let cfg = cfg.fitted(g.cg() * g.filter_size());
-        // The staged tile lives in one pipeline buffer.
-        let fits = cfg.bm * cfg.bn <= (cfg.bm + cfg.bn) * 64;
-        let staging = if fits { Staging::of(&g) } else { Staging::Direct };
-        let mut tile = vec![
-            ("BM", cfg.bm), ("BN", cfg.bn), ("BK", 64), ("STAGES", cfg.stages), ("THREADS", cfg.threads()),
-            ("LOADER_THREADS", cfg.threads()), ("MIN_BLOCKS", cfg.min_blocks()),
-        ];
-        tile.extend(staging.defines());
-        let (defs, pair_store) = tensor_core_defines(&g, conv.dtype(), &tile);
-        let y_align = staging.y_align(pair_store, conv.dtype().size());
-        let defs: Vec<(&str, String)> = defs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        let src = preamble::source(conv.dtype(), problem.epilogue(), &Extra { act: None, defines: &defs }, TEMPLATE)?;
+        let (src, y_align) = kernel_source(problem, &g, cfg)?;
         let kernel = be.module_arch_specific("conv_igemm_wgmma", &src)?.function("conv_fwd_igemm_wgmma")?;
         kernel.reserve_dynamic_smem(&be.dev, cfg.smem_bytes() as u32)?;
         // Persistent: as many blocks as are resident at once (per group).
@@ -178,5 +184,45 @@ impl CudaConvIgemmWgmma {
         };
         let launch = TileLaunch { bm: cfg.bm, bn: cfg.bn, threads: cfg.threads() as u32, smem: cfg.smem_bytes() as u32, max_blocks };
         Ok(Arc::new(TcInvoker::new(be, kernel, g, launch, y_align, problem)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::{ConvProblem, EpiOp, FusedKind};
+    use crate::types::{ActivationMode, ConvMode, DataType, Layout};
+    use crate::{ConvDesc, TensorDesc};
+
+    /// Sources of every tile generate for a grouped layer whose groups hold a partial channel
+    /// tile (28 outputs each: the epilogue's channel guard matters) and for a plain one; with
+    /// `CONFLUX_KERNEL_SOURCES` set, written there for an offline NVRTC compile
+    /// (`scripts/nvrtc_check.py`).
+    #[test]
+    fn sources_generate_for_partial_channel_tiles() {
+        let out = std::env::var("CONFLUX_KERNEL_SOURCES").ok();
+        let cases: [(&str, usize, [usize; 4], [usize; 4], [i64; 2], [i64; 2], [i64; 2]); 2] = [
+            ("g2_k28", 2, [2, 32, 7, 12], [56, 16, 1, 1], [0, 1], [2, 1], [2, 2]),
+            ("k200", 1, [1, 64, 9, 9], [200, 64, 3, 3], [1, 1], [1, 1], [1, 1]),
+        ];
+        for (name, groups, lx, lw, pad, stride, dil) in cases {
+            let k = lw[0];
+            let mut conv = ConvDesc::new(ConvMode::Convolution, &pad, &stride, &dil).unwrap();
+            conv.set_groups(groups as i64).unwrap();
+            let t = |l: &[usize]| TensorDesc::with_layout(DataType::Half, Layout::NHWC, l).unwrap();
+            let (x, w) = (t(&lx), t(&lw));
+            let y = t(conv.output_desc(&x, &w).unwrap().lens());
+            let conv = ConvProblem::forward(&conv, &x, &w, &y).unwrap();
+            let epilogue = vec![EpiOp::Bias { dtype: DataType::Half }, EpiOp::Activation { mode: ActivationMode::LeakyRelu }];
+            let p = FusedProblem { kind: FusedKind::Conv { conv, epilogue } };
+            let g = Geom::of(p.conv_problem().unwrap());
+            for cfg in WG_CONFIGS {
+                let (src, _) = kernel_source(&p, &g, cfg.fitted(g.cg() * g.filter_size())).unwrap();
+                assert!(src.contains(&format!("#define KG {}", k / groups)), "{name}");
+                if let Some(dir) = &out {
+                    std::fs::write(format!("{dir}/igemm_wgmma_{name}_{}.cu", cfg.label()), &src).unwrap();
+                }
+            }
+        }
     }
 }

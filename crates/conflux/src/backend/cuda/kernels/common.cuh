@@ -108,23 +108,23 @@ __device__ __forceinline__ float actb_clippedrelu(float dy, float x, float, floa
 __device__ __forceinline__ float actb_leakyrelu(float dy, float x, float, float a, float, float) { return x > 0.f ? dy : dy * a; }
 __device__ __forceinline__ float actb_elu(float dy, float x, float y, float a, float, float) { return x > 0.f ? dy : dy * (y + a); }
 
-// Loads of operator parameters (bias, BN statistics), which no kernel writes: a non-volatile
-// asm through the read-only path is a pure function of its address, so the compiler may
-// hoist it out of loops over the batch even though the loop stores to y.
+// Loads of data no kernel writes (operator parameters, and x / w / dy in kernels that only
+// read them) through the read-only path. `__ldg` rather than an inline-asm `ld.global.nc`: a
+// non-volatile asm is a pure function of its address to the compiler, which then executes it
+// wherever its inputs are ready, including above the bounds check of a channel or pixel
+// past the end (it read bias[KG..] of grouped layers before their channel guard). `__ldg`
+// is a load the compiler knows may fault, so it stays behind its guard, and loads in loops
+// that store nothing are still hoisted or shared.
 template <class TP> __device__ __forceinline__ float ldp(const void* p, i64 i);
-template <> __device__ __forceinline__ float ldp<float>(const void* p, i64 i) {
-    float r;
-    asm("ld.global.nc.f32 %0, [%1];" : "=f"(r) : "l"((const float*)p + i));
-    return r;
-}
+template <> __device__ __forceinline__ float ldp<float>(const void* p, i64 i) { return __ldg((const float*)p + i); }
 template <> __device__ __forceinline__ float ldp<h16>(const void* p, i64 i) {
     h16 r;
-    asm("ld.global.nc.u16 %0, [%1];" : "=h"(r.u) : "l"((const h16*)p + i));
+    r.u = __ldg((const unsigned short*)p + i);
     return to_f(r);
 }
 template <> __device__ __forceinline__ float ldp<b16>(const void* p, i64 i) {
     b16 r;
-    asm("ld.global.nc.u16 %0, [%1];" : "=h"(r.u) : "l"((const b16*)p + i));
+    r.u = __ldg((const unsigned short*)p + i);
     return to_f(r);
 }
 
@@ -132,20 +132,12 @@ template <> __device__ __forceinline__ float ldp<b16>(const void* p, i64 i) {
 // the array is 16-byte aligned and j0 is a multiple of V) and V parameters filling whole
 // 16-byte words, 16-byte loads: a thread of the NCHW chain kernel reads the per-element BN
 // parameters of its vector with 2 loads per array instead of 8 on f16 data. Otherwise one
-// load each. Pure like `ldp`, and branch-free, so the loads repeated for every image of a
-// chunk are hoisted out of the image loop (a run-time alignment branch here defeated that
-// and measured much slower: bench/results/2026-11-21-h200-na-3.md).
-__device__ __forceinline__ uint4 ldp16(const void* p) {
-    uint4 r;
-    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-    return r;
-}
+// load each. Branch-free, so the loads repeated for every image of a chunk are hoisted out
+// of the image loop (a run-time alignment branch here defeated that and measured much
+// slower: bench/results/2026-11-21-h200-na-3.md).
+__device__ __forceinline__ uint4 ldp16(const void* p) { return __ldg((const uint4*)p); }
 // The same for an 8-byte word pair (half-width vectors of the direct kernels, `vec16.cuh`).
-__device__ __forceinline__ uint2 ldp8(const void* p) {
-    uint2 r;
-    asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
-    return r;
-}
+__device__ __forceinline__ uint2 ldp8(const void* p) { return __ldg((const uint2*)p); }
 __device__ __forceinline__ float word_to_f(unsigned w, float*, int) { return __uint_as_float(w); }
 __device__ __forceinline__ float word_to_f(unsigned w, h16*, int half) { h16 r; r.u = (unsigned short)(w >> (16 * half)); return to_f(r); }
 __device__ __forceinline__ float word_to_f(unsigned w, b16*, int half) { b16 r; r.u = (unsigned short)(w >> (16 * half)); return to_f(r); }
