@@ -74,6 +74,31 @@ fn small_planes_of_real_networks() {
 /// conv + bias + ReLU6 stored straight from the flat sums: every store path (7 wide at stride
 /// 2, 56 and 112 wide, a width with no fixed-size code, a strided 30-wide output), and on
 /// AVX-512 the stride-2 row kernel (56 and 29 wide outputs: whole and partial chunks).
+/// Wide output rows (24 columns and more) of the filters networks use, 3 × 3 and 5 × 5 at
+/// stride 1 and 2 and 7 × 7 at stride 1: row counts that are not a multiple of four, widths that
+/// are not a multiple of 16 or 32, column dilation, f32 and f16, packed and gapped tensors.
+#[test]
+fn wide_rows_in_register_blocks() {
+    let h = Handle::cpu();
+    let id = solution_id(SOLVER);
+    let mut seed = 9100;
+    for (f, s) in [(3usize, 1i64), (3, 2), (5, 1), (5, 2), (7, 1)] {
+        let shapes: &[(usize, usize)] = if s == 1 { &[(24, 9), (41, 6), (57, 5)] } else { &[(48, 13), (81, 7), (113, 10)] };
+        for (i, &(w, hgt)) in shapes.iter().enumerate() {
+            let (dt, lay, dil) = match i {
+                0 => (DataType::Float, Lay::Packed, 1),
+                1 => (DataType::Half, Lay::Gapped, 1),
+                _ => (DataType::Float, Lay::Packed, 2),
+            };
+            let pad = (f / 2) as i64 * dil;
+            let c = case(dt, [1, 3, hgt, w], 1, [f, f], [(f / 2) as i64, pad], [s, s], [1, dil], lay).unwrap();
+            assert!(c.y.lens()[3] >= 24, "{c:?}");
+            check_exact_and_scaled(&h, &c, Dir::Forward, id, seed);
+            seed += 10;
+        }
+    }
+}
+
 #[test]
 fn fused_bias_relu6_plan() {
     let h = Handle::cpu();
