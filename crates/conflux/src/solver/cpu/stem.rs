@@ -4,6 +4,7 @@
 
 use super::common::{f32_geometry, run_parts};
 use crate::backend::cpu::direct::stem::{self as kernel, StemLayout};
+use crate::backend::cpu::tensor_io::conv_out::spatial_offsets;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
@@ -43,6 +44,8 @@ fn layout(problem: &FusedProblem) -> std::result::Result<StemLayout, String> {
 struct StemInvoker {
     problem: FusedProblem,
     layout: StemLayout,
+    /// Offset of every output pixel in a y plane, made once (the stores need it per row).
+    sp_off: Vec<usize>,
 }
 
 impl Solver for CpuStem {
@@ -60,14 +63,17 @@ impl Solver for CpuStem {
 
     fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
         let layout = layout(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
-        Ok(Arc::new(StemInvoker { problem: problem.clone(), layout }))
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal("CpuConvStem: not a convolution"))?;
+        let g = Geom::of(conv);
+        let sp_off = spatial_offsets(g.output, g.y_strides);
+        Ok(Arc::new(StemInvoker { problem: problem.clone(), layout, sp_off }))
     }
 }
 
 impl Invoker for StemInvoker {
     fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         let (g, _, r): (Geom, _, _) = run_parts(&self.problem, a, "CpuConvStem")?;
-        kernel::forward(&g, &self.layout, r.ptrs, r.alpha, r.beta, &r.epi);
+        kernel::forward(&g, &self.layout, &self.sp_off, r.ptrs, r.alpha, r.beta, &r.epi);
         Ok(())
     }
 }

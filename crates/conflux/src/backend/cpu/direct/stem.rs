@@ -14,7 +14,7 @@ use crate::backend::cpu::gemm::{with_scratch, Slot};
 use crate::backend::cpu::lanes::strided_copy;
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::backend::cpu::tensor_io::access::load;
-use crate::backend::cpu::tensor_io::conv_out::{spatial_offsets, OutTensor};
+use crate::backend::cpu::tensor_io::conv_out::OutTensor;
 use crate::problem::Geom;
 use crate::types::DataType;
 use rayon::prelude::*;
@@ -80,11 +80,11 @@ fn blocking() -> (usize, usize) {
 fn chunk_cols() -> usize { blocking().0 * L }
 
 /// y = epilogue(α·conv(x, w) + β·y); `g` is 2-D, ungrouped, with at most `MAX_CHANNELS` input
-/// channels and dilation 1 (the solver's check).
-pub fn forward(g: &Geom, lay: &StemLayout, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
+/// channels and dilation 1 (the solver's check); `sp_off` is `spatial_offsets(g.output,
+/// g.y_strides)`.
+pub fn forward(g: &Geom, lay: &StemLayout, sp_off: &[usize], p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
     let [_, oh_n, ow_n] = g.output;
-    let sp_off = spatial_offsets(g.output, g.y_strides);
-    let out = OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
+    let out = OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off, alpha, beta, epi };
     // Filters as f32 taps in (c, r, s) order, one run per output channel.
     let ws = g.w_strides;
     let taps = g.c * g.filter[1] * g.filter[2];
