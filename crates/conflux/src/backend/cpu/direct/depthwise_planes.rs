@@ -305,7 +305,9 @@ pub fn forward(g: &Geom, lay: &PhaseLayout, p: ConvPtrs, alpha: f32, beta: f32, 
         let mut row = Vec::new();
         with_scratch(Slot::Task, lay.buffer_len(), |buf| {
             buf.fill(0.0);
-            with_scratch(Slot::Task2, lay.len, |acc| {
+            // The flat sums, then (for the generic store) the plane's rows packed densely.
+            with_scratch(Slot::Task2, lay.len + oh_n * ow_n, |scratch| {
+                let (acc, dense) = scratch.split_at_mut(lay.len);
                 for nc in t * chunk..((t + 1) * chunk).min(planes) {
                     let (n, c) = (nc / g.c, nc % g.c);
                     load_phases(g, p.x, p.dt, n, c, lay, buf, &mut row);
@@ -317,14 +319,19 @@ pub fn forward(g: &Geom, lay: &PhaseLayout, p: ConvPtrs, alpha: f32, beta: f32, 
                             store_rows(acc, lay.pitch, lay.step, y, ow_n, bias.map_or(0.0, |b| b[k]), act);
                             continue;
                         }
-                        // Rows of Q flat outputs → dense rows of Wo.
-                        for oy in 0..oh_n {
-                            for ox in 0..ow_n {
-                                acc[oy * ow_n + ox] = acc[oy * lay.pitch + ox * lay.step];
+                        // Rows of Q flat outputs → dense rows of Wo, in a buffer of their own: packed in
+                        // place, the overlapping copy ran element by element (half of a SiLU layer).
+                        for (oy, row) in dense.chunks_exact_mut(ow_n).enumerate() {
+                            if lay.step == 1 {
+                                copy_row(&acc[oy * lay.pitch..][..ow_n], row);
+                            } else {
+                                for (ox, d) in row.iter_mut().enumerate() {
+                                    *d = acc[oy * lay.pitch + ox * lay.step];
+                                }
                             }
                         }
                         // SAFETY: this task owns y planes (n, c·kg..(c + 1)·kg).
-                        unsafe { out.write_span(&mut acc[..oh_n * ow_n], n, k, 0) };
+                        unsafe { out.write_span(dense, n, k, 0) };
                     }
                 }
             });
