@@ -134,6 +134,37 @@ fn fused_bias_relu6_plan() {
     }
 }
 
+/// Bias then an activation the store cannot clamp (SiLU, GELU, ELU) on the planes solver: the
+/// store writes conv + bias, the activation runs over each stored plane; against the f64
+/// reference on random data (the activations are not exact on small integers).
+#[test]
+fn fused_bias_and_other_activations() {
+    let h = Handle::cpu();
+    let modes = [(ActivationMode::Silu, 0.0), (ActivationMode::Gelu, 0.0), (ActivationMode::Elu, 0.7)];
+    for (i, ((lx, stride), (mode, alpha))) in [([1, 3, 56, 56], 1), ([2, 2, 30, 31], 2), ([1, 4, 14, 14], 1)].into_iter().zip(modes).enumerate() {
+        let c = case(DataType::Float, lx, 1, [3, 3], [1, 1], [stride, stride], [1, 1], Lay::Packed).unwrap();
+        let b = conflux::TensorDesc::new(DataType::Float, &[1, lx[1], 1, 1]).unwrap();
+        let (x, w, bias) = (random(&h, &c.x, Fill::Normal, 11 + i as u64), random(&h, &c.w, Fill::Normal, 12), random(&h, &b, Fill::Normal, 13));
+        let act = conflux::ActivationDesc::new(mode, alpha, 0.0, 0.0);
+        let mut want = vec![0.0; c.y.element_space()];
+        conflux::reference::fused::conv_bias_act_forward(1.0, &c.conv, &c.x, &x.host, &c.w, &w.host, 0.0, None, Some((&b, &bias.host)), &act, &c.y, &mut want).unwrap();
+        let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
+        plan.add_conv_forward(&c.conv, &c.w).unwrap();
+        plan.add_bias(&b).unwrap();
+        plan.add_activation(mode).unwrap();
+        plan.set_solution(Some(solution_id(SOLVER)));
+        plan.compile(&h).unwrap();
+        assert_eq!(plan.solver_name(), Some(SOLVER));
+        let mut args = OpArgs::new();
+        args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
+        args.set(1, OpArg::Bias { b: bias.ptr() });
+        args.set(2, OpArg::Activation { alpha, beta: 0.0, gamma: 0.0 });
+        let y = poisoned(&h, &c.y);
+        plan.execute(&h, &c.x, x.ptr(), &c.y, y.ptr(), &args).unwrap();
+        assert_close(&format!("depthwise planes {lx:?} stride {stride} + bias + {mode:?}"), &download(&h, &y), &want, 1e-5);
+    }
+}
+
 #[test]
 fn refusals_name_the_cause() {
     let h = Handle::cpu();

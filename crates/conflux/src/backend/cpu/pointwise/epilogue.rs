@@ -109,6 +109,18 @@ impl CpuEpilogue {
         }
     }
 
+    /// When the chain is at most a bias then one activation of any mode: the whole bias (None
+    /// without one), and a function that runs the activation over values that already hold
+    /// conv + bias, so a caller can store those and finish them while they are in cache.
+    pub fn bias_then_act(&self) -> Option<(Option<&[f32]>, impl Fn(&mut [f32]) + Sync + '_)> {
+        let (bias, act) = match self.steps.as_slice() {
+            [Step::Act(a)] => (None, a),
+            [Step::Bias(b), Step::Act(a)] => (Some(b.as_slice()), a),
+            _ => return None,
+        };
+        Some((bias, move |v: &mut [f32]| act_chunk::forward(act, v)))
+    }
+
     /// Apply the chain to a run of values of one (n, c) at consecutive linear spatial indices
     /// `sp0..sp0 + v.len()` of an output with spatial lengths `dims` (D, H, W). Steps run one
     /// after another over the whole run, so bias, BN and the activation vectorize.
