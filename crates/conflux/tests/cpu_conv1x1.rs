@@ -245,3 +245,58 @@ fn split_choice_keeps_both_threads_busy() {
     assert_eq!(Split::choose(&p(1, 2048, 512, 49), 2).mb, 4);
     assert_eq!(Split::choose(&p(1, 64, 64, 3025), 2).gp, 2);
 }
+
+/// Bias then an activation the tiles cannot clamp (SiLU, GELU, Mish) through a fusion plan on
+/// `CpuConvGemm1x1`: the tiles store conv + bias and the activation runs over y after; NCHW
+/// images the channels driver takes (7×7) and the positions one (28×28), NHWC, two groups;
+/// α ≠ 1 goes through the generic GEMM inside the solver. Against the f64 reference.
+#[test]
+fn bias_then_other_activations_through_a_plan() {
+    use conflux::{ActivationDesc, ActivationMode, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
+    use conflux::reference::fill::Fill;
+    use support::{assert_close, desc, download, poisoned, random, solution_id, Lay};
+    // The solver needs AVX-512 (its refusal elsewhere is checked in cpu_solvers.rs).
+    if conflux::backend::cpu::conv1x1::channels_kernel::best().is_none() {
+        return;
+    }
+    let h = Handle::cpu();
+    let modes = [ActivationMode::Silu, ActivationMode::Gelu, ActivationMode::Mish];
+    let cases: [([usize; 4], usize, Lay, f64); 5] = [
+        ([1, 40, 7, 7], 24, Lay::Packed, 1.0),
+        ([1, 24, 28, 28], 72, Lay::Packed, 1.0),
+        ([2, 16, 9, 10], 40, Lay::ChannelsLast, 1.0),
+        ([1, 16, 7, 7], 24, Lay::Packed, -1.0),
+        ([1, 16, 7, 7], 24, Lay::Packed, 0.75),
+    ];
+    for (i, (lx, k, lay, alpha)) in cases.into_iter().enumerate() {
+        let mode = modes[i % modes.len()];
+        // α = -1 marks the two-group case (run at α = 1).
+        let groups = if alpha < 0.0 { 2 } else { 1 };
+        let alpha = alpha.abs();
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[0, 0], &[1, 1], &[1, 1]).unwrap();
+        conv.set_groups(groups as i64).unwrap();
+        let x = desc(DataType::Float, &lx, lay);
+        let w = desc(DataType::Float, &[k, lx[1] / groups, 1, 1], if lay == Lay::ChannelsLast { Lay::ChannelsLast } else { Lay::Packed });
+        let y = desc(DataType::Float, conv.output_desc(&x, &w).unwrap().lens(), lay);
+        let b = TensorDesc::new(DataType::Float, &[1, k, 1, 1]).unwrap();
+        let (xv, wv, bv) = (random(&h, &x, Fill::Normal, 31 + i as u64), random(&h, &w, Fill::Normal, 32), random(&h, &b, Fill::Normal, 33));
+        let act = ActivationDesc::new(mode, 0.0, 0.0, 0.0);
+        let mut want = vec![0.0; y.element_space()];
+        conflux::reference::fused::conv_bias_act_forward(alpha, &conv, &x, &xv.host, &w, &wv.host, 0.0, None, Some((&b, &bv.host)), &act, &y, &mut want).unwrap();
+        let mut plan = FusionPlan::new(FusionDirection::Vertical, x.clone());
+        plan.add_conv_forward(&conv, &w).unwrap();
+        plan.add_bias(&b).unwrap();
+        plan.add_activation(mode).unwrap();
+        plan.set_solution(Some(solution_id("CpuConvGemm1x1")));
+        plan.compile(&h).unwrap();
+        assert_eq!(plan.solver_name(), Some("CpuConvGemm1x1"));
+        let mut args = OpArgs::new();
+        args.set(0, OpArg::Conv { w: wv.ptr(), alpha, beta: 0.0 });
+        args.set(1, OpArg::Bias { b: bv.ptr() });
+        args.set(2, OpArg::Activation { alpha: 0.0, beta: 0.0, gamma: 0.0 });
+        let out = poisoned(&h, &y);
+        plan.execute(&h, &x, xv.ptr(), &y, out.ptr(), &args).unwrap();
+        let what = format!("1x1 {lx:?} -> {k} {lay:?} groups {groups} alpha {alpha} + bias + {mode:?}");
+        assert_close(&what, &download(&h, &out), &want, 1e-5);
+    }
+}

@@ -2,7 +2,9 @@
 //! the vector lanes (`backend/cpu/conv1x1.rs`): x read in place, no padded tiles, W packed per
 //! call; NCHW y is stored through register transposes, NHWC y row by row.
 //! Stride 1, no padding, any groups, 2-D or 3-D, with a none / bias / ReLU / bias + ReLU (ReLU6 too)
-//! epilogue. Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
+//! epilogue applied in the tiles, or a bias then any other activation (SiLU, GELU, ...): the
+//! tiles store conv + bias and the activation runs over y after (y packed; otherwise the
+//! generic GEMM below). Needs AVX-512 (elsewhere the generic GEMM's kernels are the faster choice).
 //!
 //! With constant weights (`ConvDesc::weights_constant`) W is packed once per filter address
 //! (`conv1x1::pack_all`) and kept on the invoker.
@@ -24,7 +26,8 @@ use crate::backend::cpu::clamp::Clamp;
 use crate::backend::cpu::weight_cache::{Transformed, WeightCache};
 use crate::problem::{ConvProblem, Geom};
 use crate::error::{Error, Result};
-use crate::problem::{EpiOp, FusedProblem};
+use crate::problem::{EpiOp, FusedKind, FusedProblem};
+use rayon::prelude::*;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::solver::BuildContext;
 use crate::types::{ActivationMode, ConvAlgorithm, DataType, Direction};
@@ -81,6 +84,17 @@ fn fits_bias_relu(epilogue: &[EpiOp]) -> bool {
         [] => true,
         [a] => bias(a) || relu(a),
         [a, b] => bias(a) && relu(b),
+        _ => false,
+    }
+}
+
+/// Whether the epilogue is at most a bias then one activation of any mode: `CpuConvGemm1x1`
+/// stores conv + bias from its tiles and runs other activations than ReLU / ReLU6 over y after.
+fn fits_bias_act(epilogue: &[EpiOp]) -> bool {
+    let act = |op: &EpiOp| matches!(op, EpiOp::Activation { .. });
+    match epilogue {
+        [a] => act(a),
+        [a, b] => matches!(a, EpiOp::Bias { .. }) && act(b),
         _ => false,
     }
 }
@@ -166,7 +180,14 @@ impl Solver for CpuGemm1x1 {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
-        check_common(problem)?;
+        match conv_of(problem) {
+            // Bias then SiLU, GELU, ...: the tiles' checks with the epilogue set aside.
+            Ok((conv, epilogue)) if fits_bias_act(epilogue) => {
+                let bare = FusedProblem { kind: FusedKind::Conv { conv: conv.clone(), epilogue: vec![] } };
+                check_common(&bare)?;
+            }
+            _ => check_common(problem)?,
+        }
         if channels_kernel::best().is_none() {
             return Err("needs AVX-512".into());
         }
@@ -188,8 +209,38 @@ impl Solver for CpuGemm1x1 {
 impl Invoker for Gemm1x1Invoker {
     fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         let (g, _, r) = run_parts(&self.problem, a, "CpuConvGemm1x1")?;
+        let plain = r.alpha == 1.0 && r.beta == 0.0;
+        if let (true, None, Some((bias, act)), Some(len)) = (plain, r.epi.bias_relu_all(), r.epi.bias_then_act(), dense_len(g.y_strides, &g)) {
+            // Another activation: the tiles store conv + bias, then the activation runs over y.
+            self.run_tiles(&g, &r, bias, Clamp::NONE);
+            // SAFETY: y is `len` consecutive f32 elements (dense_len), written by the tiles above.
+            let y = unsafe { std::slice::from_raw_parts_mut(r.ptrs.y as *mut f32, len) };
+            y.par_chunks_mut(ACT_CHUNK).for_each(act);
+            return Ok(());
+        }
         let Some((bias, relu)) = direct_epilogue(&g, &r) else { return Ok(()) };
-        let problems = group_problems(&g, &r, bias, relu);
+        self.run_tiles(&g, &r, bias, relu);
+        Ok(())
+    }
+}
+
+/// Elements per task of the activation pass after the tiles.
+const ACT_CHUNK: usize = 16384;
+
+/// How many elements y spans when they are all consecutive (packed NCHW or NHWC), else None.
+fn dense_len(ys: [usize; 5], g: &Geom) -> Option<usize> {
+    let [d, h, w] = g.output;
+    let len = g.n * g.k * d * h * w;
+    // (A 2-D tensor's depth stride is 0.)
+    let nchw = ys[4] == 1 && ys[3] == w && (d == 1 || ys[2] == h * w) && ys[1] == d * h * w && ys[0] == g.k * d * h * w;
+    let nhwc = ys[1] == 1 && ys[4] == g.k && ys[3] == w * g.k && (d == 1 || ys[2] == h * w * g.k) && ys[0] == d * h * w * g.k;
+    (nchw || nhwc || len <= 1).then_some(len)
+}
+
+impl Gemm1x1Invoker {
+    /// The tiles of every group, storing conv + bias through `relu`.
+    fn run_tiles(&self, g: &Geom, r: &RunParts, bias: Option<&[f32]>, relu: Clamp) {
+        let problems = group_problems(g, r, bias, relu);
         let threads = rayon::current_num_threads();
         if let (Some(pos), true) = (&self.pos, conv1x1_pos::suits(&problems[0])) {
             // (`suits` depends on the descriptors only, so a kept W always has this layout.)
@@ -198,7 +249,7 @@ impl Invoker for Gemm1x1Invoker {
                     // SAFETY: as below; `suits` established NCHW x and y.
                     unsafe { conv1x1_pos::forward(p, pos, PosSplit::choose(p, threads)) };
                 }
-                return Ok(());
+                return;
             };
             let per_group = conv1x1_pos::packed_rows_len(&problems[0]);
             // SAFETY: as below; each group's slice holds packed_rows_len values.
@@ -209,7 +260,7 @@ impl Invoker for Gemm1x1Invoker {
                 // packed by `pack_rows`.
                 unsafe { conv1x1_pos::forward_packed(p, pos, PosSplit::choose(p, threads), PackedWalk::choose(p), w) };
             }
-            return Ok(());
+            return;
         }
         let per_group = packed_len(&problems[0]);
         // SAFETY: W is the filter tensor the descriptors describe; each group's slice holds
@@ -221,6 +272,5 @@ impl Invoker for Gemm1x1Invoker {
             // established the geometry, the layout and the CPU features.
             unsafe { forward_with(p, &self.kern, Split::choose(p, threads), w) };
         }
-        Ok(())
     }
 }
