@@ -134,15 +134,21 @@ fn fused_bias_relu6_plan() {
     }
 }
 
-/// Bias then an activation the store cannot clamp (SiLU, GELU, ELU) on the planes solver: the
-/// store writes conv + bias, the activation runs over each stored plane; against the f64
-/// reference on random data (the activations are not exact on small integers).
+/// Bias then an activation the stores cannot clamp (SiLU, GELU, ELU): the planes solver stores
+/// conv + bias and runs the activation over each stored plane, the blocks solver (where AVX-512
+/// is) over its channels-last block before the planes store. Against the f64 reference on random data (the activations are not exact on
+/// small integers).
 #[test]
 fn fused_bias_and_other_activations() {
     let h = Handle::cpu();
     let modes = [(ActivationMode::Silu, 0.0), (ActivationMode::Gelu, 0.0), (ActivationMode::Elu, 0.7)];
-    for (i, ((lx, stride), (mode, alpha))) in [([1, 3, 56, 56], 1), ([2, 2, 30, 31], 2), ([1, 4, 14, 14], 1)].into_iter().zip(modes).enumerate() {
-        let c = case(DataType::Float, lx, 1, [3, 3], [1, 1], [stride, stride], [1, 1], Lay::Packed).unwrap();
+    let mut cases = vec![(SOLVER, [1, 3, 56, 56], 1, Lay::Packed), (SOLVER, [2, 2, 30, 31], 2, Lay::Packed), (SOLVER, [1, 4, 14, 14], 1, Lay::Packed)];
+    if blocks_run_here(&h) {
+        cases.extend([(BLOCKS, [1, 40, 7, 7], 1, Lay::Packed), (BLOCKS, [2, 20, 14, 14], 2, Lay::Packed), (BLOCKS, [1, 24, 9, 11], 1, Lay::Packed)]);
+    }
+    for (i, (name, lx, stride, lay)) in cases.into_iter().enumerate() {
+        let (mode, alpha) = modes[i % modes.len()];
+        let c = case(DataType::Float, lx, 1, [3, 3], [1, 1], [stride, stride], [1, 1], lay).unwrap();
         let b = conflux::TensorDesc::new(DataType::Float, &[1, lx[1], 1, 1]).unwrap();
         let (x, w, bias) = (random(&h, &c.x, Fill::Normal, 11 + i as u64), random(&h, &c.w, Fill::Normal, 12), random(&h, &b, Fill::Normal, 13));
         let act = conflux::ActivationDesc::new(mode, alpha, 0.0, 0.0);
@@ -152,16 +158,16 @@ fn fused_bias_and_other_activations() {
         plan.add_conv_forward(&c.conv, &c.w).unwrap();
         plan.add_bias(&b).unwrap();
         plan.add_activation(mode).unwrap();
-        plan.set_solution(Some(solution_id(SOLVER)));
+        plan.set_solution(Some(solution_id(name)));
         plan.compile(&h).unwrap();
-        assert_eq!(plan.solver_name(), Some(SOLVER));
+        assert_eq!(plan.solver_name(), Some(name));
         let mut args = OpArgs::new();
         args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
         args.set(1, OpArg::Bias { b: bias.ptr() });
         args.set(2, OpArg::Activation { alpha, beta: 0.0, gamma: 0.0 });
         let y = poisoned(&h, &c.y);
         plan.execute(&h, &c.x, x.ptr(), &c.y, y.ptr(), &args).unwrap();
-        assert_close(&format!("depthwise planes {lx:?} stride {stride} + bias + {mode:?}"), &download(&h, &y), &want, 1e-5);
+        assert_close(&format!("{name} {lx:?} {lay:?} stride {stride} + bias + {mode:?}"), &download(&h, &y), &want, 1e-5);
     }
 }
 
