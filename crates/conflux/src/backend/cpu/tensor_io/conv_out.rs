@@ -2,6 +2,7 @@
 //! the tensor's type and strides. Shared by the fast CPU solvers, which all hand over rows of
 //! values of one (n, channel) at consecutive spatial positions.
 
+use crate::backend::cpu::clamp::Clamp;
 use crate::backend::cpu::tensor_io::access::{load, store};
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::backend::cpu::pointwise::fused_store::bias_relu_store;
@@ -72,6 +73,14 @@ impl OutTensor<'_> {
                 // One fused pass straight into y (the CBA case).
                 let y = std::slice::from_raw_parts_mut((self.ptr as *mut f32).add(base + offs[0]), v.len());
                 bias_relu_store(v, y, b, relu);
+                return;
+            }
+            if let Some((bias, act)) = self.epi.bias_then_act() {
+                // A bias then another activation: the same store, then the activation over the
+                // run just written (in cache), instead of two passes over v and a copy.
+                let y = std::slice::from_raw_parts_mut((self.ptr as *mut f32).add(base + offs[0]), v.len());
+                bias_relu_store(v, y, bias.map_or(0.0, |b| b[c]), Clamp::NONE);
+                act(y);
                 return;
             }
         }
