@@ -209,17 +209,22 @@ impl Solver for CpuGemm1x1 {
 impl Invoker for Gemm1x1Invoker {
     fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         let (g, _, r) = run_parts(&self.problem, a, "CpuConvGemm1x1")?;
-        let plain = r.alpha == 1.0 && r.beta == 0.0;
-        if let (true, None, Some((bias, act)), Some(len)) = (plain, r.epi.bias_relu_all(), r.epi.bias_then_act(), dense_len(g.y_strides, &g)) {
-            // Another activation: the tiles store conv + bias, then the activation runs over y.
-            self.run_tiles(&g, &r, bias, Clamp::NONE);
-            // SAFETY: y is `len` consecutive f32 elements (dense_len), written by the tiles above.
-            let y = unsafe { std::slice::from_raw_parts_mut(r.ptrs.y as *mut f32, len) };
-            y.par_chunks_mut(ACT_CHUNK).for_each(act);
-            return Ok(());
+        if let Some(fs) = (r.alpha == 1.0 && r.beta == 0.0).then(|| r.epi.fused_store()).flatten() {
+            if !fs.needs_finish() {
+                self.run_tiles(&g, &r, fs.bias, fs.clamp);
+                return Ok(());
+            }
+            if let Some(len) = dense_len(g.y_strides, &g) {
+                // Another activation: the tiles store conv + bias, then it runs over y.
+                self.run_tiles(&g, &r, fs.bias, fs.clamp);
+                // SAFETY: y is `len` consecutive f32 elements (dense_len), written by the tiles above.
+                let y = unsafe { std::slice::from_raw_parts_mut(r.ptrs.y as *mut f32, len) };
+                y.par_chunks_mut(ACT_CHUNK).for_each(|v| fs.finish(v));
+                return Ok(());
+            }
         }
-        let Some((bias, relu)) = direct_epilogue(&g, &r) else { return Ok(()) };
-        self.run_tiles(&g, &r, bias, relu);
+        // Other α/β or epilogues, or a gapped y with an activation to finish: the generic GEMM.
+        im2col::forward(&g, r.ptrs, r.alpha, r.beta, &r.epi, im2col::FwdB::Implicit);
         Ok(())
     }
 }

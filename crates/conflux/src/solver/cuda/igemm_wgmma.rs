@@ -201,7 +201,9 @@ mod tests {
     #[test]
     fn sources_generate_for_partial_channel_tiles() {
         let out = std::env::var("CONFLUX_KERNEL_SOURCES").ok();
-        let cases: [(&str, usize, [usize; 4], [usize; 4], [i64; 2], [i64; 2], [i64; 2]); 2] = [
+        // (name, groups, x lengths, w lengths, padding, stride, dilation)
+        type Case = (&'static str, usize, [usize; 4], [usize; 4], [i64; 2], [i64; 2], [i64; 2]);
+        let cases: [Case; 2] = [
             ("g2_k28", 2, [2, 32, 7, 12], [56, 16, 1, 1], [0, 1], [2, 1], [2, 2]),
             ("k200", 1, [1, 64, 9, 9], [200, 64, 3, 3], [1, 1], [1, 1], [1, 1]),
         ];

@@ -76,16 +76,14 @@ pub unsafe fn forward(g: &Geom, lay: &BlocksPlan, p: ConvPtrs, alpha: f32, beta:
     let (ws, ys) = (g.w_strides, g.y_strides);
     let taps = g.filter[1] * g.filter[2];
     let t = Taps { filter: [g.filter[1], g.filter[2]], stride: [g.stride[1], g.stride[2]], dilation: [g.dilation[1], g.dilation[2]], pad_top: g.pad[1], in_rows: g.input[1], out_cols: wo, chunks: 0, wider: 0 }.chunked();
-    let fast = (alpha == 1.0 && beta == 0.0).then(|| epi.bias_relu_all()).flatten();
     let y_last = ys[1] == 1;
     let y_planes = ys[4] == 1 && ys[3] == wo;
+    // An activation other than ReLU / ReLU6 runs over the block's channels-last scratch before
+    // its planes store, so only into channels-first planes.
+    let fast = (alpha == 1.0 && beta == 0.0).then(|| epi.fused_store()).flatten().filter(|fs| !fs.needs_finish() || (y_planes && !y_last));
     // Offsets of every output position, for the general store only (a 112 × 112 plane's are
     // 50 KB built per call).
-    // A bias then another activation (SiLU, GELU, ...) into channels-first planes: the block
-    // stores conv + bias channels-last in scratch, the activation runs over that block, then
-    // the planes store as for the fast case.
-    let then_act = if fast.is_none() && alpha == 1.0 && beta == 0.0 && y_planes && !y_last { epi.bias_then_act() } else { None };
-    let general = (fast.is_none() && then_act.is_none()) || !(y_last || y_planes);
+    let general = fast.is_none() || !(y_last || y_planes);
     let sp_off = if general { spatial_offsets(g.output, ys) } else { Vec::new() };
     let out = OutTensor { ptr: p.y, dt: p.dt, strides: ys, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
     let cblocks = g.c.div_ceil(LANES);
@@ -124,11 +122,9 @@ pub unsafe fn forward(g: &Geom, lay: &BlocksPlan, p: ConvPtrs, alpha: f32, beta:
             }
             stage(g, xp as *const f32, n, c0, cb, mask, first..first + rows, staged.as_mut_ptr(), lay.pitch);
             let st = Staged { buf: staged.as_ptr(), first, rows, pitch: lay.pitch };
-            let bias_at = |bias: Option<&[f32]>| bias.map_or(std::ptr::null(), |b| b.as_ptr().add(c0));
-            let store = match (fast, &then_act) {
-                (Some((bias, act)), _) => Store { bias: bias_at(bias), mask, on: act.on, hi: act.hi },
-                (None, Some((bias, _))) => Store { bias: bias_at(*bias), mask, on: false, hi: 0.0 },
-                (None, None) => Store { bias: std::ptr::null(), mask, on: false, hi: 0.0 },
+            let store = match &fast {
+                Some(fs) => Store { bias: fs.bias.map_or(std::ptr::null(), |b| b.as_ptr().add(c0)), mask, on: fs.clamp.on, hi: fs.clamp.hi },
+                None => Store { bias: std::ptr::null(), mask, on: false, hi: 0.0 },
             };
             if fast.is_some() && y_last {
                 let y = (yp as *mut f32).add(n * ys[0] + oy0 * ys[3] + c0);
@@ -141,11 +137,11 @@ pub unsafe fn forward(g: &Geom, lay: &BlocksPlan, p: ConvPtrs, alpha: f32, beta:
                 let (blk, rest) = tmp.split_at_mut(pixels * LANES);
                 let span = &mut rest[..pixels];
                 k::output_rows(&t, &st, oy0..oy1, wt.as_ptr(), store, RowDst { ptr: blk.as_mut_ptr(), step: LANES, row_step: wo * LANES, mask: 0xffff });
-                if let Some((_, act)) = &then_act {
-                    // Lanes past the block's channels hold act(0) and are not stored.
-                    act(blk);
+                if let Some(fs) = &fast {
+                    // Lanes past the block's channels are finished too, and not stored.
+                    fs.finish(blk);
                 }
-                if (fast.is_some() || then_act.is_some()) && !y_last && y_planes {
+                if fast.is_some() && !y_last && y_planes {
                     k::store_planes(blk.as_ptr(), pixels, cb, (yp as *mut f32).add(n * ys[0] + c0 * ys[1] + oy0 * wo), ys[1]);
                     return;
                 }

@@ -293,14 +293,11 @@ pub fn forward(g: &Geom, lay: &PhaseLayout, p: ConvPtrs, alpha: f32, beta: f32, 
     let wts: &[f32] = if in_place { unsafe { std::slice::from_raw_parts(p.w as *const f32, g.k * taps) } } else { &wts };
     // f32 conv + bias + ReLU / ReLU6 into spatially packed planes: stored straight from acc.
     let packed = ys[4] == 1 && ys[3] == ow_n;
-    let plain = p.dt == DataType::Float && alpha == 1.0 && beta == 0.0 && packed;
-    let direct = plain.then(|| epi.bias_relu_all()).flatten();
-    // Other activations after a bias (SiLU, GELU, ...): conv + bias stored as above, then the
-    // activation over the plane while it is in cache, instead of the generic store's copies.
-    let then_act = if direct.is_none() && plain { epi.bias_then_act() } else { None };
+    // (An activation other than ReLU / ReLU6 runs over each stored plane, in cache.)
+    let direct = (p.dt == DataType::Float && alpha == 1.0 && beta == 0.0 && packed).then(|| epi.fused_store()).flatten();
     // The generic store's per-pixel offsets: only where the direct store does not apply (a
     // 112 × 112 plane's table is 2–3 % of the layer).
-    let sp_off = if direct.is_some() || then_act.is_some() { Vec::new() } else { spatial_offsets(g.output, g.y_strides) };
+    let sp_off = if direct.is_some() { Vec::new() } else { spatial_offsets(g.output, g.y_strides) };
     let out = OutTensor { ptr: p.y, dt: p.dt, strides: g.y_strides, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
     // Tasks of at least ~64 K multiply-adds: rayon's per-task cost is paid per plane otherwise.
     let planes = g.n * g.c;
@@ -317,17 +314,11 @@ pub fn forward(g: &Geom, lay: &PhaseLayout, p: ConvPtrs, alpha: f32, beta: f32, 
                     load_phases(g, p.x, p.dt, n, c, lay, buf, &mut row);
                     for k in c * kg..(c + 1) * kg {
                         plane_taps(buf, &lay.taps, &wts[k * taps..][..taps], lay.len, acc);
-                        if let Some((bias, act)) = direct {
+                        if let Some(fs) = &direct {
                             // SAFETY: this task owns y plane (n, k), Ho·Wo packed f32 elements.
                             let y = unsafe { std::slice::from_raw_parts_mut((p.y as *mut f32).add(n * ys[0] + k * ys[1]), oh_n * ow_n) };
-                            store_rows(acc, lay.pitch, lay.step, y, ow_n, bias.map_or(0.0, |b| b[k]), act);
-                            continue;
-                        }
-                        if let Some((bias, act)) = &then_act {
-                            // SAFETY: as above.
-                            let y = unsafe { std::slice::from_raw_parts_mut((p.y as *mut f32).add(n * ys[0] + k * ys[1]), oh_n * ow_n) };
-                            store_rows(acc, lay.pitch, lay.step, y, ow_n, bias.map_or(0.0, |b| b[k]), Clamp::NONE);
-                            act(y);
+                            store_rows(acc, lay.pitch, lay.step, y, ow_n, fs.bias_of(k), fs.clamp);
+                            fs.finish(y);
                             continue;
                         }
                         // Rows of Q flat outputs → dense rows of Wo, in a buffer of their own: packed in

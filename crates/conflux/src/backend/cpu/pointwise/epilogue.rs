@@ -26,6 +26,31 @@ enum Step {
     Add { z: u64, dtype: DataType, strides: [usize; 5], alpha: f32 },
 }
 
+/// An epilogue of at most a bias then one activation, as a store applies it: conv + bias
+/// through `clamp` (ReLU, ReLU6 / CLIPPEDRELU, or none), then `finish` for any other activation
+/// (SiLU, GELU, ...), run over the stored values while they are in cache.
+pub struct FusedStore<'a> {
+    pub bias: Option<&'a [f32]>,
+    pub clamp: Clamp,
+    then: Option<&'a ActivationDesc>,
+}
+
+impl FusedStore<'_> {
+    /// Channel c's bias (0 without one).
+    pub fn bias_of(&self, c: usize) -> f32 { self.bias.map_or(0.0, |b| b[c]) }
+
+    /// Whether an activation is left for `finish` after the store.
+    pub fn needs_finish(&self) -> bool { self.then.is_some() }
+
+    /// The activation the clamp could not apply, over values that hold conv + bias (nothing
+    /// when the clamp was the whole activation).
+    pub fn finish(&self, v: &mut [f32]) {
+        if let Some(a) = self.then {
+            act_chunk::forward(a, v);
+        }
+    }
+}
+
 /// The clamp a fused store applies for activation `a`, when it is one (ReLU, CLIPPEDRELU with
 /// a non-NaN α; its α is converted to f32 as the formula's is).
 fn store_clamp(a: &ActivationDesc) -> Option<Clamp> {
@@ -90,35 +115,24 @@ impl CpuEpilogue {
 
     pub fn is_empty(&self) -> bool { self.steps.is_empty() }
 
-    /// When the chain is at most a bias then at most a ReLU or ReLU6 / CLIPPEDRELU (the CBA
-    /// case): channel c's bias (0 without one) and the clamp that follows, so callers can fuse
-    /// it into the store.
-    pub fn bias_relu(&self, c: usize) -> Option<(f32, Clamp)> {
-        let (bias, act) = self.bias_relu_all()?;
-        Some((bias.map_or(0.0, |b| b[c]), act))
-    }
-
-    /// `bias_relu` for every channel at once: the whole bias (None without one) and the clamp.
-    pub fn bias_relu_all(&self) -> Option<(Option<&[f32]>, Clamp)> {
-        match self.steps.as_slice() {
-            [] => Some((None, Clamp::NONE)),
-            [Step::Bias(b)] => Some((Some(b), Clamp::NONE)),
-            [Step::Act(a)] => Some((None, store_clamp(a)?)),
-            [Step::Bias(b), Step::Act(a)] => Some((Some(b), store_clamp(a)?)),
-            _ => None,
-        }
-    }
-
-    /// When the chain is at most a bias then one activation of any mode: the whole bias (None
-    /// without one), and a function that runs the activation over values that already hold
-    /// conv + bias, so a caller can store those and finish them while they are in cache.
-    pub fn bias_then_act(&self) -> Option<(Option<&[f32]>, impl Fn(&mut [f32]) + Sync + '_)> {
+    /// When the chain is at most a bias then at most one activation: what a store applies
+    /// itself (`FusedStore`), so callers can fuse the epilogue into it.
+    pub fn fused_store(&self) -> Option<FusedStore<'_>> {
         let (bias, act) = match self.steps.as_slice() {
-            [Step::Act(a)] => (None, a),
-            [Step::Bias(b), Step::Act(a)] => (Some(b.as_slice()), a),
+            [] => (None, None),
+            [Step::Bias(b)] => (Some(b.as_slice()), None),
+            [Step::Act(a)] => (None, Some(a)),
+            [Step::Bias(b), Step::Act(a)] => (Some(b.as_slice()), Some(a)),
             _ => return None,
         };
-        Some((bias, move |v: &mut [f32]| act_chunk::forward(act, v)))
+        let clamp = act.map_or(Some(Clamp::NONE), store_clamp);
+        Some(FusedStore { bias, clamp: clamp.unwrap_or(Clamp::NONE), then: if clamp.is_some() { None } else { act } })
+    }
+
+    /// `fused_store` where the store's clamp is the whole activation (none, ReLU, ReLU6 /
+    /// CLIPPEDRELU: the CBA case): the whole bias (None without one) and the clamp.
+    pub fn bias_relu_all(&self) -> Option<(Option<&[f32]>, Clamp)> {
+        self.fused_store().filter(|s| !s.needs_finish()).map(|s| (s.bias, s.clamp))
     }
 
     /// Apply the chain to a run of values of one (n, c) at consecutive linear spatial indices

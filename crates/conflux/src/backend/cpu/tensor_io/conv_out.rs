@@ -2,7 +2,6 @@
 //! the tensor's type and strides. Shared by the fast CPU solvers, which all hand over rows of
 //! values of one (n, channel) at consecutive spatial positions.
 
-use crate::backend::cpu::clamp::Clamp;
 use crate::backend::cpu::tensor_io::access::{load, store};
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::backend::cpu::pointwise::fused_store::bias_relu_store;
@@ -69,18 +68,12 @@ impl OutTensor<'_> {
             return;
         }
         if self.dt == DataType::Float && self.alpha == 1.0 && self.beta == 0.0 && self.packed_spatial() {
-            if let Some((b, relu)) = self.epi.bias_relu(c) {
-                // One fused pass straight into y (the CBA case).
+            if let Some(fs) = self.epi.fused_store() {
+                // One fused pass straight into y (the CBA case), then any activation the clamp
+                // is not over the run just written, in cache.
                 let y = std::slice::from_raw_parts_mut((self.ptr as *mut f32).add(base + offs[0]), v.len());
-                bias_relu_store(v, y, b, relu);
-                return;
-            }
-            if let Some((bias, act)) = self.epi.bias_then_act() {
-                // A bias then another activation: the same store, then the activation over the
-                // run just written (in cache), instead of two passes over v and a copy.
-                let y = std::slice::from_raw_parts_mut((self.ptr as *mut f32).add(base + offs[0]), v.len());
-                bias_relu_store(v, y, bias.map_or(0.0, |b| b[c]), Clamp::NONE);
-                act(y);
+                bias_relu_store(v, y, fs.bias_of(c), fs.clamp);
+                fs.finish(y);
                 return;
             }
         }
