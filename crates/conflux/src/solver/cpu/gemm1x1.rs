@@ -26,7 +26,7 @@ use crate::backend::cpu::clamp::Clamp;
 use crate::backend::cpu::weight_cache::{Transformed, WeightCache};
 use crate::problem::{ConvProblem, Geom};
 use crate::error::{Error, Result};
-use crate::problem::{EpiOp, FusedKind, FusedProblem};
+use crate::problem::{EpiOp, FusedProblem};
 use rayon::prelude::*;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::solver::BuildContext;
@@ -99,9 +99,9 @@ fn fits_bias_act(epilogue: &[EpiOp]) -> bool {
     }
 }
 
-/// The convolution of a forward f32 problem whose epilogue the 1×1 tiles apply (none, bias,
-/// ReLU, bias then ReLU), else why not: what the solvers built on those tiles need first.
-pub(super) fn forward_f32_bias_relu(problem: &FusedProblem) -> std::result::Result<&ConvProblem, String> {
+/// The convolution of a forward f32 problem whose epilogue `fits` accepts, else why not
+/// (`epilogue_why` when only the epilogue is refused).
+fn forward_f32_where<'a>(problem: &'a FusedProblem, fits: fn(&[EpiOp]) -> bool, epilogue_why: &str) -> std::result::Result<&'a ConvProblem, String> {
     let (conv, epilogue) = conv_of(problem)?;
     if conv.direction != Direction::Forward {
         return Err(format!("forward only (this is {:?})", conv.direction));
@@ -109,18 +109,24 @@ pub(super) fn forward_f32_bias_relu(problem: &FusedProblem) -> std::result::Resu
     if conv.dtype() != DataType::Float {
         return Err(format!("f32 only (this is {:?})", conv.dtype()));
     }
-    if !fits_bias_relu(epilogue) {
-        return Err("epilogue other than bias and/or ReLU (or CLIPPEDRELU)".into());
+    if !fits(epilogue) {
+        return Err(epilogue_why.into());
     }
     Ok(conv)
 }
 
+/// The convolution of a forward f32 problem whose epilogue the 1×1 tiles apply (none, bias,
+/// ReLU, bias then ReLU), else why not: what the solvers built on those tiles need first.
+pub(super) fn forward_f32_bias_relu(problem: &FusedProblem) -> std::result::Result<&ConvProblem, String> {
+    forward_f32_where(problem, fits_bias_relu, "epilogue other than bias and/or ReLU (or CLIPPEDRELU)")
+}
+
+fn check_geometry(conv: &ConvProblem) -> std::result::Result<(), String> {
+    geometry_refusal(&Geom::of(conv)).map_or(Ok(()), Err)
+}
+
 pub(super) fn check_common(problem: &FusedProblem) -> std::result::Result<(), String> {
-    let conv = forward_f32_bias_relu(problem)?;
-    if let Some(why) = geometry_refusal(&Geom::of(conv)) {
-        return Err(why);
-    }
-    Ok(())
+    check_geometry(forward_f32_bias_relu(problem)?)
 }
 
 /// The bias and ReLU of a run with α = 1, β = 0 and such an epilogue (the fast path).
@@ -180,14 +186,9 @@ impl Solver for CpuGemm1x1 {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, _device: &DeviceInfo) -> std::result::Result<(), String> {
-        match conv_of(problem) {
-            // Bias then SiLU, GELU, ...: the tiles' checks with the epilogue set aside.
-            Ok((conv, epilogue)) if fits_bias_act(epilogue) => {
-                let bare = FusedProblem { kind: FusedKind::Conv { conv: conv.clone(), epilogue: vec![] } };
-                check_common(&bare)?;
-            }
-            _ => check_common(problem)?,
-        }
+        // Also a bias then another activation, finished over y after the tiles.
+        let fits = |e: &[EpiOp]| fits_bias_relu(e) || fits_bias_act(e);
+        check_geometry(forward_f32_where(problem, fits, "epilogue other than a bias and/or one activation")?)?;
         if channels_kernel::best().is_none() {
             return Err("needs AVX-512".into());
         }
