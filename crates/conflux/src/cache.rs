@@ -1,12 +1,13 @@
 //! The on-disk cache: one file per key, written to a temporary file and renamed so concurrent
-//! processes never see a torn file. Every file carries a magic tag and a SHA-256 of its
-//! payload; a truncated, corrupt or foreign file reads as a miss and is rewritten.
+//! processes never see a torn file. Every file carries a magic tag and a SHA-256 of its name
+//! and payload; a truncated, corrupt or foreign file, or a valid record copied under another
+//! record's name, reads as a miss and is rewritten.
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// Bump when any on-disk format changes; it names the versioned subfolder.
-pub const CACHE_FORMAT: u32 = 1;
+pub const CACHE_FORMAT: u32 = 2;
 
 /// `$CONFLUX_CACHE_DIR`, else `$XDG_CACHE_HOME/conflux`, else `~/.cache/conflux`, with a
 /// versioned subfolder.
@@ -80,7 +81,7 @@ pub fn write_entry(dir: &Path, name: &str, magic: &[u8; 8], payload: &[u8]) -> s
     sweep_orphans(dir);
     let mut data = Vec::with_capacity(payload.len() + 40);
     data.extend_from_slice(magic);
-    data.extend_from_slice(&Sha256::digest(payload));
+    data.extend_from_slice(&record_digest(name, payload));
     data.extend_from_slice(payload);
     let tmp = dir.join(format!(".{name}.{}.{:?}.tmp", std::process::id(), std::thread::current().id()));
     std::fs::write(&tmp, &data)?;
@@ -99,6 +100,16 @@ pub fn write_entry(dir: &Path, name: &str, magic: &[u8; 8], payload: &[u8]) -> s
     })
 }
 
+/// The checksum of a record: its name is part of it, so a record moved or copied under another
+/// key (a cubin of another kernel whose function names may match) fails it instead of running.
+fn record_digest(name: &str, payload: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update((name.len() as u64).to_le_bytes());
+    h.update(name.as_bytes());
+    h.update(payload);
+    h.finalize().into()
+}
+
 /// Read `dir/name` if it exists, carries `magic` and its checksum matches.
 pub fn read_entry(dir: &Path, name: &str, magic: &[u8; 8]) -> Option<Vec<u8>> {
     // Only a regular file is read: a FIFO or device in its place would block or never end.
@@ -115,7 +126,7 @@ pub fn read_entry(dir: &Path, name: &str, magic: &[u8; 8]) -> Option<Vec<u8>> {
         return None;
     }
     let payload = &data[40..];
-    if Sha256::digest(payload).as_slice() != &data[8..40] {
+    if record_digest(name, payload).as_slice() != &data[8..40] {
         tracing::warn!(file = %dir.join(name).display(), "cache entry fails its checksum; ignoring it");
         return None;
     }
@@ -172,6 +183,21 @@ mod tests {
         std::fs::create_dir_all(dir.join("rec")).unwrap();
         write_entry(&dir, "rec", b"TESTMAGC", b"payload").unwrap();
         assert_eq!(read_entry(&dir, "rec", b"TESTMAGC").as_deref(), Some(&b"payload"[..]));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A valid record copied under another record's name (its checksum matches its own bytes)
+    /// reads as a miss: a kernel cache would otherwise load another kernel's cubin, and where
+    /// the two share function names, run it.
+    #[test]
+    fn a_record_under_another_name_is_refused() {
+        let dir = std::env::temp_dir().join(format!("conflux-moved-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_entry(&dir, "a.cubin", b"TESTMAGC", b"kernel a").unwrap();
+        write_entry(&dir, "b.cubin", b"TESTMAGC", b"kernel b").unwrap();
+        std::fs::copy(dir.join("a.cubin"), dir.join("b.cubin")).unwrap();
+        assert_eq!(read_entry(&dir, "a.cubin", b"TESTMAGC").as_deref(), Some(&b"kernel a"[..]));
+        assert_eq!(read_entry(&dir, "b.cubin", b"TESTMAGC"), None, "a's record was read as b's");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
