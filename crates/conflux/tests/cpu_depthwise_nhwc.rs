@@ -15,6 +15,7 @@ use support::*;
 const SOLVER: &str = "CpuConvDepthwiseNhwc";
 const PLANES: &str = "CpuConvDepthwisePlanes";
 const BLOCKS: &str = "CpuConvDepthwiseBlocks";
+const FLAT: &str = "CpuConvDepthwiseFlat";
 
 /// (x lengths, filter [r, s], pad, stride, dilation)
 type Spec = ([usize; 4], [usize; 2], [i64; 2], [i64; 2], [i64; 2]);
@@ -53,10 +54,10 @@ fn every_direction() {
             let c = case(spec, lay);
             for d in [Dir::Forward, Dir::BackwardData, Dir::BackwardWeights] {
                 let chosen = conflux::search::choose(&h, &c.fused(d), conflux::conv::Choice::Auto, 0).unwrap();
-                // Channels-first forward goes to the plane solver first; the AVX-512 block
-                // solver takes forward problems before both where it applies.
+                // Channels-first forward goes to the plane solver first; the AVX-512 flat and
+                // block solvers take forward problems before both where they apply.
                 let want = if lay == Lay::Packed && d == Dir::Forward { PLANES } else { SOLVER };
-                assert!(chosen.name() == want || (d == Dir::Forward && chosen.name() == BLOCKS), "{} for {d:?} {c:?}", chosen.name());
+                assert!(chosen.name() == want || (d == Dir::Forward && [BLOCKS, FLAT].contains(&chosen.name())), "{} for {d:?} {c:?}", chosen.name());
                 check_exact_and_scaled(&h, &c, d, id, 5000 + 10 * i as u64);
             }
         }

@@ -10,6 +10,7 @@ mod support;
 
 use conflux::reference::fill::Fill;
 use conflux::{ActivationMode, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, OpArg, OpArgs};
+use support::depthwise::bias_act_plan;
 use support::*;
 
 const SOLVER: &str = "CpuConvDepthwisePlanes";
@@ -256,7 +257,7 @@ fn blocks_layers_of_real_networks() {
     let id = solution_id(BLOCKS);
     let both: &[Lay] = &[Lay::Packed, Lay::ChannelsLast];
     let specs: [([usize; 4], usize, i64, i64, &[Lay]); 8] = [
-        ([1, 48, 7, 7], 3, 1, 1, both),
+        ([1, 48, 7, 7], 3, 1, 1, &[Lay::ChannelsLast]),
         ([1, 32, 7, 7], 7, 3, 1, both),
         ([2, 24, 14, 14], 5, 2, 2, both),
         ([1, 40, 14, 14], 3, 1, 2, both),
@@ -277,8 +278,8 @@ fn blocks_layers_of_real_networks() {
 
 /// Fused plans: bias + ReLU6 from registers (channels-first dense planes through transposes,
 /// channels-last stored in place, gapped x staged element by element), and bias + leaky ReLU
-/// (the general epilogue) on channels-first output. Gapped outputs (the general store) are in
-/// the random cases.
+/// (the general epilogue) on channels-first output; 5 × 5 filters where channels-first 3 × 3
+/// ones go to the flat solver. Gapped outputs (the general store) are in the random cases.
 #[test]
 fn blocks_fused_plans() {
     let h = Handle::cpu();
@@ -286,41 +287,17 @@ fn blocks_fused_plans() {
         return;
     }
     let specs = [
-        ([1, 40, 7, 7], Lay::Packed, ActivationMode::ClippedRelu),
-        ([2, 24, 14, 14], Lay::ChannelsLast, ActivationMode::ClippedRelu),
-        ([1, 20, 9, 11], Lay::Gapped, ActivationMode::ClippedRelu),
-        ([1, 20, 9, 11], Lay::Packed, ActivationMode::LeakyRelu),
+        ([1, 40, 7, 7], 5, Lay::Packed, ActivationMode::ClippedRelu),
+        ([2, 24, 14, 14], 3, Lay::ChannelsLast, ActivationMode::ClippedRelu),
+        ([1, 20, 9, 11], 3, Lay::Gapped, ActivationMode::ClippedRelu),
+        ([1, 20, 9, 11], 5, Lay::Packed, ActivationMode::LeakyRelu),
     ];
-    for (lx, lay, mode) in specs {
+    for (i, (lx, f, lay, mode)) in specs.into_iter().enumerate() {
         // A plan's output is packed in x's order: gapped x, packed y.
         let yl = if lay == Lay::Gapped { Lay::Packed } else { lay };
-        let c = blocks_case(lx, [3, 3], [1, 1], [1, 1], [1, 1], lay, yl).unwrap();
-        let k = lx[1];
-        let b = conflux::TensorDesc::new(DataType::Float, &[1, k, 1, 1]).unwrap();
-        let fill = Fill::SmallInt(-2, 2);
-        let (x, w, bias) = (random(&h, &c.x, fill, 11), random(&h, &c.w, fill, 12), random(&h, &b, fill, 13));
-        let packed = conflux::TensorDesc::new(DataType::Float, c.y.lens()).unwrap();
-        let mut want = vec![0.0; packed.element_space()];
-        conflux::reference::conv::conv_forward(&c.conv, &c.x, &x.host, &c.w, &w.host, &packed, &mut want).unwrap();
-        let plane = packed.element_space() / (lx[0] * k);
-        for (i, v) in want.iter_mut().enumerate() {
-            let t = *v + bias.host[(i / plane) % k];
-            *v = if mode == ActivationMode::ClippedRelu { t.clamp(0.0, 6.0) } else if t > 0.0 { t } else { 0.5 * t };
-        }
-        let mut plan = FusionPlan::new(FusionDirection::Vertical, c.x.clone());
-        plan.add_conv_forward(&c.conv, &c.w).unwrap();
-        plan.add_bias(&b).unwrap();
-        plan.add_activation(mode).unwrap();
-        plan.compile(&h).unwrap();
-        assert_eq!(plan.solver_name(), Some(BLOCKS), "{lx:?} {lay:?} {mode:?}");
-        let mut args = OpArgs::new();
-        args.set(0, OpArg::Conv { w: w.ptr(), alpha: 1.0, beta: 0.0 });
-        args.set(1, OpArg::Bias { b: bias.ptr() });
-        let alpha = if mode == ActivationMode::ClippedRelu { 6.0 } else { 0.5 };
-        args.set(2, OpArg::Activation { alpha, beta: 0.0, gamma: 0.0 });
-        let y = poisoned(&h, &c.y);
-        plan.execute(&h, &c.x, x.ptr(), &c.y, y.ptr(), &args).unwrap();
-        assert_close(&format!("depthwise blocks {lx:?} {lay:?} + bias + {mode:?}"), &logical(&c.y, &download(&h, &y)), &want, 0.0);
+        let p = (f as i64 - 1) / 2;
+        let c = blocks_case(lx, [f, f], [p, p], [1, 1], [1, 1], lay, yl).unwrap();
+        assert_eq!(bias_act_plan(&h, &c, mode, 11 + 10 * i as u64), BLOCKS, "{lx:?} {lay:?} {mode:?}");
     }
 }
 

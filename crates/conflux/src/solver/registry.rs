@@ -10,7 +10,7 @@
 //! workspace); the adapter solvers use it to pick the kernel that runs their rewritten problem.
 
 use super::cpu::{
-    CpuAmx1x1, CpuDepthwiseBlocks, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
+    CpuAmx1x1, CpuDepthwiseBlocks, CpuDepthwiseFlat, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
     CudaConvBwdDataDepthwise, CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataPadChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
@@ -57,6 +57,7 @@ static CPU: &[Entry] = &[
     entry(&CpuSinglePixel, Role::Standalone, "1×1 filters with one output pixel per image (squeeze-and-excitation, fully connected): a dot product per output, where GEMM panels and tiles cost more than the products"),
     entry(&CpuSubsample1x1, Role::Standalone, "strided 1×1 f32 layers (downsampling shortcuts) and patch layers (stride = filter: ConvNeXt downsampling) on the 1×1 solvers over a packed copy of what they read: after the single-pixel dot products (one output position), ahead of the GEMM solvers, which gather the strided positions or copy x into short rows"),
     entry(&CpuStem, Role::Standalone, "f32 stems (≤ 4 input channels, ungrouped): a direct kernel over bands of phase-split input rows, ahead of the GEMM solvers, which gather 27–147 strided im2col rows for a reduction too short to amortise their packing"),
+    entry(&CpuDepthwiseFlat, Role::Standalone, "f32 depthwise with ≤ 9 taps at stride 1 or 2 on channels-first planes, on AVX-512: flat runs of 16 outputs with masked loads where the input (or its stride phase) lies, ahead of the block solver, which stages and transposes each band, and the plane solver, which pads every plane"),
     entry(&CpuDepthwiseBlocks, Role::Standalone, "f32 depthwise forward on AVX-512 in 16-channel blocks over staged bands, either layout: channels fill the lanes at every plane size with runs of FMAs per tap, ahead of the plane and channels-last solvers"),
     entry(&CpuDepthwisePlanes, Role::Standalone, "depthwise forward on channels-first planes: a whole plane per run of vector FMAs, with no copy to channels-last (which the next solver needs for short rows)"),
     entry(&CpuDepthwiseNhwc, Role::Standalone, "f32 depthwise computed channels-last (channels-first operands copied): channels fill the vector lanes where planar rows of 7–56 pixels leave them half empty"),

@@ -24,6 +24,7 @@ pub use conflux::reference::SplitMix64;
 
 pub mod cba;
 pub mod conv_case;
+pub mod depthwise;
 pub mod layouts;
 pub mod wgrad;
 

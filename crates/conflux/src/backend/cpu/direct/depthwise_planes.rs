@@ -273,15 +273,16 @@ fn copy_row(src: &[f32], dst: &mut [f32]) {
     }
 }
 
-/// y = epilogue(α·conv(x, w) + β·y) for a 2-D convolution with one input channel per group.
-pub fn forward(g: &Geom, lay: &PhaseLayout, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
-    let kg = g.kg();
-    let [_, oh_n, ow_n] = g.output;
-    let (ws, ys, taps) = (g.w_strides, g.y_strides, g.filter[1] * g.filter[2]);
-    // Every filter as f32 taps: packed f32 filters in place, others converted once per call.
-    let in_place = p.dt == DataType::Float && ws[4] == 1 && ws[3] == g.filter[2] && ws[0] == taps;
-    let mut wts = Vec::with_capacity(if in_place { 0 } else { g.k * taps });
-    for k in 0..if in_place { 0 } else { g.k } {
+/// Every filter of a 2-D depthwise convolution as f32 taps ([k][r][s]): packed f32 filters in
+/// place, others converted once per call.
+pub fn f32_filters<'a>(g: &Geom, p: ConvPtrs) -> std::borrow::Cow<'a, [f32]> {
+    let (ws, taps) = (g.w_strides, g.filter[1] * g.filter[2]);
+    if p.dt == DataType::Float && ws[4] == 1 && ws[3] == g.filter[2] && ws[0] == taps {
+        // SAFETY: K packed filters of `taps` f32 elements, which the caller keeps alive for 'a.
+        return std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(p.w as *const f32, g.k * taps) });
+    }
+    let mut wts = Vec::with_capacity(g.k * taps);
+    for k in 0..g.k {
         for r in 0..g.filter[1] {
             for s in 0..g.filter[2] {
                 // SAFETY: a weight element of filter k.
@@ -289,8 +290,15 @@ pub fn forward(g: &Geom, lay: &PhaseLayout, p: ConvPtrs, alpha: f32, beta: f32, 
             }
         }
     }
-    // SAFETY: K packed filters of `taps` f32 elements when in place.
-    let wts: &[f32] = if in_place { unsafe { std::slice::from_raw_parts(p.w as *const f32, g.k * taps) } } else { &wts };
+    std::borrow::Cow::Owned(wts)
+}
+
+/// y = epilogue(α·conv(x, w) + β·y) for a 2-D convolution with one input channel per group.
+pub fn forward(g: &Geom, lay: &PhaseLayout, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
+    let kg = g.kg();
+    let [_, oh_n, ow_n] = g.output;
+    let (ys, taps) = (g.y_strides, g.filter[1] * g.filter[2]);
+    let wts = f32_filters(g, p);
     // f32 conv + bias + ReLU / ReLU6 into spatially packed planes: stored straight from acc.
     let packed = ys[4] == 1 && ys[3] == ow_n;
     // (An activation other than ReLU / ReLU6 runs over each stored plane, in cache.)

@@ -6,6 +6,8 @@
 pub mod depthwise;
 #[cfg(target_arch = "x86_64")]
 pub mod depthwise_blocks;
+#[cfg(target_arch = "x86_64")]
+pub mod depthwise_flat;
 mod depthwise_io;
 pub mod depthwise_nhwc;
 pub mod depthwise_planes;

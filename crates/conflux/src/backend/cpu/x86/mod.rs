@@ -7,6 +7,8 @@ pub mod amx;
 pub(crate) mod convert;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod depthwise_blocks;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod depthwise_flat;
 pub(crate) mod depthwise_rows;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod fft;

@@ -1,0 +1,199 @@
+//! f32 depthwise forward on channels-first planes with AVX-512 (kernel in
+//! `x86/depthwise_flat.rs`) at stride 1 or 2: the output plane is computed as one flat run of
+//! 16-output vectors, each tap a masked load where its input lies. At stride 1 (outputs as wide
+//! as the input) the kernel reads the input plane in place; at stride 2 each task first splits
+//! its input plane into the stride phases, whose rows are as wide as the output's. Nothing is
+//! padded or transposed, on 7 × 7 planes as on 112 × 112 ones; y planes are stored from
+//! registers with bias and ReLU / ReLU6, or through the general store.
+
+use crate::backend::cpu::direct::depthwise_planes::{f32_filters, MAX_PHASE_FLOATS};
+use crate::backend::cpu::direct::naive::ConvPtrs;
+use crate::backend::cpu::gemm::{with_scratch, Slot};
+use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
+use crate::backend::cpu::tensor_io::conv_out::{spatial_offsets, OutTensor};
+use crate::backend::cpu::x86::depthwise_flat::{self as k, PlaneTaps, LANES};
+use crate::problem::Geom;
+use rayon::prelude::*;
+
+/// Mask entries (taps × output vectors of one plane) at most: 2 MB of masks.
+pub const MAX_MASKS: usize = 1 << 20;
+
+/// Whether this CPU runs the kernel (AVX-512F and FMA).
+pub fn available() -> bool { crate::backend::cpu::lanes::level() >= 2 }
+
+/// Filters of more taps go to the 16-channel block solver: the flat kernel's per-tap masks and
+/// the lanes it leaves empty on short rows make it slower there
+/// (bench/results/2026-11-29-cpu-depthwise-flat.md).
+pub const MAX_TAPS: usize = 9;
+
+/// Output vectors per band at stride 2: a band's input rows are split into phases just before
+/// its outputs read them, while they are in L1 (a whole 112 × 112 plane's phases are not).
+const BAND_VECTORS: usize = 32;
+
+/// Why a geometry is not for the flat kernel, or None when it is.
+pub fn unsuitable(g: &Geom) -> Option<String> {
+    let (sh, sw) = (g.stride[1], g.stride[2]);
+    if sh > 2 || sw > 2 {
+        return Some(format!("strides 1 and 2 only ({sh}×{sw} given)"));
+    }
+    if g.filter_size() > MAX_TAPS {
+        return Some(format!("filters of at most {MAX_TAPS} taps ({}×{} given: CpuConvDepthwiseBlocks is faster there)", g.filter[1], g.filter[2]));
+    }
+    if (sh > 1 || sw > 1) && g.output[2] < LANES {
+        return Some(format!("strided with output rows of at least {LANES} ({} given: splitting narrower rows into phases costs more than their taps; CpuConvDepthwiseBlocks stages them)", g.output[2]));
+    }
+    if g.output[2] != g.input[2].div_ceil(sw) {
+        return Some(format!("outputs as wide as the input's stride phases only ({} columns in, stride {sw}, {} out)", g.input[2], g.output[2]));
+    }
+    if g.x_strides[4] != 1 || g.x_strides[3] != g.input[2] {
+        return Some(format!("dense input planes only (x strides {:?})", g.x_strides));
+    }
+    None
+}
+
+/// The taps of one plane, built once per problem.
+#[derive(Clone, Debug)]
+pub struct FlatPlan {
+    /// Stride phases (rows, columns): [1, 1] reads x in place.
+    phases: [usize; 2],
+    /// Columns of a phase row (the output's width) and floats of one phase.
+    pitch: usize,
+    phase_len: usize,
+    /// Input rows below an output row's first that its filter reaches (+ 1), and the image's.
+    reach: usize,
+    in_rows: usize,
+    offsets: Vec<isize>,
+    masks: Vec<u16>,
+    col_masks: Vec<u16>,
+    filter: [usize; 2],
+    inner: [usize; 2],
+    vectors: usize,
+    outputs: usize,
+}
+
+impl FlatPlan {
+    /// None where the masks would exceed `MAX_MASKS`, the phases `MAX_PHASE_FLOATS`, or a size
+    /// overflows; `g` is `unsuitable`'s None.
+    pub fn of(g: &Geom) -> Option<FlatPlan> {
+        let ([_, h, w], [_, ho, wo], [_, fh, fw]) = (g.input, g.output, g.filter);
+        let [sh, sw] = [g.stride[1], g.stride[2]];
+        let outputs = ho.checked_mul(wo)?;
+        let vectors = outputs.div_ceil(LANES);
+        let taps = fh.checked_mul(fw)?;
+        if outputs == 0 || taps.checked_mul(vectors)? > MAX_MASKS {
+            return None;
+        }
+        // Phase (a, b) row i, column j holds input (i·sh + a, j·sw + b); rows of `wo` columns.
+        let (pitch, phase_len) = (wo, h.div_ceil(sh).checked_mul(wo)?);
+        if phase_len.checked_mul(sh * sw)? > MAX_PHASE_FLOATS {
+            return None;
+        }
+        let (ph, pw) = (g.pad[1] as isize, g.pad[2] as isize);
+        let inside = |i: isize, n: usize| i >= 0 && (i as usize) < n;
+        let row_shift = |r: usize| Some(isize::try_from(r.checked_mul(g.dilation[1])?).ok()? - ph);
+        let col_shift = |s: usize| Some(isize::try_from(s.checked_mul(g.dilation[2])?).ok()? - pw);
+        let mut offsets = Vec::with_capacity(taps);
+        let mut masks = vec![0u16; taps * vectors];
+        for r in 0..fh {
+            let dr = row_shift(r)?;
+            for s in 0..fw {
+                let ds = col_shift(s)?;
+                let t = offsets.len();
+                let (sh_, sw_) = (sh as isize, sw as isize);
+                let phase = dr.rem_euclid(sh_) * sw_ + ds.rem_euclid(sw_);
+                let at = phase.checked_mul(phase_len as isize)?.checked_add(dr.div_euclid(sh_).checked_mul(pitch as isize)?)?;
+                offsets.push(at.checked_add(ds.div_euclid(sw_))?);
+                for p in 0..outputs {
+                    if inside(((p / wo) * sh) as isize + dr, h) && inside(((p % wo) * sw) as isize + ds, w) {
+                        masks[t * vectors + p / LANES] |= 1 << (p % LANES);
+                    }
+                }
+            }
+        }
+        let mut col_masks = vec![0u16; fw * vectors];
+        for s in 0..fw {
+            let ds = col_shift(s)?;
+            for p in (0..outputs).filter(|p| inside(((p % wo) * sw) as isize + ds, w)) {
+                col_masks[s * vectors + p / LANES] |= 1 << (p % LANES);
+            }
+        }
+        // Vectors whose every output row reads only image rows, at every filter row: a run.
+        let (top, bottom) = (row_shift(0)?, row_shift(fh - 1)?);
+        let inner_row = |oy: usize| inside((oy * sh) as isize + top, h) && inside((oy * sh) as isize + bottom, h);
+        let inner_vec = |v: usize| inner_row(v * LANES / wo) && inner_row(((v + 1) * LANES).min(outputs).saturating_sub(1) / wo);
+        let first = (0..vectors).find(|&v| inner_vec(v)).unwrap_or(vectors);
+        let end = (first..vectors).find(|&v| !inner_vec(v)).unwrap_or(vectors);
+        let reach = usize::try_from(bottom + 1).unwrap_or(0);
+        Some(FlatPlan { phases: [sh, sw], pitch, phase_len, reach, in_rows: h, offsets, masks, col_masks, filter: [fh, fw], inner: [first, end], vectors, outputs })
+    }
+
+    /// Input rows [0, n) that output vectors [0, end) read (the rows to split before them).
+    fn rows_read(&self, end: usize) -> usize {
+        let last_row = ((end * LANES).min(self.outputs) - 1) / self.pitch;
+        (last_row * self.phases[0] + self.reach).min(self.in_rows)
+    }
+
+    fn taps(&self) -> PlaneTaps<'_> {
+        PlaneTaps { offsets: &self.offsets, masks: &self.masks, col_masks: &self.col_masks, filter: self.filter, inner: self.inner, vectors: self.vectors, outputs: self.outputs }
+    }
+}
+
+/// y = epilogue(α·conv(x, w) + β·y) for a 2-D f32 depthwise convolution (one input channel per
+/// group, any channel multiplier) that `unsuitable` accepts.
+///
+/// # Safety
+/// The CPU has AVX-512F; the pointers hold the tensors `g` describes; `plan` is `g`'s.
+pub unsafe fn forward(g: &Geom, plan: &FlatPlan, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
+    let (kg, taps, outputs) = (g.kg(), plan.offsets.len(), plan.outputs);
+    let (xs, ys) = (g.x_strides, g.y_strides);
+    let wts = f32_filters(g, p);
+    let packed = ys[4] == 1 && ys[3] == g.output[2];
+    let direct = (alpha == 1.0 && beta == 0.0 && packed).then(|| epi.fused_store()).flatten();
+    let sp_off = if direct.is_some() { Vec::new() } else { spatial_offsets(g.output, ys) };
+    let out = OutTensor { ptr: p.y, dt: p.dt, strides: ys, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
+    let pt = plan.taps();
+    // Tasks of at least ~64 K multiply-adds: rayon's per-task cost is paid per plane otherwise.
+    let planes = g.n * g.c;
+    let work = (plan.vectors * LANES * taps * kg).max(1);
+    let chunk = (65536 / work).clamp(1, planes.div_ceil(2 * rayon::current_num_threads()).max(1));
+    let (xp, yp) = (p.x as usize, p.y as usize);
+    let in_place = plan.phases == [1, 1];
+    let phases_len = if in_place { 0 } else { plan.phase_len * plan.phases[0] * plan.phases[1] };
+    (0..planes.div_ceil(chunk)).into_par_iter().for_each(|t| {
+        let dense_len = if direct.is_some() { 0 } else { outputs * kg };
+        with_scratch(Slot::Task, dense_len + phases_len, |buf| {
+            let (dense, phases) = buf.split_at_mut(dense_len);
+            for nc in t * chunk..((t + 1) * chunk).min(planes) {
+                let (n, c) = (nc / g.c, nc % g.c);
+                let x = (xp as *const f32).add(n * xs[0] + c * xs[1]);
+                let src = if in_place { x } else { phases.as_ptr() };
+                // Bands of output vectors, each after the input rows it reads are split.
+                let band = if in_place { plan.vectors } else { BAND_VECTORS };
+                let mut split = 0;
+                for v0 in (0..plan.vectors).step_by(band) {
+                    let vs = v0..(v0 + band).min(plan.vectors);
+                    if !in_place {
+                        let need = plan.rows_read(vs.end);
+                        k::split_phases(x, split..need, g.input[2], plan.phases[0], plan.phases[1], phases.as_mut_ptr(), plan.pitch, plan.phase_len);
+                        split = split.max(need);
+                    }
+                    for ko in c * kg..(c + 1) * kg {
+                        let w = wts[ko * taps..][..taps].as_ptr();
+                        match &direct {
+                            Some(fs) => k::plane(&pt, vs.clone(), src, w, (yp as *mut f32).add(n * ys[0] + ko * ys[1]), fs.bias_of(ko), fs.clamp.on, fs.clamp.hi),
+                            None => k::plane(&pt, vs.clone(), src, w, dense.as_mut_ptr().add(ko % kg * outputs), 0.0, false, 0.0),
+                        }
+                    }
+                }
+                for ko in c * kg..(c + 1) * kg {
+                    match &direct {
+                        // SAFETY: this task owns y plane (n, ko), Ho·Wo packed f32 elements.
+                        Some(fs) => fs.finish(std::slice::from_raw_parts_mut((yp as *mut f32).add(n * ys[0] + ko * ys[1]), outputs)),
+                        // SAFETY: this task owns y plane (n, ko).
+                        None => out.write_span(&mut dense[ko % kg * outputs..][..outputs], n, ko, 0),
+                    }
+                }
+            }
+        });
+    });
+}
