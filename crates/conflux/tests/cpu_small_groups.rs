@@ -28,9 +28,18 @@ const CASES: [GroupedSpec; 10] = [
     (DataType::Float, &[1, 64, 11, 13], &[64, 32, 3, 3], 2, 1, 2, 1, Lay::Packed),
 ];
 
+/// Every case runs on this solver; immediate mode picks it, or for channels-first tensors on
+/// AVX-512 the flat grouped solver ahead of it.
 #[test]
 fn every_case() {
-    check_chosen_cases(&Handle::cpu(), &CASES, Dir::Forward, SOLVER, 7000);
+    let h = Handle::cpu();
+    let id = solution_id(SOLVER);
+    for (i, spec) in CASES.iter().enumerate() {
+        let c = grouped_case(spec);
+        let chosen = conflux::search::choose(&h, &c.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
+        assert!([SOLVER, "CpuConvGroupedFlat"].contains(&chosen.name()), "{} for {c:?}", chosen.name());
+        check_exact_and_scaled(&h, &c, Dir::Forward, id, 7000 + 10 * i as u64);
+    }
 }
 
 #[test]

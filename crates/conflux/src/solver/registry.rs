@@ -10,7 +10,7 @@
 //! workspace); the adapter solvers use it to pick the kernel that runs their rewritten problem.
 
 use super::cpu::{
-    CpuAmx1x1, CpuDepthwiseBlocks, CpuDepthwiseFlat, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
+    CpuAmx1x1, CpuDepthwiseBlocks, CpuDepthwiseFlat, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuGroupedFlat, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
     CudaConvBwdDataDepthwise, CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataPadChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
@@ -61,6 +61,7 @@ static CPU: &[Entry] = &[
     entry(&CpuDepthwiseBlocks, Role::Standalone, "f32 depthwise forward on AVX-512 in 16-channel blocks over staged bands, either layout: channels fill the lanes at every plane size with runs of FMAs per tap, ahead of the plane and channels-last solvers"),
     entry(&CpuDepthwisePlanes, Role::Standalone, "depthwise forward on channels-first planes: a whole plane per run of vector FMAs, with no copy to channels-last (which the next solver needs for short rows)"),
     entry(&CpuDepthwiseNhwc, Role::Standalone, "f32 depthwise computed channels-last (channels-first operands copied): channels fill the vector lanes where planar rows of 7–56 pixels leave them half empty"),
+    entry(&CpuGroupedFlat, Role::Standalone, "f32 grouped (≥ 2 input and a multiple of 4 output channels per group) at stride 1 or 2 on channels-first planes, on AVX-512: flat runs of 16 outputs, each masked input load shared by 4 or 8 output channels, ahead of the channels-last small-groups kernel (a copy to channels-last and back) and the Winograd and GEMM solvers (a sliver of a GEMM per group)"),
     entry(&CpuSmallGroups, Role::Standalone, "groups of 4–32 output channels (ResNeXt): a direct channels-last kernel where a GEMM per group is a sliver of rows"),
     entry(&CpuDirect, Role::Standalone, "short reductions only (depthwise, few channels), where GEMM packing costs more than it saves"),
     entry(&CpuWinograd4, Role::Standalone, "F(4×4,3×3) beats the GEMM solvers on the 3×3 layers it accepts (refuses few tiles with many filters)"),

@@ -1,25 +1,113 @@
 //! f32 depthwise forward at stride 1 or 2 on channels-first planes with AVX-512, each output
 //! plane one flat run of 16-output vectors whose taps are masked loads from the input plane
 //! where it lies, or from its stride phases (`backend/cpu/direct/depthwise_flat.rs`): no staged
-//! band, padding or transpose.
+//! band, padding or transpose. What it shares with `CpuConvGroupedFlat` (the same planes with a
+//! few channels per group) is here: the check's common part, the plan and the invoker.
 
 use super::common::{f32_geometry, run_parts};
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
-use crate::problem::FusedProblem;
+use crate::problem::{FusedProblem, Geom};
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
 use crate::types::{ConvAlgorithm, Direction};
 use std::sync::Arc;
 
+#[cfg(target_arch = "x86_64")]
+use crate::backend::cpu::direct::{
+    depthwise_flat::{self as kernels, FlatPlan},
+    depthwise_planes::MAX_PHASE_FLOATS,
+    naive::ConvPtrs,
+};
+#[cfg(target_arch = "x86_64")]
+use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
+
 pub struct CpuDepthwiseFlat;
 
+/// The check of a flat-plane solver: f32 forward, AVX-512, 2-D channels-first tensors, then
+/// the solver's own geometry rule `unsuitable`, then a plan that fits.
+pub(super) fn check_flat(problem: &FusedProblem, device: &DeviceInfo, unsuitable: fn(&Geom) -> Option<String>) -> std::result::Result<(), String> {
+    let (_, g) = f32_geometry(problem, true)?;
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !(device.cpu.avx512 && kernels::available()) {
+            return Err("needs AVX-512 (masked loads of 16 outputs)".into());
+        }
+        if !g.is_2d() {
+            return Err("2-D convolutions only".into());
+        }
+        if g.x_strides[1] == 1 || g.y_strides[1] == 1 {
+            return Err("channels-first tensors only (channels-last ones fill the lanes with channels: CpuConvDepthwiseNhwc, CpuConvSmallGroups)".into());
+        }
+        if let Some(why) = unsuitable(&g) {
+            return Err(why);
+        }
+        if FlatPlan::of(&g).is_none() {
+            return Err(format!("a plane of {}×{} outputs with {} taps needs more than {} masks, or its stride phases more than {MAX_PHASE_FLOATS} floats", g.output[1], g.output[2], g.filter_size(), kernels::MAX_MASKS));
+        }
+        Ok(())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (device, g, unsuitable);
+        Err("needs AVX-512 (masked loads of 16 outputs)".into())
+    }
+}
+
+/// Moving x and y once and the vector FMAs at about the machine's FMA rate.
+pub(super) fn estimate_flat(problem: &FusedProblem) -> f64 {
+    problem.conv_problem().map_or(f64::MAX, |c| (c.x.num_bytes() + c.y.num_bytes()) as f64 / 10e9 * 1e3 + 2.0 * c.macs() / 100e9 * 1e3)
+}
+
+/// A flat-plane kernel driver: y = epilogue(α·conv(x, w) + β·y).
 #[cfg(target_arch = "x86_64")]
-use crate::backend::cpu::direct::depthwise_flat::{self as kernels, FlatPlan};
+type Forward = unsafe fn(&Geom, &FlatPlan, ConvPtrs, f32, f32, &CpuEpilogue);
+
+/// The invoker of a flat-plane solver `name`, running `forward` over the plan built here.
+pub(super) fn build_flat(problem: &FusedProblem, name: &'static str, #[cfg(target_arch = "x86_64")] forward: Forward) -> Result<Arc<dyn Invoker>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal(format!("{name}: not a convolution")))?;
+        let plan = FlatPlan::of(&Geom::of(conv)).ok_or_else(|| Error::internal(format!("{name}: the plan its check accepted overflows")))?;
+        Ok(Arc::new(FlatInvoker { problem: problem.clone(), plan, name, forward }))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = problem;
+        Err(Error::internal(format!("{name}: built without x86-64")))
+    }
+}
 
 #[cfg(target_arch = "x86_64")]
 struct FlatInvoker {
     problem: FusedProblem,
     plan: FlatPlan,
+    name: &'static str,
+    forward: Forward,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Invoker for FlatInvoker {
+    fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        let (g, dir, r) = run_parts(&self.problem, a, self.name)?;
+        if dir != Direction::Forward {
+            return Err(Error::internal(format!("{}: {dir:?} (forward only)", self.name)));
+        }
+        // SAFETY: the check found AVX-512 and this geometry, whose plan this is; run_parts
+        // validated the pointers against the problem.
+        unsafe { (self.forward)(&g, &self.plan, r.ptrs, r.alpha, r.beta, &r.epi) };
+        Ok(())
+    }
+}
+
+/// Depthwise (one input channel per group, any multiplier) within the flat kernel's taps.
+fn depthwise_unsuitable(g: &Geom) -> Option<String> {
+    if g.groups == 1 || g.cg() != 1 {
+        return Some(format!("depthwise (one input channel per group) only ({} groups, {} channels)", g.groups, g.c));
+    }
+    #[cfg(target_arch = "x86_64")]
+    return kernels::unsuitable(g);
+    #[cfg(not(target_arch = "x86_64"))]
+    None
 }
 
 impl Solver for CpuDepthwiseFlat {
@@ -29,66 +117,12 @@ impl Solver for CpuDepthwiseFlat {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
-        let (_, g) = f32_geometry(problem, true)?;
-        #[cfg(target_arch = "x86_64")]
-        {
-            if !(device.cpu.avx512 && kernels::available()) {
-                return Err("needs AVX-512 (masked loads of 16 outputs)".into());
-            }
-            if g.groups == 1 || g.cg() != 1 {
-                return Err(format!("depthwise (one input channel per group) only ({} groups, {} channels)", g.groups, g.c));
-            }
-            if !g.is_2d() {
-                return Err("2-D convolutions only".into());
-            }
-            if g.x_strides[1] == 1 || g.y_strides[1] == 1 {
-                return Err("channels-first tensors only (channels-last ones fill the lanes with channels: CpuConvDepthwiseNhwc)".into());
-            }
-            if let Some(why) = kernels::unsuitable(&g) {
-                return Err(why);
-            }
-            if FlatPlan::of(&g).is_none() {
-                return Err(format!("a plane of {}×{} outputs with {} taps needs more than {} masks, or its stride phases more than {} floats", g.output[1], g.output[2], g.filter_size(), kernels::MAX_MASKS, crate::backend::cpu::direct::depthwise_planes::MAX_PHASE_FLOATS));
-            }
-            Ok(())
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = (device, g);
-            Err("needs AVX-512 (masked loads of 16 outputs)".into())
-        }
+        check_flat(problem, device, depthwise_unsuitable)
     }
 
-    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
-        // Moving x and y once and the vector FMAs at about the machine's FMA rate.
-        problem.conv_problem().map_or(f64::MAX, |c| (c.x.num_bytes() + c.y.num_bytes()) as f64 / 10e9 * 1e3 + 2.0 * c.macs() / 100e9 * 1e3)
-    }
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 { estimate_flat(problem) }
 
     fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let conv = problem.conv_problem().ok_or_else(|| Error::internal("CpuConvDepthwiseFlat: not a convolution"))?;
-            let plan = FlatPlan::of(&crate::problem::Geom::of(conv)).ok_or_else(|| Error::internal("CpuConvDepthwiseFlat: the plan its check accepted overflows"))?;
-            Ok(Arc::new(FlatInvoker { problem: problem.clone(), plan }))
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = problem;
-            Err(Error::internal("CpuConvDepthwiseFlat: built without x86-64"))
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Invoker for FlatInvoker {
-    fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
-        let (g, dir, r) = run_parts(&self.problem, a, "CpuConvDepthwiseFlat")?;
-        if dir != Direction::Forward {
-            return Err(Error::internal(format!("CpuConvDepthwiseFlat: {dir:?} (forward only)")));
-        }
-        // SAFETY: the check found AVX-512 and this geometry, whose plan this is; run_parts
-        // validated the pointers against the problem.
-        unsafe { kernels::forward(&g, &self.plan, r.ptrs, r.alpha, r.beta, &r.epi) };
-        Ok(())
+        build_flat(problem, self.name(), #[cfg(target_arch = "x86_64")] kernels::forward)
     }
 }

@@ -30,17 +30,26 @@ pub const MAX_TAPS: usize = 9;
 /// its outputs read them, while they are in L1 (a whole 112 × 112 plane's phases are not).
 const BAND_VECTORS: usize = 32;
 
-/// Why a geometry is not for the flat kernel, or None when it is.
+/// Why a depthwise geometry is not for the flat kernel, or None when it is.
 pub fn unsuitable(g: &Geom) -> Option<String> {
-    let (sh, sw) = (g.stride[1], g.stride[2]);
-    if sh > 2 || sw > 2 {
-        return Some(format!("strides 1 and 2 only ({sh}×{sw} given)"));
+    if let Some(why) = planes_unsuitable(g) {
+        return Some(why);
     }
     if g.filter_size() > MAX_TAPS {
         return Some(format!("filters of at most {MAX_TAPS} taps ({}×{} given: CpuConvDepthwiseBlocks is faster there)", g.filter[1], g.filter[2]));
     }
-    if (sh > 1 || sw > 1) && g.output[2] < LANES {
+    if (g.stride[1] > 1 || g.stride[2] > 1) && g.output[2] < LANES {
         return Some(format!("strided with output rows of at least {LANES} ({} given: splitting narrower rows into phases costs more than their taps; CpuConvDepthwiseBlocks stages them)", g.output[2]));
+    }
+    None
+}
+
+/// Why the planes of a geometry cannot be read as flat runs (`FlatPlan`), or None: strides 1
+/// and 2, output rows as wide as the input's stride phase, dense input planes.
+pub fn planes_unsuitable(g: &Geom) -> Option<String> {
+    let (sh, sw) = (g.stride[1], g.stride[2]);
+    if sh > 2 || sw > 2 {
+        return Some(format!("strides 1 and 2 only ({sh}×{sw} given)"));
     }
     if g.output[2] != g.input[2].div_ceil(sw) {
         return Some(format!("outputs as wide as the input's stride phases only ({} columns in, stride {sw}, {} out)", g.input[2], g.output[2]));
@@ -55,10 +64,10 @@ pub fn unsuitable(g: &Geom) -> Option<String> {
 #[derive(Clone, Debug)]
 pub struct FlatPlan {
     /// Stride phases (rows, columns): [1, 1] reads x in place.
-    phases: [usize; 2],
+    pub(crate) phases: [usize; 2],
     /// Columns of a phase row (the output's width) and floats of one phase.
-    pitch: usize,
-    phase_len: usize,
+    pub(crate) pitch: usize,
+    pub(crate) phase_len: usize,
     /// Input rows below an output row's first that its filter reaches (+ 1), and the image's.
     reach: usize,
     in_rows: usize,
@@ -67,8 +76,8 @@ pub struct FlatPlan {
     col_masks: Vec<u16>,
     filter: [usize; 2],
     inner: [usize; 2],
-    vectors: usize,
-    outputs: usize,
+    pub(crate) vectors: usize,
+    pub(crate) outputs: usize,
 }
 
 impl FlatPlan {
@@ -133,7 +142,7 @@ impl FlatPlan {
         (last_row * self.phases[0] + self.reach).min(self.in_rows)
     }
 
-    fn taps(&self) -> PlaneTaps<'_> {
+    pub(crate) fn taps(&self) -> PlaneTaps<'_> {
         PlaneTaps { offsets: &self.offsets, masks: &self.masks, col_masks: &self.col_masks, filter: self.filter, inner: self.inner, vectors: self.vectors, outputs: self.outputs }
     }
 }

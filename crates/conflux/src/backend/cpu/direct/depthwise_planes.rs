@@ -273,20 +273,22 @@ fn copy_row(src: &[f32], dst: &mut [f32]) {
     }
 }
 
-/// Every filter of a 2-D depthwise convolution as f32 taps ([k][r][s]): packed f32 filters in
-/// place, others converted once per call.
+/// Every filter of a 2-D convolution as f32 taps ([k][channel of its group][r][s]): packed f32
+/// filters in place, others converted once per call.
 pub fn f32_filters<'a>(g: &Geom, p: ConvPtrs) -> std::borrow::Cow<'a, [f32]> {
-    let (ws, taps) = (g.w_strides, g.filter[1] * g.filter[2]);
-    if p.dt == DataType::Float && ws[4] == 1 && ws[3] == g.filter[2] && ws[0] == taps {
-        // SAFETY: K packed filters of `taps` f32 elements, which the caller keeps alive for 'a.
-        return std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(p.w as *const f32, g.k * taps) });
+    let (ws, taps, cg) = (g.w_strides, g.filter[1] * g.filter[2], g.cg());
+    if p.dt == DataType::Float && ws[4] == 1 && ws[3] == g.filter[2] && ws[0] == cg * taps && (cg == 1 || ws[1] == taps) {
+        // SAFETY: K packed filters of cg·taps f32 elements, which the caller keeps alive for 'a.
+        return std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(p.w as *const f32, g.k * cg * taps) });
     }
-    let mut wts = Vec::with_capacity(g.k * taps);
+    let mut wts = Vec::with_capacity(g.k * cg * taps);
     for k in 0..g.k {
-        for r in 0..g.filter[1] {
-            for s in 0..g.filter[2] {
-                // SAFETY: a weight element of filter k.
-                wts.push(unsafe { load(p.dt, p.w, k * ws[0] + r * ws[3] + s * ws[4]) });
+        for c in 0..cg {
+            for r in 0..g.filter[1] {
+                for s in 0..g.filter[2] {
+                    // SAFETY: a weight element of filter k.
+                    wts.push(unsafe { load(p.dt, p.w, k * ws[0] + c * ws[1] + r * ws[3] + s * ws[4]) });
+                }
             }
         }
     }

@@ -9,6 +9,8 @@ pub(crate) mod convert;
 pub(crate) mod depthwise_blocks;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod depthwise_flat;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod grouped_flat;
 pub(crate) mod depthwise_rows;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod fft;
