@@ -27,7 +27,7 @@ fn case(lx: [usize; 4], mult: usize, f: [usize; 2], pad: [i64; 2], stride: [i64;
 
 /// Whether this CPU runs the solver; elsewhere its check must say it needs AVX-512.
 fn runs_here(h: &Handle) -> bool {
-    let c = case([1, 16, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
+    let c = case([1, 16, 14, 14], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
     match solver(FLAT).check(&c.fused(Dir::Forward), h.device().info()) {
         Ok(()) => true,
         Err(why) => {
@@ -68,7 +68,7 @@ fn random_geometries_and_outputs() {
     assert!(strided >= 8, "only {strided} strided cases ran");
 }
 
-/// Depthwise 3 × 3 layers of MobileNet / EfficientNet (7 × 7 to 112 × 112 planes at stride 1,
+/// Depthwise 3 × 3 layers of MobileNet / EfficientNet (12 × 12 to 112 × 112 planes at stride 1,
 /// 32- to 112-wide at stride 2), and a 1 × 3 / 3 × 1 pair: the heuristic picks this solver.
 #[test]
 fn layers_of_real_networks() {
@@ -78,7 +78,7 @@ fn layers_of_real_networks() {
     }
     let id = solution_id(FLAT);
     let specs: [([usize; 4], [usize; 2], [i64; 2], i64); 8] = [
-        ([1, 40, 7, 7], [3, 3], [1, 1], 1),
+        ([1, 40, 12, 12], [3, 3], [1, 1], 1),
         ([2, 24, 14, 14], [3, 3], [1, 1], 1),
         ([1, 16, 28, 28], [3, 3], [1, 1], 1),
         ([1, 8, 112, 112], [3, 3], [1, 1], 1),
@@ -104,7 +104,7 @@ fn fused_plans() {
         return;
     }
     let specs = [
-        ([1, 40, 7, 7], 1, 1, ActivationMode::ClippedRelu),
+        ([1, 40, 12, 12], 1, 1, ActivationMode::ClippedRelu),
         ([2, 16, 40, 40], 1, 2, ActivationMode::ClippedRelu),
         ([1, 20, 9, 11], 1, 1, ActivationMode::LeakyRelu),
         ([1, 12, 33, 34], 1, 2, ActivationMode::Silu),
@@ -124,9 +124,11 @@ fn refusals_name_the_cause() {
     }
     let (s, info) = (solver(FLAT), h.device().info());
     let ok = |c: &ConvCase| s.check(&c.fused(Dir::Forward), info);
-    let c = case([1, 8, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
+    let c = case([1, 8, 14, 14], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
     assert!(ok(&c).is_ok());
     assert!(s.check(&c.fused(Dir::BackwardData), info).unwrap_err().contains("forward only"));
+    let small = case([1, 8, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
+    assert!(ok(&small).unwrap_err().contains("fill 49 of 64 lanes"));
     let long = case([1, 8, 14, 14], 1, [5, 5], [2, 2], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
     assert!(ok(&long).unwrap_err().contains("at most 9 taps"));
     let s3 = case([1, 8, 30, 30], 1, [3, 3], [1, 1], [3, 3], [1, 1], Lay::Packed, Lay::Packed).unwrap();
@@ -145,7 +147,7 @@ fn refusals_name_the_cause() {
     let w = desc(DataType::Float, &[8, 2, 3, 3], Lay::Packed);
     let y = desc(DataType::Float, conv.output_desc(&x, &w).unwrap().lens(), Lay::Packed);
     assert!(ok(&ConvCase::new(&conv, &x, &w, &y)).unwrap_err().contains("one input channel per group"));
-    let half = ConvCase::new(&c.conv, &desc(DataType::Half, &[1, 8, 7, 7], Lay::Packed), &desc(DataType::Half, &[8, 1, 3, 3], Lay::Packed), &desc(DataType::Half, &[1, 8, 7, 7], Lay::Packed));
+    let half = ConvCase::new(&c.conv, &desc(DataType::Half, c.x.lens(), Lay::Packed), &desc(DataType::Half, c.w.lens(), Lay::Packed), &desc(DataType::Half, c.y.lens(), Lay::Packed));
     assert!(ok(&half).unwrap_err().contains("f32 only"));
     // Padding that makes the plane 2²⁰ rows tall: too many masks, refused at once.
     let tall = case([1, 2, 4, 4], 1, [3, 3], [1 << 20, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();

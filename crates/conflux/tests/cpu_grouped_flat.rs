@@ -1,9 +1,10 @@
-//! The AVX-512 flat grouped solver (≥ 2 input and 4·m output channels per group, stride 1 or
-//! 2, channels-first planes read in place or split into stride phases): random geometries
+//! The AVX-512 flat grouped solver (≥ 2 input and 4·m output channels per group, or stems of
+//! ≤ 4 input channels; stride 1 or 2, channels-first planes read in place or split into stride
+//! phases): random geometries
 //! (filters 1×1 to 5×5 and non-square, dilation, padding, 2–9 input and 4–16 output channels
 //! per group, planes up to 40 × 40, batch 2) with packed or gapped outputs through
 //! `check_solver` (f64 reference, poisoned output, bit-identical rerun, gaps untouched) on
-//! exact and α/β data; ResNeXt's grouped layers choose it; fused plans; its refusals name
+//! exact and α/β data; ResNeXt's grouped layers and stems choose it; fused plans; its refusals name
 //! their cause. On a CPU without AVX-512 its check must say so.
 
 mod support;
@@ -53,7 +54,8 @@ fn random_geometries_and_outputs() {
         let same = |k: usize, d: i64| ((k as i64 - 1) * d + 1) / 2;
         let pad = [r.pick(&[same(f[0], dil[0]), 0, 2]), if r.range(0, 5) == 0 { 0 } else { same(f[1], dil[1]) }];
         let hw = [r.range(1, 30), r.range(1, 40)];
-        let (groups, cg, kg) = (r.range(2, 5), r.range(2, 9), 4 * r.range(1, 4));
+        // A stem (one group of ≤ 4 input channels) one time in four.
+        let (groups, cg, kg) = if r.range(0, 3) == 0 { (1, r.range(1, 4), 4 * r.range(1, 6)) } else { (r.range(2, 5), r.range(2, 9), 4 * r.range(1, 4)) };
         let yl = r.pick(&[Lay::Packed, Lay::Gapped]);
         let Some(c) = case(r.range(1, 2), groups, cg, kg, hw, f, pad, stride, dil, yl) else { continue };
         if solver(SOLVER).check(&c.fused(Dir::Forward), h.device().info()).is_err() {
@@ -81,6 +83,24 @@ fn resnext_layers() {
         let chosen = conflux::search::choose(&h, &c.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
         assert_eq!(chosen.name(), SOLVER, "{c:?}");
         check_exact_and_scaled(&h, &c, Dir::Forward, id, 31500 + 10 * i as u64);
+    }
+}
+
+/// Stems (ungrouped, 1–4 input channels): ResNet's 7 × 7 s2 and MobileNet's 3 × 3 s2 on
+/// smaller images, a 4-channel stride-1 3 × 3, a 1-channel 5 × 5; batch 2 for one.
+#[test]
+fn stems() {
+    let h = Handle::cpu();
+    if !runs_here(&h) {
+        return;
+    }
+    let id = solution_id(SOLVER);
+    let specs: [(usize, usize, usize, usize, i64, i64); 4] = [(1, 3, 64, 7, 3, 2), (2, 3, 32, 3, 1, 2), (1, 4, 16, 3, 1, 1), (1, 1, 8, 5, 2, 1)];
+    for (i, &(n, c, k, f, p, s)) in specs.iter().enumerate() {
+        let cs = case(n, 1, c, k, [40, 46], [f, f], [p, p], s, [1, 1], Lay::Packed).unwrap();
+        let chosen = conflux::search::choose(&h, &cs.fused(Dir::Forward), conflux::conv::Choice::Auto, 0).unwrap();
+        assert_eq!(chosen.name(), SOLVER, "{cs:?}");
+        check_exact_and_scaled(&h, &cs, Dir::Forward, id, 31700 + 10 * i as u64);
     }
 }
 
@@ -115,7 +135,7 @@ fn refusals_name_the_cause() {
     let depthwise = case(1, 8, 1, 4, [14, 14], [3, 3], [1, 1], 1, [1, 1], Lay::Packed).unwrap();
     assert!(ok(&depthwise).unwrap_err().contains("at least 2 input channels"));
     let dense = case(1, 1, 8, 8, [14, 14], [3, 3], [1, 1], 1, [1, 1], Lay::Packed).unwrap();
-    assert!(ok(&dense).unwrap_err().contains("at least 2 input channels"));
+    assert!(ok(&dense).unwrap_err().contains("ungrouped with at most 4"));
     let s3 = case(1, 4, 4, 4, [30, 30], [3, 3], [1, 1], 3, [1, 1], Lay::Packed).unwrap();
     assert!(ok(&s3).unwrap_err().contains("strides 1 and 2"));
     let valid = case(1, 4, 4, 4, [20, 20], [3, 3], [0, 0], 1, [1, 1], Lay::Packed).unwrap();

@@ -26,6 +26,11 @@ pub fn available() -> bool { crate::backend::cpu::lanes::level() >= 2 }
 /// (bench/results/2026-11-29-cpu-depthwise-flat.md).
 pub const MAX_TAPS: usize = 9;
 
+/// Least share of its vectors' lanes a plane's outputs must fill (7 × 7 planes fill 49 of 64 and
+/// ran slower than on the block solver; 14 × 14 fill 196 of 208 and ran as fast or faster:
+/// bench/results/2026-11-29-cpu-depthwise-flat.md).
+const MIN_LANE_USE: [usize; 2] = [7, 8];
+
 /// Output vectors per band at stride 2: a band's input rows are split into phases just before
 /// its outputs read them, while they are in L1 (a whole 112 × 112 plane's phases are not).
 const BAND_VECTORS: usize = 32;
@@ -37,6 +42,10 @@ pub fn unsuitable(g: &Geom) -> Option<String> {
     }
     if g.filter_size() > MAX_TAPS {
         return Some(format!("filters of at most {MAX_TAPS} taps ({}×{} given: CpuConvDepthwiseBlocks is faster there)", g.filter[1], g.filter[2]));
+    }
+    let outputs = g.output[1] * g.output[2];
+    if outputs * MIN_LANE_USE[1] < outputs.div_ceil(LANES) * LANES * MIN_LANE_USE[0] {
+        return Some(format!("planes of {}×{} outputs fill {outputs} of {} lanes (under {}/{}: CpuConvDepthwiseBlocks fills every lane with channels)", g.output[1], g.output[2], outputs.div_ceil(LANES) * LANES, MIN_LANE_USE[0], MIN_LANE_USE[1]));
     }
     if (g.stride[1] > 1 || g.stride[2] > 1) && g.output[2] < LANES {
         return Some(format!("strided with output rows of at least {LANES} ({} given: splitting narrower rows into phases costs more than their taps; CpuConvDepthwiseBlocks stages them)", g.output[2]));
@@ -68,7 +77,9 @@ pub struct FlatPlan {
     /// Columns of a phase row (the output's width) and floats of one phase.
     pub(crate) pitch: usize,
     pub(crate) phase_len: usize,
-    /// Input rows below an output row's first that its filter reaches (+ 1), and the image's.
+    /// Input rows from an output row's first (times the stride) to the first its filter reads
+    /// (negative above), past it to the last it reads (+ 1), and the image's rows.
+    top: isize,
     reach: usize,
     in_rows: usize,
     offsets: Vec<isize>,
@@ -133,13 +144,19 @@ impl FlatPlan {
         let first = (0..vectors).find(|&v| inner_vec(v)).unwrap_or(vectors);
         let end = (first..vectors).find(|&v| !inner_vec(v)).unwrap_or(vectors);
         let reach = usize::try_from(bottom + 1).unwrap_or(0);
-        Some(FlatPlan { phases: [sh, sw], pitch, phase_len, reach, in_rows: h, offsets, masks, col_masks, filter: [fh, fw], inner: [first, end], vectors, outputs })
+        Some(FlatPlan { phases: [sh, sw], pitch, phase_len, top, reach, in_rows: h, offsets, masks, col_masks, filter: [fh, fw], inner: [first, end], vectors, outputs })
     }
 
     /// Input rows [0, n) that output vectors [0, end) read (the rows to split before them).
     fn rows_read(&self, end: usize) -> usize {
         let last_row = ((end * LANES).min(self.outputs) - 1) / self.pitch;
         (last_row * self.phases[0] + self.reach).min(self.in_rows)
+    }
+
+    /// The input rows that output vectors `vs` read.
+    pub(crate) fn rows_of(&self, vs: std::ops::Range<usize>) -> std::ops::Range<usize> {
+        let first_row = (vs.start * LANES / self.pitch * self.phases[0]) as isize + self.top;
+        (first_row.max(0) as usize).min(self.in_rows)..self.rows_read(vs.end)
     }
 
     pub(crate) fn taps(&self) -> PlaneTaps<'_> {

@@ -19,7 +19,9 @@ pub struct Block {
     /// The block's first filter as [channel][tap] f32; `w_step` floats to the next output's.
     pub w: *const f32,
     pub w_step: usize,
-    /// The block's first output plane; `y_step` floats to the next.
+    /// Output p of the block's first plane goes to y + p (y may point before a buffer that holds
+    /// only a band of the plane: it is offset with wrapping arithmetic); `y_step` floats to the
+    /// next plane.
     pub y: *mut f32,
     pub y_step: usize,
     /// The block's bias (KB floats) or null, then the clamp when `clamp` (max 0, min `hi`).
@@ -80,7 +82,7 @@ unsafe fn sums<const KB: usize, const G: usize>(t: &PlaneTaps, v0: usize, b: &Bl
     let (zero, top) = (_mm512_setzero_ps(), _mm512_set1_ps(b.hi));
     for (k, ak) in a.iter().enumerate() {
         let bias = if b.bias.is_null() { zero } else { _mm512_set1_ps(*b.bias.add(k)) };
-        let y = b.y.add(k * b.y_step);
+        let y = b.y.wrapping_add(k * b.y_step);
         for (j, aj) in ak.iter().enumerate() {
             let mut r = _mm512_add_ps(*aj, bias);
             if b.clamp {
@@ -89,9 +91,9 @@ unsafe fn sums<const KB: usize, const G: usize>(t: &PlaneTaps, v0: usize, b: &Bl
             let p = (v0 + j) * LANES;
             let left = t.outputs - p;
             if left >= LANES {
-                _mm512_storeu_ps(y.add(p), r);
+                _mm512_storeu_ps(y.wrapping_add(p), r);
             } else {
-                _mm512_mask_storeu_ps(y.add(p), (1u16 << left) - 1, r);
+                _mm512_mask_storeu_ps(y.wrapping_add(p), (1u16 << left) - 1, r);
             }
         }
     }
