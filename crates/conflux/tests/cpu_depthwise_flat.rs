@@ -9,7 +9,7 @@
 mod support;
 
 use conflux::{ActivationMode, ConvDesc, ConvMode, DataType, Handle};
-use support::depthwise::bias_act_plan;
+use support::depthwise::{avx512_solver_runs, bias_act_plan};
 use support::*;
 
 const FLAT: &str = "CpuConvDepthwiseFlat";
@@ -27,14 +27,7 @@ fn case(lx: [usize; 4], mult: usize, f: [usize; 2], pad: [i64; 2], stride: [i64;
 
 /// Whether this CPU runs the solver; elsewhere its check must say it needs AVX-512.
 fn runs_here(h: &Handle) -> bool {
-    let c = case([1, 16, 14, 14], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
-    match solver(FLAT).check(&c.fused(Dir::Forward), h.device().info()) {
-        Ok(()) => true,
-        Err(why) => {
-            assert!(why.contains("AVX-512"), "{why}");
-            false
-        }
-    }
+    avx512_solver_runs(h, FLAT, &case([1, 16, 14, 14], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap())
 }
 
 #[test]

@@ -10,7 +10,7 @@ mod support;
 
 use conflux::reference::fill::Fill;
 use conflux::{ActivationMode, ConvDesc, ConvMode, DataType, FusionDirection, FusionPlan, Handle, OpArg, OpArgs};
-use support::depthwise::bias_act_plan;
+use support::depthwise::{avx512_solver_runs, bias_act_plan};
 use support::*;
 
 const SOLVER: &str = "CpuConvDepthwisePlanes";
@@ -197,14 +197,7 @@ const BLOCKS: &str = "CpuConvDepthwiseBlocks";
 
 /// Whether this CPU runs the block solver; elsewhere its check must say it needs AVX-512.
 fn blocks_run_here(h: &Handle) -> bool {
-    let c = case(DataType::Float, [1, 16, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed).unwrap();
-    match solver(BLOCKS).check(&c.fused(Dir::Forward), h.device().info()) {
-        Ok(()) => true,
-        Err(why) => {
-            assert!(why.contains("AVX-512"), "{why}");
-            false
-        }
-    }
+    avx512_solver_runs(h, BLOCKS, &case(DataType::Float, [1, 16, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed).unwrap())
 }
 
 /// A depthwise f32 case with x and y in their own layouts.

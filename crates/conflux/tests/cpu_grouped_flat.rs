@@ -10,7 +10,7 @@
 mod support;
 
 use conflux::{ActivationMode, ConvDesc, ConvMode, DataType, Handle};
-use support::depthwise::bias_act_plan;
+use support::depthwise::{avx512_solver_runs, bias_act_plan};
 use support::*;
 
 const SOLVER: &str = "CpuConvGroupedFlat";
@@ -28,14 +28,7 @@ fn case(n: usize, groups: usize, cg: usize, kg: usize, hw: [usize; 2], f: [usize
 
 /// Whether this CPU runs the solver; elsewhere its check must say it needs AVX-512.
 fn runs_here(h: &Handle) -> bool {
-    let c = case(1, 4, 4, 4, [7, 7], [3, 3], [1, 1], 1, [1, 1], Lay::Packed).unwrap();
-    match solver(SOLVER).check(&c.fused(Dir::Forward), h.device().info()) {
-        Ok(()) => true,
-        Err(why) => {
-            assert!(why.contains("AVX-512"), "{why}");
-            false
-        }
-    }
+    avx512_solver_runs(h, SOLVER, &case(1, 4, 4, 4, [7, 7], [3, 3], [1, 1], 1, [1, 1], Lay::Packed).unwrap())
 }
 
 #[test]

@@ -6,6 +6,18 @@ use conflux::activation::ActivationDesc;
 use conflux::reference::fill::Fill;
 use conflux::{ActivationMode, DataType, FusionDirection, FusionPlan, Handle, OpArg, OpArgs, TensorDesc};
 
+/// Whether solver `name` (one that needs AVX-512) takes `c` on this CPU; where it does not, its
+/// reason must name AVX-512.
+pub fn avx512_solver_runs(h: &Handle, name: &str, c: &ConvCase) -> bool {
+    match super::solver(name).check(&c.fused(super::Dir::Forward), h.device().info()) {
+        Ok(()) => true,
+        Err(why) => {
+            assert!(why.contains("AVX-512"), "{name}: {why}");
+            false
+        }
+    }
+}
+
 /// α of each mode in these plans: ReLU6 for CLIPPEDRELU, a slope of one half for LEAKYRELU.
 fn alpha_of(mode: ActivationMode) -> f64 {
     match mode {

@@ -9,7 +9,7 @@
 use crate::backend::cpu::direct::depthwise_planes::{f32_filters, MAX_PHASE_FLOATS};
 use crate::backend::cpu::direct::naive::ConvPtrs;
 use crate::backend::cpu::gemm::{with_scratch, Slot};
-use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
+use crate::backend::cpu::pointwise::epilogue::{CpuEpilogue, FusedStore};
 use crate::backend::cpu::tensor_io::conv_out::{spatial_offsets, OutTensor};
 use crate::backend::cpu::x86::depthwise_flat::{self as k, PlaneTaps, LANES};
 use crate::problem::Geom;
@@ -164,6 +164,16 @@ impl FlatPlan {
     }
 }
 
+/// How the flat drivers store: bias and ReLU / ReLU6 from the kernel's registers into packed f32
+/// y planes (the fused store, when α = 1 and β = 0), else raw sums through the general store,
+/// which needs every output position's offset.
+pub(crate) fn stores<'a>(g: &Geom, alpha: f32, beta: f32, epi: &'a CpuEpilogue) -> (Option<FusedStore<'a>>, Vec<usize>) {
+    let packed = g.y_strides[4] == 1 && g.y_strides[3] == g.output[2];
+    let direct = (alpha == 1.0 && beta == 0.0 && packed).then(|| epi.fused_store()).flatten();
+    let sp_off = if direct.is_some() { Vec::new() } else { spatial_offsets(g.output, g.y_strides) };
+    (direct, sp_off)
+}
+
 /// y = epilogue(α·conv(x, w) + β·y) for a 2-D f32 depthwise convolution (one input channel per
 /// group, any channel multiplier) that `unsuitable` accepts.
 ///
@@ -173,9 +183,7 @@ pub unsafe fn forward(g: &Geom, plan: &FlatPlan, p: ConvPtrs, alpha: f32, beta: 
     let (kg, taps, outputs) = (g.kg(), plan.offsets.len(), plan.outputs);
     let (xs, ys) = (g.x_strides, g.y_strides);
     let wts = f32_filters(g, p);
-    let packed = ys[4] == 1 && ys[3] == g.output[2];
-    let direct = (alpha == 1.0 && beta == 0.0 && packed).then(|| epi.fused_store()).flatten();
-    let sp_off = if direct.is_some() { Vec::new() } else { spatial_offsets(g.output, ys) };
+    let (direct, sp_off) = stores(g, alpha, beta, epi);
     let out = OutTensor { ptr: p.y, dt: p.dt, strides: ys, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
     let pt = plan.taps();
     // Tasks of at least ~64 K multiply-adds: rayon's per-task cost is paid per plane otherwise.

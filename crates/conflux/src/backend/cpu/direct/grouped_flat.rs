@@ -7,12 +7,12 @@
 //! whole plane where images × groups give the threads enough tasks): at stride 2 it splits the
 //! input rows its band reads into phases once for all its output blocks.
 
-use crate::backend::cpu::direct::depthwise_flat::{planes_unsuitable, FlatPlan};
+use crate::backend::cpu::direct::depthwise_flat::{planes_unsuitable, stores, FlatPlan};
 use crate::backend::cpu::direct::depthwise_planes::f32_filters;
 use crate::backend::cpu::direct::naive::ConvPtrs;
 use crate::backend::cpu::gemm::{with_scratch, Slot};
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
-use crate::backend::cpu::tensor_io::conv_out::{spatial_offsets, OutTensor};
+use crate::backend::cpu::tensor_io::conv_out::OutTensor;
 use crate::backend::cpu::x86::depthwise_flat::split_phases;
 use crate::backend::cpu::x86::depthwise_flat::LANES;
 use crate::backend::cpu::x86::grouped_flat::{self as k, Block};
@@ -51,9 +51,7 @@ pub unsafe fn forward(g: &Geom, plan: &FlatPlan, p: ConvPtrs, alpha: f32, beta: 
     let (cg, kg, taps, outputs) = (g.cg(), g.kg(), g.filter_size(), plan.outputs);
     let (xs, ys) = (g.x_strides, g.y_strides);
     let wts = f32_filters(g, p);
-    let packed = ys[4] == 1 && ys[3] == g.output[2];
-    let direct = (alpha == 1.0 && beta == 0.0 && packed).then(|| epi.fused_store()).flatten();
-    let sp_off = if direct.is_some() { Vec::new() } else { spatial_offsets(g.output, ys) };
+    let (direct, sp_off) = stores(g, alpha, beta, epi);
     let out = OutTensor { ptr: p.y, dt: p.dt, strides: ys, dims: g.output, sp_off: &sp_off, alpha, beta, epi };
     let pt = plan.taps();
     let kb = if kg % 8 == 0 { 8 } else { 4 };

@@ -138,18 +138,27 @@ unsafe fn edge_group<const G: usize>(t: &PlaneTaps, v0: usize, x: *const f32, w:
 #[target_feature(enable = "avx512f")]
 #[inline]
 unsafe fn store<const G: usize>(t: &PlaneTaps, v0: usize, a: &[__m512; G], st: Out) {
-    let (b, zero, top) = (_mm512_set1_ps(st.bias), _mm512_setzero_ps(), _mm512_set1_ps(st.hi));
+    let clamp = st.clamp.then(|| _mm512_set1_ps(st.hi));
+    store_sums(t, v0, a, _mm512_set1_ps(st.bias), clamp, st.y);
+}
+
+/// y[p] for the outputs p of vectors v0.. = a[j] + bias, then max with 0 (NaN → 0) and min with
+/// `clamp` when given; the plane's last vector is stored masked. `y` is offset with wrapping
+/// arithmetic (it may point before a buffer holding a band of the plane).
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn store_sums<const G: usize>(t: &PlaneTaps, v0: usize, a: &[__m512; G], bias: __m512, clamp: Option<__m512>, y: *mut f32) {
     for (j, aj) in a.iter().enumerate() {
-        let mut r = _mm512_add_ps(*aj, b);
-        if st.clamp {
-            r = _mm512_min_ps(_mm512_max_ps(r, zero), top);
+        let mut r = _mm512_add_ps(*aj, bias);
+        if let Some(top) = clamp {
+            r = _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()), top);
         }
         let p = (v0 + j) * LANES;
         let left = t.outputs - p;
         if left >= LANES {
-            _mm512_storeu_ps(st.y.add(p), r);
+            _mm512_storeu_ps(y.wrapping_add(p), r);
         } else {
-            _mm512_mask_storeu_ps(st.y.add(p), (1u16 << left) - 1, r);
+            _mm512_mask_storeu_ps(y.wrapping_add(p), (1u16 << left) - 1, r);
         }
     }
 }
