@@ -249,8 +249,9 @@ fn blocks_layers_of_real_networks() {
     }
     let id = solution_id(BLOCKS);
     let both: &[Lay] = &[Lay::Packed, Lay::ChannelsLast];
-    let specs: [([usize; 4], usize, i64, i64, &[Lay]); 8] = [
+    let specs: [([usize; 4], usize, i64, i64, &[Lay]); 9] = [
         ([1, 48, 7, 7], 3, 1, 1, both),
+        ([1, 16, 16, 16], 5, 2, 1, both),
         ([1, 32, 7, 7], 7, 3, 1, both),
         ([2, 24, 14, 14], 5, 2, 2, both),
         ([1, 40, 14, 14], 3, 1, 2, both),

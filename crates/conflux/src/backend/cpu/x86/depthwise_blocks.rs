@@ -113,14 +113,23 @@ pub unsafe fn output_rows(t: &Taps, s: &Staged, rows: std::ops::Range<usize>, wt
             let cw = base + usize::from(i < t.wider);
             let x0 = s.buf.add(ox * t.stride[1] * LANES);
             let d = RowDst { ptr: row.add(ox * dst.step), ..dst };
-            match cw {
-                8 => chunk::<8>(x0, taps, wt, t, st, d),
-                7 => chunk::<7>(x0, taps, wt, t, st, d),
-                6 => chunk::<6>(x0, taps, wt, t, st, d),
-                5 => chunk::<5>(x0, taps, wt, t, st, d),
-                4 => chunk::<4>(x0, taps, wt, t, st, d),
-                3 => chunk::<3>(x0, taps, wt, t, st, d),
-                2 => chunk::<2>(x0, taps, wt, t, st, d),
+            // Unit stride and dilation with a 3-, 5- or 7-tap row: each input vector loaded once
+            // for every output of the chunk it feeds (`chunk_unit`).
+            let unit = t.stride[1] == 1 && t.dilation[1] == 1;
+            match (cw, if unit { t.filter[1] } else { 0 }) {
+                (8, 3) => chunk_unit::<8, 3>(x0, taps, wt, st, d),
+                (7, 3) => chunk_unit::<7, 3>(x0, taps, wt, st, d),
+                (8, 5) => chunk_unit::<8, 5>(x0, taps, wt, st, d),
+                (7, 5) => chunk_unit::<7, 5>(x0, taps, wt, st, d),
+                (8, 7) => chunk_unit::<8, 7>(x0, taps, wt, st, d),
+                (7, 7) => chunk_unit::<7, 7>(x0, taps, wt, st, d),
+                (8, _) => chunk::<8>(x0, taps, wt, t, st, d),
+                (7, _) => chunk::<7>(x0, taps, wt, t, st, d),
+                (6, _) => chunk::<6>(x0, taps, wt, t, st, d),
+                (5, _) => chunk::<5>(x0, taps, wt, t, st, d),
+                (4, _) => chunk::<4>(x0, taps, wt, t, st, d),
+                (3, _) => chunk::<3>(x0, taps, wt, t, st, d),
+                (2, _) => chunk::<2>(x0, taps, wt, t, st, d),
                 _ => chunk::<1>(x0, taps, wt, t, st, d),
             }
             ox += cw;
@@ -144,6 +153,35 @@ unsafe fn chunk<const W: usize>(x0: *const f32, rows: &[(usize, usize)], wt: *co
             }
         }
     }
+    store_chunk(&a, st, d);
+}
+
+/// `chunk` at unit stride and dilation with FW taps per row: the row's FW filter vectors stay in
+/// registers and each of the W + FW − 1 input vectors is loaded once for the (up to FW) outputs
+/// it feeds, so the loads no longer bound the FMAs (one per FMA in `chunk`).
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn chunk_unit<const W: usize, const FW: usize>(x0: *const f32, rows: &[(usize, usize)], wt: *const f32, st: StoreRegs, d: RowDst) {
+    let mut a = [_mm512_setzero_ps(); W];
+    for &(roff, woff) in rows {
+        let (xr, wr) = (x0.add(roff), wt.add(woff));
+        let w: [__m512; FW] = std::array::from_fn(|s| _mm512_loadu_ps(wr.add(s * LANES)));
+        for c in 0..W + FW - 1 {
+            let xv = _mm512_loadu_ps(xr.add(c * LANES));
+            for (s, ws) in w.iter().enumerate() {
+                if c >= s && c - s < W {
+                    a[c - s] = _mm512_fmadd_ps(xv, *ws, a[c - s]);
+                }
+            }
+        }
+    }
+    store_chunk(&a, st, d);
+}
+
+/// A chunk's sums + bias, clamped when asked, into its W outputs.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn store_chunk<const W: usize>(a: &[__m512; W], st: StoreRegs, d: RowDst) {
     for (j, aj) in a.iter().enumerate() {
         let mut v = _mm512_add_ps(*aj, st.bias);
         if st.on {
