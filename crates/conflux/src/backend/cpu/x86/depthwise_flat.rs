@@ -114,7 +114,7 @@ unsafe fn inner_group<const G: usize>(t: &PlaneTaps, v0: usize, x: *const f32, w
             }
         }
     }
-    store(t, v0, &a, st);
+    store(t, v0, a, st);
 }
 
 /// Output vectors v0..v0 + G near the top or bottom: a mask per tap.
@@ -131,23 +131,26 @@ unsafe fn edge_group<const G: usize>(t: &PlaneTaps, v0: usize, x: *const f32, w:
             *aj = _mm512_fmadd_ps(xv, wv, *aj);
         }
     }
-    store(t, v0, &a, st);
+    store(t, v0, a, st);
 }
 
 /// Sums + bias, clamped when asked, into outputs v0·16.. (the plane's last vector masked).
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn store<const G: usize>(t: &PlaneTaps, v0: usize, a: &[__m512; G], st: Out) {
+unsafe fn store<const G: usize>(t: &PlaneTaps, v0: usize, a: [__m512; G], st: Out) {
     let clamp = st.clamp.then(|| _mm512_set1_ps(st.hi));
     store_sums(t, v0, a, _mm512_set1_ps(st.bias), clamp, st.y);
 }
 
+/// The sums come by value: a reference would keep the caller's accumulators in memory through
+/// its whole loop where this is not inlined.
+///
 /// y[p] for the outputs p of vectors v0.. = a[j] + bias, then max with 0 (NaN → 0) and min with
 /// `clamp` when given; the plane's last vector is stored masked. `y` is offset with wrapping
 /// arithmetic (it may point before a buffer holding a band of the plane).
 #[target_feature(enable = "avx512f")]
 #[inline]
-pub(crate) unsafe fn store_sums<const G: usize>(t: &PlaneTaps, v0: usize, a: &[__m512; G], bias: __m512, clamp: Option<__m512>, y: *mut f32) {
+unsafe fn store_sums<const G: usize>(t: &PlaneTaps, v0: usize, a: [__m512; G], bias: __m512, clamp: Option<__m512>, y: *mut f32) {
     for (j, aj) in a.iter().enumerate() {
         let mut r = _mm512_add_ps(*aj, bias);
         if let Some(top) = clamp {
