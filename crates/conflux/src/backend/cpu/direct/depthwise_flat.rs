@@ -84,9 +84,6 @@ pub struct FlatPlan {
     in_rows: usize,
     offsets: Vec<isize>,
     masks: Vec<u16>,
-    col_masks: Vec<u16>,
-    filter: [usize; 2],
-    inner: [usize; 2],
     pub(crate) vectors: usize,
     pub(crate) outputs: usize,
 }
@@ -130,21 +127,9 @@ impl FlatPlan {
                 }
             }
         }
-        let mut col_masks = vec![0u16; fw * vectors];
-        for s in 0..fw {
-            let ds = col_shift(s)?;
-            for p in (0..outputs).filter(|p| inside(((p % wo) * sw) as isize + ds, w)) {
-                col_masks[s * vectors + p / LANES] |= 1 << (p % LANES);
-            }
-        }
-        // Vectors whose every output row reads only image rows, at every filter row: a run.
         let (top, bottom) = (row_shift(0)?, row_shift(fh - 1)?);
-        let inner_row = |oy: usize| inside((oy * sh) as isize + top, h) && inside((oy * sh) as isize + bottom, h);
-        let inner_vec = |v: usize| inner_row(v * LANES / wo) && inner_row(((v + 1) * LANES).min(outputs).saturating_sub(1) / wo);
-        let first = (0..vectors).find(|&v| inner_vec(v)).unwrap_or(vectors);
-        let end = (first..vectors).find(|&v| !inner_vec(v)).unwrap_or(vectors);
         let reach = usize::try_from(bottom + 1).unwrap_or(0);
-        Some(FlatPlan { phases: [sh, sw], pitch, phase_len, top, reach, in_rows: h, offsets, masks, col_masks, filter: [fh, fw], inner: [first, end], vectors, outputs })
+        Some(FlatPlan { phases: [sh, sw], pitch, phase_len, top, reach, in_rows: h, offsets, masks, vectors, outputs })
     }
 
     /// Input rows [0, n) that output vectors [0, end) read (the rows to split before them).
@@ -160,7 +145,7 @@ impl FlatPlan {
     }
 
     pub(crate) fn taps(&self) -> PlaneTaps<'_> {
-        PlaneTaps { offsets: &self.offsets, masks: &self.masks, col_masks: &self.col_masks, filter: self.filter, inner: self.inner, vectors: self.vectors, outputs: self.outputs }
+        PlaneTaps { offsets: &self.offsets, masks: &self.masks, vectors: self.vectors, outputs: self.outputs }
     }
 }
 

@@ -6,9 +6,7 @@
 //! p + (the tap's offset) for every lane. The mask drops the lanes whose tap falls in the
 //! padding (a column off the row's edge, a row above or below the image) or past the plane's
 //! end; masked-off lanes are never read (AVX-512 masked loads suppress faults), so there is no
-//! padded copy, no transpose and no dropped column. Vectors whose every lane has every filter
-//! row inside the image (all but the top and bottom few rows) need only a tap column's mask,
-//! the same for every filter row: it is loaded once per column, not once per tap.
+//! padded copy, no transpose and no dropped column.
 
 use std::arch::x86_64::*;
 
@@ -19,14 +17,6 @@ pub const LANES: usize = 16;
 /// the broadcast weight and the loaded vector stay well inside the 32 zmm registers).
 const GROUP: usize = 8;
 
-/// Inner vectors summed at once: their column masks stay in mask registers across the filter
-/// rows (seven are usable; eight would be reloaded per tap).
-const INNER_GROUP: usize = 6;
-
-/// Fewest inner vectors worth a run of their own: on small planes the split into edge and
-/// inner runs leaves groups too short to cover the FMA latency.
-const MIN_INNER: usize = 4 * INNER_GROUP;
-
 /// A plane's taps as the kernel reads them.
 #[derive(Clone, Copy)]
 pub struct PlaneTaps<'a> {
@@ -35,13 +25,6 @@ pub struct PlaneTaps<'a> {
     pub offsets: &'a [isize],
     /// Per tap and output vector ([tap][vector]): the lanes whose input lies in the plane.
     pub masks: &'a [u16],
-    /// Per filter column and output vector ([column][vector]): the lanes whose input column
-    /// lies in the image (and that are outputs).
-    pub col_masks: &'a [u16],
-    /// Filter rows and columns: the taps are row-major.
-    pub filter: [usize; 2],
-    /// Output vectors [from, to) whose lanes read only input rows inside the image.
-    pub inner: [usize; 2],
     /// Output vectors per plane: ⌈outputs / 16⌉.
     pub vectors: usize,
     /// Outputs per plane.
@@ -59,28 +42,18 @@ pub struct PlaneTaps<'a> {
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn plane(t: &PlaneTaps, vectors: std::ops::Range<usize>, x: *const f32, w: *const f32, y: *mut f32, bias: f32, clamp: bool, top: f32) {
     let st = Out { y, bias, clamp, hi: top };
-    let [lo, hi] = if t.inner[1] >= t.inner[0] + MIN_INNER { t.inner } else { [t.vectors; 2] };
     let mut v = vectors.start;
     while v < vectors.end {
-        // Groups never straddle the inner range's ends: a group is all inner or all edge.
-        let inner = v >= lo && v < hi;
-        let end = (if v < lo { lo } else if inner { hi } else { t.vectors }).min(vectors.end);
-        let nb = (end - v).min(if inner { INNER_GROUP } else { GROUP });
-        match (nb, inner) {
-            (6, true) => inner_group::<6>(t, v, x, w, st),
-            (5, true) => inner_group::<5>(t, v, x, w, st),
-            (4, true) => inner_group::<4>(t, v, x, w, st),
-            (3, true) => inner_group::<3>(t, v, x, w, st),
-            (2, true) => inner_group::<2>(t, v, x, w, st),
-            (_, true) => inner_group::<1>(t, v, x, w, st),
-            (8, false) => edge_group::<8>(t, v, x, w, st),
-            (7, false) => edge_group::<7>(t, v, x, w, st),
-            (6, false) => edge_group::<6>(t, v, x, w, st),
-            (5, false) => edge_group::<5>(t, v, x, w, st),
-            (4, false) => edge_group::<4>(t, v, x, w, st),
-            (3, false) => edge_group::<3>(t, v, x, w, st),
-            (2, false) => edge_group::<2>(t, v, x, w, st),
-            (_, false) => edge_group::<1>(t, v, x, w, st),
+        let nb = (vectors.end - v).min(GROUP);
+        match nb {
+            8 => group::<8>(t, v, x, w, st),
+            7 => group::<7>(t, v, x, w, st),
+            6 => group::<6>(t, v, x, w, st),
+            5 => group::<5>(t, v, x, w, st),
+            4 => group::<4>(t, v, x, w, st),
+            3 => group::<3>(t, v, x, w, st),
+            2 => group::<2>(t, v, x, w, st),
+            _ => group::<1>(t, v, x, w, st),
         }
         v += nb;
     }
@@ -95,32 +68,10 @@ struct Out {
     hi: f32,
 }
 
-/// Inner output vectors v0..v0 + G: per filter column, its G masks once, then every row.
+/// Output vectors v0..v0 + G: per tap, the weight broadcast once and one masked load per vector.
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn inner_group<const G: usize>(t: &PlaneTaps, v0: usize, x: *const f32, w: *const f32, st: Out) {
-    let mut a = [_mm512_setzero_ps(); G];
-    let [fh, fw] = t.filter;
-    for s in 0..fw {
-        let cm = t.col_masks.as_ptr().add(s * t.vectors + v0);
-        let m: [__mmask16; G] = std::array::from_fn(|j| *cm.add(j));
-        for r in 0..fh {
-            let ti = r * fw + s;
-            let wv = _mm512_set1_ps(*w.add(ti));
-            let xs = x.wrapping_offset(*t.offsets.get_unchecked(ti)).wrapping_add(v0 * LANES);
-            for (j, aj) in a.iter_mut().enumerate() {
-                let xv = _mm512_maskz_loadu_ps(m[j], xs.wrapping_add(j * LANES));
-                *aj = _mm512_fmadd_ps(xv, wv, *aj);
-            }
-        }
-    }
-    store(t, v0, a, st);
-}
-
-/// Output vectors v0..v0 + G near the top or bottom: a mask per tap.
-#[target_feature(enable = "avx512f")]
-#[inline]
-unsafe fn edge_group<const G: usize>(t: &PlaneTaps, v0: usize, x: *const f32, w: *const f32, st: Out) {
+unsafe fn group<const G: usize>(t: &PlaneTaps, v0: usize, x: *const f32, w: *const f32, st: Out) {
     let mut a = [_mm512_setzero_ps(); G];
     for (ti, &off) in t.offsets.iter().enumerate() {
         let wv = _mm512_set1_ps(*w.add(ti));
@@ -134,34 +85,24 @@ unsafe fn edge_group<const G: usize>(t: &PlaneTaps, v0: usize, x: *const f32, w:
     store(t, v0, a, st);
 }
 
-/// Sums + bias, clamped when asked, into outputs v0·16.. (the plane's last vector masked).
+/// Sums + bias, clamped when asked (max with 0, NaN → 0, then min with `hi`), into outputs
+/// v0·16.. (the plane's last vector masked). The sums come by value: a reference kept the
+/// caller's accumulators in memory through its loop where this was not inlined.
 #[target_feature(enable = "avx512f")]
 #[inline]
 unsafe fn store<const G: usize>(t: &PlaneTaps, v0: usize, a: [__m512; G], st: Out) {
-    let clamp = st.clamp.then(|| _mm512_set1_ps(st.hi));
-    store_sums(t, v0, a, _mm512_set1_ps(st.bias), clamp, st.y);
-}
-
-/// The sums come by value: a reference would keep the caller's accumulators in memory through
-/// its whole loop where this is not inlined.
-///
-/// y[p] for the outputs p of vectors v0.. = a[j] + bias, then max with 0 (NaN → 0) and min with
-/// `clamp` when given; the plane's last vector is stored masked. `y` is offset with wrapping
-/// arithmetic (it may point before a buffer holding a band of the plane).
-#[target_feature(enable = "avx512f")]
-#[inline]
-unsafe fn store_sums<const G: usize>(t: &PlaneTaps, v0: usize, a: [__m512; G], bias: __m512, clamp: Option<__m512>, y: *mut f32) {
+    let (bias, zero, top) = (_mm512_set1_ps(st.bias), _mm512_setzero_ps(), _mm512_set1_ps(st.hi));
     for (j, aj) in a.iter().enumerate() {
         let mut r = _mm512_add_ps(*aj, bias);
-        if let Some(top) = clamp {
-            r = _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()), top);
+        if st.clamp {
+            r = _mm512_min_ps(_mm512_max_ps(r, zero), top);
         }
         let p = (v0 + j) * LANES;
         let left = t.outputs - p;
         if left >= LANES {
-            _mm512_storeu_ps(y.wrapping_add(p), r);
+            _mm512_storeu_ps(st.y.add(p), r);
         } else {
-            _mm512_mask_storeu_ps(y.wrapping_add(p), (1u16 << left) - 1, r);
+            _mm512_mask_storeu_ps(st.y.add(p), (1u16 << left) - 1, r);
         }
     }
 }

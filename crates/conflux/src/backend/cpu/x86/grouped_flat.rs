@@ -79,8 +79,8 @@ unsafe fn sums<const KB: usize, const G: usize>(t: &PlaneTaps, v0: usize, b: &Bl
             }
         }
     }
-    // The store is written out here rather than shared with `depthwise_flat::store_sums`: not
-    // inlined, that call made the 4-output blocks 1.5× slower (their sums left registers).
+    // The store is written out here rather than shared with `depthwise_flat::store`: a shared
+    // store, not inlined, made the 4-output blocks 1.5× slower (their sums left registers).
     let (zero, top) = (_mm512_setzero_ps(), _mm512_set1_ps(b.hi));
     for (k, ak) in a.iter().enumerate() {
         let bias = if b.bias.is_null() { zero } else { _mm512_set1_ps(*b.bias.add(k)) };
