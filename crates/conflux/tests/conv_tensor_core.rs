@@ -9,6 +9,7 @@ mod support;
 
 use conflux::fusion::FusedProblem;
 use conflux::reference::compare::tolerance;
+use conflux::reference::fill::Fill;
 use conflux::solver::cuda::igemm_mma::{CudaConvIgemmTc, CONFIGS};
 use conflux::solver::cuda::igemm_tma::{CudaConvIgemmTma, TMA_CONFIGS};
 use conflux::solver::cuda::igemm_wgmma::{CudaConvIgemmWgmma, WG_CONFIGS};
@@ -223,6 +224,16 @@ cuda_tests!(tma_split_k, |h: &Handle| {
                 })
                 .collect();
             assert!(runs.iter().all(|r| r.iter().zip(&runs[0]).all(|(a, b)| a.to_bits() == b.to_bits())), "{}: reruns differ", what(&c, &label, h));
+            // A burst of launches queued without waiting: more than the counter blocks an
+            // invoker keeps, so later launches zero counters in scratch; every result the same.
+            let ys: Vec<Dev> = (0..10).map(|_| upload(h, &c.y, &d.y0)).collect();
+            for y in &ys {
+                let args = RunArgs { x: d.x.ptr(), w: d.w.ptr(), y: y.ptr(), alpha: 0.75, beta: 0.5, workspace: DevPtr::NULL, workspace_bytes: 0, ops: &ops };
+                inv.run(h, &args).unwrap();
+            }
+            for (i, y) in ys.iter().enumerate() {
+                assert!(download(h, y).iter().zip(&runs[0]).all(|(a, b)| a.to_bits() == b.to_bits()), "{}: launch {i} of a burst differs", what(&c, &label, h));
+            }
         }
     }
 });
@@ -422,4 +433,40 @@ cuda_tests!(simt_tile_heights, |h: &Handle| {
             check(h, &c, &d, &y, false, &format!("simt bm {bm}"));
         }
     }
+});
+
+/// (dtype, x lengths, w lengths, groups, pad, stride, dilation, layout)
+type TrimSpec = (DataType, &'static [usize], &'static [usize], i64, i64, i64, i64, support::Lay);
+
+cuda_tests!(trimmed_atrous_taps, |h: &Handle| {
+    // Atrous layers whose outer taps reach no output run with those taps cut (a view of w, the
+    // padding shrunk) on the solver that takes the smaller problem: centre tap only (a 1×1,
+    // grouped, strided, f32 channels-first), and a 5×5 whose outer ring lies in the padding.
+    use support::{check_solver, desc, solution_id, ConvCase, Dir, Lay};
+    const TRIM: [TrimSpec; 5] = [
+        (DataType::Half, &[2, 64, 6, 6], &[32, 64, 3, 3], 1, 8, 1, 8, Lay::ChannelsLast),
+        (DataType::BFloat16, &[1, 32, 5, 7], &[48, 32, 5, 5], 1, 8, 1, 4, Lay::ChannelsLast),
+        (DataType::Half, &[1, 64, 6, 6], &[64, 16, 3, 3], 4, 8, 1, 8, Lay::ChannelsLast),
+        (DataType::Half, &[1, 64, 7, 7], &[64, 64, 3, 3], 1, 12, 2, 12, Lay::ChannelsLast),
+        (DataType::Float, &[2, 16, 4, 4], &[8, 16, 3, 3], 1, 6, 1, 6, Lay::Packed),
+    ];
+    let id = solution_id("CudaConvTrimmedTaps");
+    for (i, &(dt, lx, lw, groups, pad, stride, dil, lay)) in TRIM.iter().enumerate() {
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[stride, stride], &[dil, dil]).unwrap();
+        conv.set_groups(groups).unwrap();
+        let (x, w) = (desc(dt, lx, lay), desc(dt, lw, lay));
+        let y = desc(dt, conv.output_desc(&x, &w).unwrap().lens(), lay);
+        let c = ConvCase::new(&conv, &x, &w, &y);
+        assert!(check_solver(h, &c, Dir::Forward, id, (1.0, 0.0), Fill::SmallInt(-2, 2), 0.0, 500 + i as u64), "refused {c:?}");
+        assert!(check_solver(h, &c, Dir::Forward, id, (0.75, 0.5), Fill::Normal, tolerance(dt), 510 + i as u64), "refused {c:?}");
+        if i == 0 {
+            // First in the list that takes it: ahead of the dense kernels.
+            let problem = c.fused(Dir::Forward);
+            let first = conflux::solver::registry::walk(&problem, h.device().info(), |_| true).find(|i| i.verdict.is_ok()).map(|i| i.solver.name());
+            assert_eq!(first, Some("CudaConvTrimmedTaps"));
+        }
+    }
+    let dense = ConvCase::new(&ConvDesc::new(ConvMode::Convolution, &[2, 2], &[1, 1], &[2, 2]).unwrap(), &desc(DataType::Half, &[1, 64, 6, 6], Lay::ChannelsLast), &desc(DataType::Half, &[8, 64, 3, 3], Lay::ChannelsLast), &desc(DataType::Half, &[1, 8, 6, 6], Lay::ChannelsLast));
+    let why = support::solver("CudaConvTrimmedTaps").check(&dense.fused(Dir::Forward), h.device().info()).unwrap_err();
+    assert!(why.contains("reach no output"), "{why}");
 });

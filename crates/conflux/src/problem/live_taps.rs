@@ -82,9 +82,94 @@ pub fn live_taps(conv: &ConvProblem) -> Result<(Vec<TapPart>, f64), String> {
     Ok((parts, live as f64 / dense as f64))
 }
 
+/// A forward convolution with filter rows (or columns, or frames) that reach no output at both
+/// ends of an axis — an atrous 3×3 whose dilation exceeds the map, where only the centre tap
+/// reads inside x — as the same convolution with those taps cut off: the filter a view of w
+/// starting `w_offset` elements in (no copy), the padding shrunk by the taps cut, the output
+/// unchanged. Cutting the same count at both ends keeps the padding symmetric. The cut taps
+/// multiply only the padding's zeros. None when no axis has dead taps at both ends.
+pub fn trim_dead_taps(conv: &ConvProblem) -> Result<Option<(ConvProblem, usize)>, String> {
+    if conv.direction != Direction::Forward || conv.conv.mode() != ConvMode::Convolution {
+        return Err(format!("forward convolution only (this is {:?})", conv.direction));
+    }
+    let d = &conv.conv;
+    if d.pads() != d.pads_end() {
+        return Err("asymmetric padding".into());
+    }
+    let dims = conv.spatial_dims();
+    let (xl, yl, f) = (conv.x.lens(), conv.y.lens(), conv.filter());
+    let (st, pad, dil) = (d.strides(), d.pads(), d.dilations());
+    let mut cut = vec![0usize; dims];
+    for i in 0..dims {
+        let dead = |t: usize| reach(t, yl[2 + i], xl[2 + i], st[i], pad[i], dil[i]).is_empty();
+        let lead = (0..f[i]).take_while(|&t| dead(t)).count();
+        let trail = (0..f[i]).rev().take_while(|&t| dead(t)).count();
+        if lead < f[i] {
+            cut[i] = lead.min(trail).min(pad[i] / dil[i]);
+        }
+    }
+    if cut.iter().all(|&c| c == 0) {
+        return Ok(None);
+    }
+    let err = |e: crate::error::Error| e.reason;
+    let mut lens = conv.w.lens().to_vec();
+    let mut strides = conv.w.strides().to_vec();
+    let mut offset = 0;
+    for i in 0..dims {
+        lens[2 + i] = f[i] - 2 * cut[i];
+        offset += cut[i] * strides[2 + i];
+    }
+    // A spatial axis left with one tap takes the stride a packed filter would have there, so
+    // that kernels needing taps and channels contiguous still take the view (its index is 0).
+    for a in (2..lens.len() - 1).rev() {
+        if lens[a] == 1 {
+            strides[a] = strides[a + 1] * lens[a + 1];
+        }
+    }
+    let w = TensorDesc::with_strides(conv.w.dtype(), &lens, &strides).map_err(err)?;
+    let to_i64 = |v: Vec<usize>| v.into_iter().map(|u| u as i64).collect::<Vec<_>>();
+    let pads = to_i64((0..dims).map(|i| pad[i] - cut[i] * dil[i]).collect());
+    let dils = to_i64((0..dims).map(|i| if lens[2 + i] == 1 { 1 } else { dil[i] }).collect());
+    let mut trimmed = ConvDesc::new(ConvMode::Convolution, &pads, &to_i64(st.to_vec()), &dils).map_err(err)?;
+    trimmed.set_groups(conv.groups() as i64).map_err(err)?;
+    trimmed.copy_attributes(d);
+    let problem = ConvProblem::forward(&trimmed, &conv.x, &w, &conv.y).map_err(err)?;
+    Ok(Some((problem, offset)))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::reach;
+    use super::{reach, trim_dead_taps};
+    use crate::conv_desc::ConvDesc;
+    use crate::problem::conv::ConvProblem;
+    use crate::tensor::TensorDesc;
+    use crate::types::{ConvMode, DataType, Layout};
+
+    fn problem(x: [usize; 4], w: [usize; 4], pad: i64, dil: i64, layout: Layout) -> ConvProblem {
+        let conv = ConvDesc::new(ConvMode::Convolution, &[pad, pad], &[1, 1], &[dil, dil]).unwrap();
+        let (x, w) = (TensorDesc::with_layout(DataType::Half, layout, &x).unwrap(), TensorDesc::with_layout(DataType::Half, layout, &w).unwrap());
+        let y = conv.output_desc(&x, &w).unwrap();
+        ConvProblem::forward(&conv, &x, &w, &y).unwrap()
+    }
+
+    #[test]
+    fn atrous_taps_past_the_map_are_cut() {
+        // DeepLab's dilation-36 3×3 on 28×28: the centre tap, a 1×1 view of w's middle tap.
+        let p = problem([2, 64, 28, 28], [32, 64, 3, 3], 36, 36, Layout::NHWC);
+        let (t, offset) = trim_dead_taps(&p).unwrap().unwrap();
+        assert_eq!((t.w.lens(), t.w.strides(), offset), (&[32, 64, 1, 1][..], &[576, 1, 64, 64][..], 4 * 64));
+        assert_eq!((t.conv.pads(), t.conv.dilations(), t.y.lens()), (&[0, 0][..], &[1, 1][..], p.y.lens()));
+        // Channels-first filter: the centre element of each 3×3 plane.
+        let p = problem([2, 64, 28, 28], [32, 64, 3, 3], 36, 36, Layout::NCHW);
+        let (t, offset) = trim_dead_taps(&p).unwrap().unwrap();
+        assert_eq!((t.w.strides(), offset), (&[576, 9, 1, 1][..], 4));
+        // Dilation 24 reaches four outputs from each outer tap, dilation 12 more: nothing cut.
+        assert!(trim_dead_taps(&problem([1, 8, 28, 28], [8, 8, 3, 3], 24, 24, Layout::NHWC)).unwrap().is_none());
+        assert!(trim_dead_taps(&problem([1, 8, 28, 28], [8, 8, 3, 3], 1, 1, Layout::NHWC)).unwrap().is_none());
+        // A 5×5 of dilation 4 on 6×6: the outer ring lies in the padding, the inner 3×3 stays.
+        let (t, offset) = trim_dead_taps(&problem([1, 8, 6, 6], [8, 8, 5, 5], 8, 4, Layout::NHWC)).unwrap().unwrap();
+        assert_eq!((t.w.lens(), t.conv.pads(), t.conv.dilations(), offset), (&[8, 8, 3, 3][..], &[4, 4][..], &[4, 4][..], 5 * 8 + 8));
+    }
 
     #[test]
     fn reach_of_atrous_taps() {

@@ -20,4 +20,4 @@ pub use fused::{EpiOp, FusedKind, FusedProblem};
 pub use layer::{LayerOp, PoolGeom};
 pub use geom::{shape5, spatial3, strides5, Geom};
 pub use phases::{backward_data_phases, Phase, TapAxis, TapMap};
-pub use live_taps::{live_taps, reach, TapPart};
+pub use live_taps::{live_taps, reach, trim_dead_taps, TapPart};

@@ -8,7 +8,9 @@
 pub mod cpu;
 pub mod cuda;
 mod folded;
+mod rewritten;
 pub mod registry;
+mod trimmed;
 mod tuned;
 
 pub use registry::{find_by_id, find_by_name, registry, Entry, Role, SolverInfo};

@@ -17,6 +17,7 @@ use super::cuda::{
     CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradIm2colLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise, CudaPooling, CudaSoftmax,
 };
 use super::folded::{CPU_FOLDED_3D, CUDA_FOLDED_3D};
+use super::trimmed::CUDA_TRIMMED_TAPS;
 use super::Solver;
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::problem::FusedProblem;
@@ -80,6 +81,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaPooling, Role::Standalone, "pooling layers only; the one CUDA pooling solver"),
     entry(&CudaSoftmax, Role::Standalone, "softmax layers only; the one CUDA softmax solver"),
     entry(&CUDA_FOLDED_3D, Role::Standalone, "3-D convolutions that are 2-D ones over other strides (1 × R × S over channels-last frames, T × 1 × 1 over planes) on the first solver below that takes the 2-D problem: ahead of every convolution solver, whose 2-D paths are faster than their 3-D ones (the TMA kernel and split-K are 2-D only)"),
+    entry(&CUDA_TRIMMED_TAPS, Role::Standalone, "forward convolutions whose outer taps reach no output (atrous layers whose dilation exceeds the map) with those taps cut, on the first solver below that takes the smaller problem: ahead of every convolution solver, which would multiply the padding's zeros for the cut taps"),
     entry(&CudaConvGroupedTc, Role::ChannelsLastTensorCore, "groups of 2–32 channels (ResNeXt, RegNet) on tensor cores, several whole groups per block (groups of 2 and 4 merged into block-diagonal groups of 8): ahead of the few-channels kernel, which it beats on ResNeXt's groups of 4, and of the other tensor-core kernels (a tile per group), also as the backward-data adapters' inner kernel"),
     entry(&CudaConvStemTc, Role::Standalone, "ungrouped 16-bit convolutions of < 8 input channels (3-channel stems) on tensor cores, several taps per 16-byte chunk: ahead of the few-channels kernel and the channel-padding adapter, which multiply 3-channel taps on CUDA cores or padded to 8 channels"),
     entry(&CudaConvFewChannels, Role::Standalone, "groups of ≤ 4 input channels (depthwise, ResNeXt) and 3-channel 3×3 stems: memory-bound layers a GEMM tile would run nearly empty"),

@@ -12,6 +12,7 @@ pub mod pad;
 pub mod params;
 pub mod preamble;
 pub mod scale;
+pub mod split_counters;
 pub mod sub_filter;
 pub mod tensor_map;
 pub mod tf32_split;

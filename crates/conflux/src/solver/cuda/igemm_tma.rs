@@ -21,6 +21,7 @@ use crate::backend::cuda::module::Kernel;
 use crate::backend::cuda::params::Params;
 use crate::backend::cuda::preamble::{self, Extra};
 use crate::backend::cuda::driver::Scratch;
+use crate::backend::cuda::split_counters::SplitCounters;
 use crate::backend::cuda::tensor_map::{self, Im2col, TensorMap};
 use crate::backend::cuda::tf32_split;
 use crate::backend::cuda::{timed, CudaBackend};
@@ -293,6 +294,8 @@ impl CudaConvIgemmTma {
         kernel.reserve_dynamic_smem(&be.dev, smem)?;
         let resident = (be.dev.sm_count() as usize * min_blocks).div_ceil(g.groups);
         let max_blocks = max_blocks.unwrap_or(resident).max(1);
+        let tiles = (g.n * g.output_size()).div_ceil(cfg.bm) * g.kg().div_ceil(cfg.bn);
+        let counters = SplitCounters::new(4 * split_counter_words(&g, tiles, cfg.bm));
         Ok(Arc::new(TmaInvoker {
             be,
             kernel,
@@ -311,6 +314,7 @@ impl CudaConvIgemmTma {
             geom: g,
             problem: problem.clone(),
             fallback: Fallback::new(if conv.quant().is_some() { &CudaConvQuantDirect } else { &CudaConvIgemm }),
+            counters,
         }))
     }
 }
@@ -433,7 +437,12 @@ struct TmaInvoker {
     problem: FusedProblem,
     /// The CUDA-core kernel, built on first need for pointers the copy engine cannot use.
     fallback: Fallback,
+    /// Split-K counter blocks kept between launches (unused without splits).
+    counters: SplitCounters,
 }
+
+/// Split-K counters of one launch: one per (group, tile, consumer part), rounded up to 256 bytes.
+fn split_counter_words(g: &Geom, tiles: usize, bm: usize) -> usize { (g.groups * tiles * (bm / 64)).next_multiple_of(64) }
 
 impl Invoker for TmaInvoker {
     fn run(&self, ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
@@ -472,25 +481,36 @@ impl Invoker for TmaInvoker {
             } else {
                 TensorMap { opaque: [0; 16] }
             };
-            // Split-K: a zeroed counter per (group, tile, consumer part), then the partial sums
-            // (each tile's BM × BN floats per split), in one scratch block.
-            let counters = (g.groups * tiles * (self.bm / 64)).next_multiple_of(64);
+            // Split-K: a zero counter per (group, tile, consumer part), from the invoker's kept
+            // blocks (the kernel leaves them zero) or zeroed at the head of the scratch block,
+            // then the partial sums (each tile's BM × BN floats per split) in scratch.
+            let counters = split_counter_words(g, tiles, self.bm);
             let partials = g.groups * tiles * self.bm * self.bn * self.splits;
+            let kept = match self.splits {
+                1 => None,
+                _ => self.counters.acquire(&self.be.dev)?,
+            };
+            let own_counters = if kept.is_some() { 0 } else { counters };
             let split_scratch = match self.splits {
                 1 => None,
-                _ => {
-                    let scratch = Scratch::new(ctx, &self.be.dev, 4 * (counters + partials))?;
-                    self.be.dev.memset_async(scratch.ptr(), 4 * counters)?;
-                    Some(scratch)
+                _ => Some(Scratch::new(ctx, &self.be.dev, 4 * (own_counters + partials))?),
+            };
+            let (partial, counter) = match (&split_scratch, &kept) {
+                (None, _) => (0, 0),
+                (Some(s), Some(lease)) => (s.ptr(), lease.ptr),
+                (Some(s), None) => {
+                    self.be.dev.memset_async(s.ptr(), 4 * counters)?;
+                    (s.ptr() + 4 * counters as u64, s.ptr())
                 }
             };
-            let (partial, counter) = split_scratch.as_ref().map_or((0, 0), |s| (s.ptr() + 4 * counters as u64, s.ptr()));
             let args = TmaArgs { x, w, y, p: conv_run_params(g, &self.problem, a)?, partial, counters: counter };
             // SAFETY: TmaArgs mirrors the kernel's parameter block (Params checked by the
             // preamble's static_assert, the maps are 128-byte opaque blocks); pointers are the
             // caller's tensors, validated against the problem and aligned as the copies need,
-            // and the split copy, which lives (stream-ordered) until after this launch.
-            unsafe { self.kernel.launch(&self.be.dev, grid, (self.threads, 1, 1), self.smem, &args) }
+            // the split copy and partials, which live (stream-ordered) until after this launch,
+            // and a counter block lent until this launch has run.
+            unsafe { self.kernel.launch(&self.be.dev, grid, (self.threads, 1, 1), self.smem, &args) }?;
+            kept.map_or(Ok(()), |lease| lease.launched(&self.be.dev))
         })
     }
 }

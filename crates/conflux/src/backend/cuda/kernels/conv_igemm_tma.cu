@@ -109,7 +109,7 @@ struct __align__(64) TmaArgs {
     TensorMap y;   // box map of y (TMA_STORE): dims (K, N·OH·OW), BK × 64 per copy
     Params p;
     float* partial;       // SPLITS > 1: [group][tile][part][split] slots of 128 × BN/2 floats
-    unsigned* counters;   // SPLITS > 1: [group][tile][part] splits finished, zero at launch
+    unsigned* counters;   // SPLITS > 1: [group][tile][part] splits finished: zero at launch, left zero
 };
 
 // Accumulators as raw 32-bit words (split-K partials) and back.
@@ -134,6 +134,9 @@ __device__ __forceinline__ bool split_reduce(const TmaArgs& a, Acc (&acc)[BN / 2
         const unsigned done = atomicAdd(a.counters + slot, 1u);
         __threadfence();
         *flag = done == SPLITS - 1;
+        // Every split of this tile has counted in: zero the counter again for the next launch
+        // (the host keeps counter blocks between launches instead of zeroing them each time).
+        if (done == SPLITS - 1) a.counters[slot] = 0;
     }
     named_barrier(barrier, 128);
     // (The next write of the flag comes after every thread has passed the next call's first
