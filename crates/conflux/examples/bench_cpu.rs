@@ -20,6 +20,9 @@
 //!   bench_cpu zoo LIST N DNNL_CBA [MODELS]  fused conv+bias+ReLU forward, f32 NCHW, per model
 //!       of a zoo list (../shared/bench/zoo_public.txt: strides, groups, dilation, counts) against
 //!       oneDNN in the same run, interleaved per layer (zoo.rs)
+//!   bench_cpu bwdzoo LIST N DNNL_BWD [MODELS]  backward-data and backward-weights, f32 NCHW, per
+//!       model of a zoo list against oneDNN's backward primitives (bench/cpu-peer-bwd), same run,
+//!       interleaved per layer (bwd_zoo.rs)
 //!   bench_cpu pointwise LIST N [REPS]    GB/s of the pointwise paths (ReLU, bias+ReLU, BN+ReLU,
 //!       conv forward bias, ReLU backward) on the list's output shapes vs memcpy (pointwise.rs)
 
@@ -32,6 +35,9 @@ mod bwd_data;
 #[path = "bench_cpu/zoo.rs"]
 mod zoo;
 
+#[path = "bench_cpu/bwd_zoo.rs"]
+mod bwd_zoo;
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     match a.get(1).map(String::as_str) {
@@ -41,6 +47,7 @@ fn main() {
         Some("pointwise") => pointwise::run(&a[2..]),
         Some("bwd") => bwd_data::run(&a[2..]),
         Some("zoo") => zoo::run(&a[2..]),
+        Some("bwdzoo") => bwd_zoo::run(&a[2..]),
         Some("kernel") => kernel(),
         _ => eprintln!("usage: see the header of bench_cpu.rs"),
     }

@@ -17,14 +17,14 @@ const TIMING_MS: u64 = 80;
 /// Rounds per layer (conflux and oneDNN alternating); each side's fastest counts.
 const ROUNDS: usize = 2;
 
-struct Layer {
+pub(super) struct Layer {
     /// C-H-W-K-fy-fx-py-px-sy-sx-g-dy-dx (the peer's cfg format).
-    cfg: String,
+    pub(super) cfg: String,
     /// (model, count) of every model using it.
-    uses: Vec<(String, usize)>,
+    pub(super) uses: Vec<(String, usize)>,
 }
 
-fn parse(list: &str, keep: &[&str]) -> Vec<Layer> {
+pub(super) fn parse(list: &str, keep: &[&str]) -> Vec<Layer> {
     let mut layers: Vec<Layer> = Vec::new();
     for line in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let (shape, tail) = line.split_once('#').unwrap_or((line, ""));
