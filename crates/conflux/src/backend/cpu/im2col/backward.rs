@@ -5,6 +5,10 @@
 //! - backward-weights: dW = dY · im2col(X)ᵀ with the batch folded into K; im2col(X)ᵀ is packed
 //!   straight from x (no buffer).
 //!
+//! - f32 operands over image positions (dY always, x of 1×1 layers) pack through
+//!   `image_panels`; a 1×1 stride-1 unpadded backward-data without epilogue writes dx straight
+//!   from the GEMM (its col2im would be a copy).
+//!
 //! Both keep their buffers in per-thread scratch and need no caller workspace.
 
 use crate::backend::cpu::tensor_io::access::{blend, load, store};
@@ -12,14 +16,36 @@ use crate::backend::cpu::im2col::weight_kk_offsets;
 use crate::backend::cpu::direct::naive::ConvPtrs;
 use crate::backend::cpu::tensor_io::conv_out::{spatial_offsets, OutTensor};
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
-use crate::backend::cpu::gemm::{gemm, with_scratch, DenseSink, Elem, Sink, Slot};
+use crate::backend::cpu::clamp::Clamp;
+use crate::backend::cpu::gemm::{gemm, with_scratch, Dense, DenseSink, Direct, Elem, Sink, Slot};
+use crate::backend::cpu::im2col::image_panels::{consecutive, ImageCols, ImageRows, ImageTensor};
 use crate::backend::cpu::im2col::matrix::{Im2col, Im2colT};
 use crate::problem::Geom;
+use crate::types::DataType;
 use rayon::prelude::*;
 use std::ops::Range;
 
+/// A 1×1, unpadded filter (any stride): the GEMMs read x at the outputs' subsampled positions.
+fn pointwise_filter(g: &Geom) -> bool { g.filter == [1, 1, 1] && g.pad == [0, 0, 0] && g.pad_end == [0, 0, 0] }
+
+/// Offsets in an input plane of the positions a 1×1 unpadded filter reads, output by output.
+fn subsampled_offsets(g: &Geom) -> Vec<usize> {
+    let s = g.x_strides;
+    let sub = [0, 0, s[2] * g.stride[0], s[3] * g.stride[1], s[4] * g.stride[2]];
+    spatial_offsets(g.output, sub)
+}
+
+/// dY of `group` as a GEMM operand over image positions (f32).
+fn dy_view<'a>(g: &Geom, p: ConvPtrs, group: usize, y_off: &'a [usize]) -> ImageTensor<'a> {
+    let ptr = (p.y as *const f32).wrapping_add(group * g.kg() * g.y_strides[1]);
+    ImageTensor { ptr, image: g.y_strides[0], channel: g.y_strides[1], off: y_off, dense: consecutive(y_off) }
+}
+
 /// x = epilogue(α·conv_bwd_data(y, w) + β·x)  (x is dx, y is dy).
 pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue) {
+    if p.dt == DataType::Float && pointwise_filter(g) && g.stride == [1, 1, 1] && epi.is_empty() {
+        return backward_data_1x1(g, p, alpha, beta);
+    }
     let (kg, cg, fs, np) = (g.kg(), g.cg(), g.filter_size(), g.output_size());
     let y_off = spatial_offsets(g.output, g.y_strides);
     let x_off = spatial_offsets(g.input, g.x_strides);
@@ -35,18 +61,37 @@ pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpil
             let nb = batch.min(g.n - n0);
             let cols = nb * np;
             for group in 0..g.groups {
-                let a = Elem(|kk: usize, m: usize| {
-                    // SAFETY: (group·kg + m, kk) is a weight element.
-                    unsafe { load(p.dt, p.w, (group * kg + m) * g.w_strides[0] + kk_off[kk]) }
-                });
-                let b = Elem(|j: usize, m: usize| {
-                    let (n, sp) = (n0 + j / np, j % np);
-                    // SAFETY: (n, group·kg + m, sp) is an element of dy.
-                    unsafe { load(p.dt, p.y, n * g.y_strides[0] + (group * kg + m) * g.y_strides[1] + y_off[sp]) }
-                });
                 // SAFETY: col is (cg·fs) × (nb·np), row-major, and outlives the GEMM.
                 let sink = unsafe { DenseSink::new(col.as_mut_ptr(), cols, false) };
-                gemm(cg * fs, cols, kg, &a, &b, &sink);
+                if p.dt == DataType::Float {
+                    // f32: dY over image positions, and W in place where each filter's
+                    // (channel, tap) rows are consecutive (KCRS).
+                    let dy = dy_view(g, p, group, &y_off);
+                    let b = ImageCols(ImageTensor { ptr: dy.ptr.wrapping_add(n0 * g.y_strides[0]), ..dy });
+                    let ws = g.w_strides;
+                    if consecutive(&kk_off) {
+                        // SAFETY: the group's filters span (kg − 1)·ws[0] + cg·fs elements from here.
+                        let w = unsafe { std::slice::from_raw_parts((p.w as *const f32).add(group * kg * ws[0]), (kg - 1) * ws[0] + cg * fs) };
+                        gemm(cg * fs, cols, kg, &Dense { data: w, outer_stride: 1, inner_stride: ws[0] }, &b, &sink);
+                    } else {
+                        let a = Elem(|kk: usize, m: usize| {
+                            // SAFETY: (group·kg + m, kk) is a weight element.
+                            unsafe { *(p.w as *const f32).add((group * kg + m) * ws[0] + kk_off[kk]) }
+                        });
+                        gemm(cg * fs, cols, kg, &a, &b, &sink);
+                    }
+                } else {
+                    let a = Elem(|kk: usize, m: usize| {
+                        // SAFETY: (group·kg + m, kk) is a weight element.
+                        unsafe { load(p.dt, p.w, (group * kg + m) * g.w_strides[0] + kk_off[kk]) }
+                    });
+                    let b = Elem(|j: usize, m: usize| {
+                        let (n, sp) = (n0 + j / np, j % np);
+                        // SAFETY: (n, group·kg + m, sp) is an element of dy.
+                        unsafe { load(p.dt, p.y, n * g.y_strides[0] + (group * kg + m) * g.y_strides[1] + y_off[sp]) }
+                    });
+                    gemm(cg * fs, cols, kg, &a, &b, &sink);
+                }
                 let col = &*col;
                 (0..nb * cg).into_par_iter().for_each(|ic| {
                     let (i, c) = (ic / cg, ic % cg);
@@ -59,6 +104,69 @@ pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpil
             }
         }
     });
+}
+
+/// Sink of a 1×1 stride-1 backward-data: rows are the group's input channels, columns image
+/// positions; dx = α·block + β·dx.
+struct PlaneSink<'a> {
+    x: u64,
+    g: &'a Geom,
+    c0: usize,
+    x_off: &'a [usize],
+    /// x_off is 0, 1, 2, …
+    dense: bool,
+    alpha: f32,
+    beta: f32,
+}
+
+impl Sink for PlaneSink<'_> {
+    fn store(&self, rows: Range<usize>, cols: Range<usize>, c: &mut [f32], ld: usize) {
+        let np = self.x_off.len();
+        let (xs, x) = (self.g.x_strides, self.x as *mut f32);
+        for (ri, ch) in rows.enumerate() {
+            let (mut n, mut sp) = (cols.start / np, cols.start % np);
+            for ci in 0..cols.len() {
+                let o = n * xs[0] + (self.c0 + ch) * xs[1] + self.x_off[sp];
+                let v = self.alpha * c[ri * ld + ci];
+                // SAFETY: each dx element belongs to exactly one GEMM block; β = 0 never reads.
+                unsafe { *x.add(o) = if self.beta == 0.0 { v } else { v + self.beta * *x.add(o) } };
+                sp += 1;
+                if sp == np {
+                    (n, sp) = (n + 1, 0);
+                }
+            }
+        }
+    }
+
+    fn direct(&self, rows: Range<usize>, cols: Range<usize>) -> Option<Direct> {
+        // Register stores where the block's columns are consecutive positions of one image.
+        let np = self.x_off.len();
+        let (n, sp) = (cols.start / np, cols.start % np);
+        if !(self.dense && self.alpha == 1.0 && self.beta == 0.0 && sp + cols.len() <= np) {
+            return None;
+        }
+        let xs = self.g.x_strides;
+        // SAFETY (pointer arithmetic): the block's rows and columns lie inside dx.
+        let ptr = unsafe { (self.x as *mut f32).add(n * xs[0] + (self.c0 + rows.start) * xs[1] + sp) };
+        Some(Direct { ptr, ld: xs[1], bias: std::ptr::null(), relu: Clamp::NONE })
+    }
+}
+
+/// 1×1 stride-1 unpadded f32 backward-data, no epilogue: dx = Wᵀ · dY per group, images folded
+/// into the columns, stored straight into dx.
+fn backward_data_1x1(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
+    let (kg, cg) = (g.kg(), g.cg());
+    let y_off = spatial_offsets(g.output, g.y_strides);
+    let x_off = spatial_offsets(g.input, g.x_strides);
+    let ws = g.w_strides;
+    for group in 0..g.groups {
+        // SAFETY: the group's filters span kg·ws[0] elements from here.
+        let w = unsafe { std::slice::from_raw_parts((p.w as *const f32).add(group * kg * ws[0]), (kg - 1) * ws[0] + (cg - 1) * ws[1] + 1) };
+        let a = Dense { data: w, outer_stride: ws[1], inner_stride: ws[0] };
+        let b = ImageCols(dy_view(g, p, group, &y_off));
+        let sink = PlaneSink { x: p.x, g, c0: group * cg, x_off: &x_off, dense: consecutive(&x_off), alpha, beta };
+        gemm(cg, g.n * g.output_size(), kg, &a, &b, &sink);
+    }
 }
 
 /// Most f32 elements of backward-data's column buffer when it batches images.
@@ -128,14 +236,27 @@ pub fn backward_weights(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
     let (kg, cg, fs, np) = (g.kg(), g.cg(), g.filter_size(), g.output_size());
     let y_off = spatial_offsets(g.output, g.y_strides);
     let kk_off = weight_kk_offsets(g);
+    let x_sub = subsampled_offsets(g);
+    let f32_1x1 = p.dt == DataType::Float && pointwise_filter(g);
     for group in 0..g.groups {
-        let a = Elem(|m: usize, q: usize| {
-            let (n, sp) = (q / np, q % np);
-            // SAFETY: (n, group·kg + m, sp) is an element of dy.
-            unsafe { load(p.dt, p.y, n * g.y_strides[0] + (group * kg + m) * g.y_strides[1] + y_off[sp]) }
-        });
-        let b = Im2colT(Im2col::new(g, p.x, p.dt, group, 0));
         let sink = WeightSink { p, g, k0: group * kg, kk_off: &kk_off, alpha, beta };
-        gemm(kg, cg * fs, g.n * np, &a, &b, &sink);
+        let (m, n, k) = (kg, cg * fs, g.n * np);
+        if p.dt != DataType::Float {
+            let a = Elem(|m: usize, q: usize| {
+                let (n, sp) = (q / np, q % np);
+                // SAFETY: (n, group·kg + m, sp) is an element of dy.
+                unsafe { load(p.dt, p.y, n * g.y_strides[0] + (group * kg + m) * g.y_strides[1] + y_off[sp]) }
+            });
+            gemm(m, n, k, &a, &Im2colT(Im2col::new(g, p.x, p.dt, group, 0)), &sink);
+            continue;
+        }
+        let a = ImageRows(dy_view(g, p, group, &y_off));
+        if f32_1x1 {
+            let ptr = (p.x as *const f32).wrapping_add(group * cg * g.x_strides[1]);
+            let x = ImageTensor { ptr, image: g.x_strides[0], channel: g.x_strides[1], off: &x_sub, dense: consecutive(&x_sub) };
+            gemm(m, n, k, &a, &ImageRows(x), &sink);
+        } else {
+            gemm(m, n, k, &a, &Im2colT(Im2col::new(g, p.x, p.dt, group, 0)), &sink);
+        }
     }
 }

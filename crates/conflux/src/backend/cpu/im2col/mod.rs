@@ -4,6 +4,7 @@
 //! α/β and the epilogue while still in cache (`OutSink`), so y is written once.
 
 pub mod backward;
+pub mod image_panels;
 pub mod matrix;
 
 use crate::backend::cpu::tensor_io::access::load;
