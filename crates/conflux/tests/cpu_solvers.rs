@@ -144,14 +144,16 @@ const ALL: [Dir; 3] = [Dir::Forward, Dir::BackwardData, Dir::BackwardWeights];
 #[test]
 fn gemm_random_all_directions() { random_cases(GEMM, &ALL, 10, 1); }
 
-/// 1×1 unpadded layers, stride 1 or 2, up to 3 images and 3 groups, up to 40 channels: the GEMM
-/// backward paths over image positions (stride-1 backward-data written from the GEMM, strided
-/// through col2im; backward-weights reading x at the subsampled positions), every layout.
+/// 1×1 unpadded layers, stride 1 or 2, up to 3 images and 3 groups, up to 40 channels, maps of
+/// 1–121 positions or over 1024 (backward-weights then reads x in place as its im2col): the
+/// GEMM backward paths over image positions (stride-1 backward-data written from the GEMM,
+/// strided through col2im; backward-weights reading x at the subsampled positions), every layout.
 fn pointwise_geo(r: &mut SplitMix64) -> Geo {
     loop {
         let (g, cg, kg, n) = (r.pick(&[1, 1, 2, 3]), r.range(1, 40), r.range(1, 40), r.range(1, 3));
         let s = r.pick(&[1, 1, 2]) as i64;
-        if let Some(geo) = make_geo(&[0, 0], &[s, s], &[1, 1], g, vec![n, g * cg, r.range(1, 12), r.range(1, 12)], vec![g * kg, cg, 1, 1]) {
+        let (h, w) = if r.range(0, 2) == 0 { (r.range(32, 36), r.range(32, 36)) } else { (r.range(1, 11), r.range(1, 11)) };
+        if let Some(geo) = make_geo(&[0, 0], &[s, s], &[1, 1], g, vec![n, g * cg, h, w], vec![g * kg, cg, 1, 1]) {
             return geo;
         }
     }

@@ -250,13 +250,79 @@ pub fn backward_weights(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
             gemm(m, n, k, &a, &Im2colT(Im2col::new(g, p.x, p.dt, group, 0)), &sink);
             continue;
         }
-        let a = ImageRows(dy_view(g, p, group, &y_off));
-        if f32_1x1 {
+        if f32_1x1 && g.stride == [1, 1, 1] && consecutive(&x_sub) && np >= MIN_WEIGHTS_K {
+            // x itself is the im2col matrix of a 1×1 stride-1 layer.
+            weights_through_im2col(g, p, group, &y_off, &sink, true);
+        } else if f32_1x1 {
             let ptr = (p.x as *const f32).wrapping_add(group * cg * g.x_strides[1]);
             let x = ImageTensor { ptr, image: g.x_strides[0], channel: g.x_strides[1], off: &x_sub, dense: consecutive(&x_sub) };
-            gemm(m, n, k, &a, &ImageRows(x), &sink);
+            gemm(m, n, k, &ImageRows(dy_view(g, p, group, &y_off)), &ImageRows(x), &sink);
+        } else if cg * fs * np <= MAX_COL_ELEMS {
+            weights_through_im2col(g, p, group, &y_off, &sink, false);
         } else {
-            gemm(m, n, k, &a, &Im2colT(Im2col::new(g, p.x, p.dt, group, 0)), &sink);
+            gemm(m, n, k, &ImageRows(dy_view(g, p, group, &y_off)), &Im2colT(Im2col::new(g, p.x, p.dt, group, 0)), &sink);
         }
     }
+}
+
+/// Largest explicit im2col (f32 values) backward-weights builds.
+const MAX_COL_ELEMS: usize = 1 << 24;
+/// Images share one im2col matrix until its rows are this long (maps of 7×7 or 14×14).
+const MIN_WEIGHTS_K: usize = 1024;
+
+/// The im2col matrix of images n0..n0 + nb into `col` (rows of `cols` values, image i from
+/// column i·positions), rows in parallel.
+fn fill_batch(g: &Geom, src: &Im2col, n0: usize, nb: usize, cols: usize, col: &mut [f32]) {
+    let [od_n, oh_n, ow_n] = g.output;
+    let np = g.output_size();
+    col[..src.rows() * cols].par_chunks_mut(cols).enumerate().for_each(|(kk, row)| {
+        for i in 0..nb {
+            for od in 0..od_n {
+                for oh in 0..oh_n {
+                    let s = i * np + (od * oh_n + oh) * ow_n;
+                    src.gather_run(kk, n0 + i, od, oh, 0, &mut row[s..s + ow_n]);
+                }
+            }
+        }
+    });
+}
+
+/// f32 backward-weights of one group over explicit im2col matrices: the matrix of a batch of
+/// images (filled by runs, rows in parallel; several images where their maps are small, so each
+/// GEMM still has a long reduction), or x itself when `x_is_col` (a 1×1 stride-1 layer with its
+/// positions consecutive, one image at a time), is read in place as A of dWᵀ = col · dYᵀ: the
+/// large operand is never packed; the batches add up in an f32 dWᵀ the sink blends once.
+/// (Packing im2col(x)ᵀ element by element from x cost more than the products.)
+fn weights_through_im2col(g: &Geom, p: ConvPtrs, group: usize, y_off: &[usize], sink: &WeightSink, x_is_col: bool) {
+    let (kg, rows, np) = (g.kg(), g.cg() * g.filter_size(), g.output_size());
+    let dy = dy_view(g, p, group, y_off);
+    let xs = g.x_strides;
+    let batch = if x_is_col { 1 } else { (MIN_WEIGHTS_K / np).clamp(1, g.n).min((MAX_COL_ELEMS / (rows * np)).max(1)) };
+    let cols = batch * np;
+    with_scratch(Slot::Conv, if x_is_col { 0 } else { rows * cols } + rows * kg, |buf| {
+        let (col, acc) = buf.split_at_mut(if x_is_col { 0 } else { rows * cols });
+        for n0 in (0..g.n).step_by(batch) {
+            let nb = batch.min(g.n - n0);
+            let a = if x_is_col {
+                // SAFETY: the group's channels of image n0 span (rows − 1)·xs[1] + np elements.
+                let x = unsafe { std::slice::from_raw_parts((p.x as *const f32).add(n0 * xs[0] + group * rows * xs[1]), (rows - 1) * xs[1] + np) };
+                Dense { data: x, outer_stride: xs[1], inner_stride: 1 }
+            } else {
+                fill_batch(g, &Im2col::new(g, p.x, p.dt, group, n0), n0, nb, cols, col);
+                Dense { data: col, outer_stride: cols, inner_stride: 1 }
+            };
+            let b = ImageRows(ImageTensor { ptr: dy.ptr.wrapping_add(n0 * g.y_strides[0]), ..dy });
+            // SAFETY: acc is rows × kg, row-major, and outlives the GEMM.
+            let to_acc = unsafe { DenseSink::new(acc.as_mut_ptr(), kg, n0 > 0) };
+            gemm(rows, kg, nb * np, &a, &b, &to_acc);
+        }
+        // acc is dWᵀ: row kk, column m.
+        let mut t = vec![0f32; kg * rows];
+        for (kk, r) in acc.chunks(kg).enumerate() {
+            for (m, &v) in r.iter().enumerate() {
+                t[m * rows + kk] = v;
+            }
+        }
+        sink.store(0..kg, 0..rows, &mut t, rows);
+    });
 }
