@@ -191,16 +191,18 @@ pub fn backward_weights(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
         let c = (k / kg) * cg + cl;
         let mut acc = vec![0f32; fs];
         with_scratch(Slot::Task, pd.iter().product(), |xp| {
-            with_scratch(Slot::Task2, g.output_size(), |dy| {
+            with_scratch(Slot::Task2, g.output_size() + ow_n, |dy| {
+                let (dy, strided) = dy.split_at_mut(g.output_size());
                 for n in 0..g.n {
                     load_padded(g, p.x, p.dt, n, c, pd, xp);
                     load_plane(g, p.y, p.dt, n, k, &y_off, dy);
                     for_rows(g, pd, |t, o, i| {
                         let d = &dy[o..o + ow_n];
                         acc[t] += if s == 1 {
-                            d.iter().zip(&xp[i..i + ow_n]).map(|(a, b)| a * b).sum::<f32>()
+                            dot(d, &xp[i..i + ow_n])
                         } else {
-                            d.iter().enumerate().map(|(ow, a)| a * xp[i + ow * s]).sum::<f32>()
+                            strided.iter_mut().enumerate().for_each(|(ow, v)| *v = xp[i + ow * s]);
+                            dot(d, strided)
                         };
                     });
                 }
@@ -214,4 +216,18 @@ pub fn backward_weights(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32) {
             unsafe { store(p.dt, p.w, o, blend(p.dt, p.w, o, v, alpha, beta)) };
         }
     });
+}
+
+/// Σ a·b in 16 running partial sums (lanes a vector unit fills; a single running sum is a
+/// chain of dependent adds the compiler may not reorder).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b[..a.len()].chunks_exact(16));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for l in 0..16 {
+            lanes[l] += x[l] * y[l];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
 }
