@@ -62,9 +62,7 @@ impl Panels for ImageRows<'_> {
         let t = &self.0;
         let np = t.np();
         let kb = inner.len();
-        for (q, o0) in outer.clone().step_by(w).enumerate() {
-            let panel = &mut dst[q * w * kb..(q + 1) * w * kb];
-            let live = w.min(outer.end - o0);
+        for (panel, o0, live) in micro_panels(dst, &outer, w, kb) {
             if live < w {
                 panel.fill(0.0);
             }
@@ -102,9 +100,7 @@ impl Panels for ImageCols<'_> {
         let t = &self.0;
         let np = t.np();
         let kb = inner.len();
-        for (q, o0) in outer.clone().step_by(w).enumerate() {
-            let panel = &mut dst[q * w * kb..(q + 1) * w * kb];
-            let live = w.min(outer.end - o0);
+        for (panel, o0, live) in micro_panels(dst, &outer, w, kb) {
             let (n, sp) = (o0 / np, o0 % np);
             if t.dense && live == w && sp + w <= np {
                 // One image, consecutive positions: a copy per channel.
@@ -122,6 +118,13 @@ impl Panels for ImageCols<'_> {
             }
         }
     }
+}
+
+/// The micro-panels a pack of `outer` fills: each w·kb values of `dst`, with its first outer
+/// index and how many of its w are inside `outer`.
+fn micro_panels<'d>(dst: &'d mut [f32], outer: &Range<usize>, w: usize, kb: usize) -> impl Iterator<Item = (&'d mut [f32], usize, usize)> {
+    let end = outer.end;
+    dst.chunks_mut(w * kb.max(1)).zip(outer.clone().step_by(w)).map(move |(panel, o0)| (panel, o0, w.min(end - o0)))
 }
 
 /// Whether offsets are 0, 1, 2, ….
