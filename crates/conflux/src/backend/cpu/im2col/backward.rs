@@ -74,23 +74,15 @@ pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpil
                         let w = unsafe { std::slice::from_raw_parts((p.w as *const f32).add(group * kg * ws[0]), (kg - 1) * ws[0] + cg * fs) };
                         gemm(cg * fs, cols, kg, &Dense { data: w, outer_stride: 1, inner_stride: ws[0] }, &b, &sink);
                     } else {
-                        let a = Elem(|kk: usize, m: usize| {
-                            // SAFETY: (group·kg + m, kk) is a weight element.
-                            unsafe { *(p.w as *const f32).add((group * kg + m) * ws[0] + kk_off[kk]) }
-                        });
-                        gemm(cg * fs, cols, kg, &a, &b, &sink);
+                        gemm(cg * fs, cols, kg, &weights_a(g, p, group, &kk_off), &b, &sink);
                     }
                 } else {
-                    let a = Elem(|kk: usize, m: usize| {
-                        // SAFETY: (group·kg + m, kk) is a weight element.
-                        unsafe { load(p.dt, p.w, (group * kg + m) * g.w_strides[0] + kk_off[kk]) }
-                    });
                     let b = Elem(|j: usize, m: usize| {
                         let (n, sp) = (n0 + j / np, j % np);
                         // SAFETY: (n, group·kg + m, sp) is an element of dy.
                         unsafe { load(p.dt, p.y, n * g.y_strides[0] + (group * kg + m) * g.y_strides[1] + y_off[sp]) }
                     });
-                    gemm(cg * fs, cols, kg, &a, &b, &sink);
+                    gemm(cg * fs, cols, kg, &weights_a(g, p, group, &kk_off), &b, &sink);
                 }
                 let col = &*col;
                 (0..nb * cg).into_par_iter().for_each(|ic| {
@@ -104,6 +96,13 @@ pub fn backward_data(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpil
             }
         }
     });
+}
+
+/// Wᵀ of `group` element by element (any filter layout and type): row kk, column m.
+fn weights_a<'a>(g: &'a Geom, p: ConvPtrs, group: usize, kk_off: &'a [usize]) -> Elem<impl Fn(usize, usize) -> f32 + 'a> {
+    let (kg, ws0) = (g.kg(), g.w_strides[0]);
+    // SAFETY: (group·kg + m, kk) is a weight element.
+    Elem(move |kk: usize, m: usize| unsafe { load(p.dt, p.w, (group * kg + m) * ws0 + kk_off[kk]) })
 }
 
 /// Sink of a 1×1 stride-1 backward-data: rows are the group's input channels, columns image
@@ -218,14 +217,20 @@ struct WeightSink<'a> {
     beta: f32,
 }
 
+impl WeightSink<'_> {
+    /// dW element (filter m of the group, row kk) = α·v + β·dW.
+    fn put(&self, m: usize, kk: usize, v: f32) {
+        let o = (self.k0 + m) * self.g.w_strides[0] + self.kk_off[kk];
+        // SAFETY: each weight element is put exactly once.
+        unsafe { store(self.p.dt, self.p.w, o, blend(self.p.dt, self.p.w, o, v, self.alpha, self.beta)) };
+    }
+}
+
 impl Sink for WeightSink<'_> {
     fn store(&self, rows: Range<usize>, cols: Range<usize>, c: &mut [f32], ld: usize) {
         for (ri, m) in rows.enumerate() {
-            let base = (self.k0 + m) * self.g.w_strides[0];
             for (ci, kk) in cols.clone().enumerate() {
-                let o = base + self.kk_off[kk];
-                // SAFETY: each weight element belongs to exactly one GEMM block.
-                unsafe { store(self.p.dt, self.p.w, o, blend(self.p.dt, self.p.w, o, c[ri * ld + ci], self.alpha, self.beta)) };
+                self.put(m, kk, c[ri * ld + ci]);
             }
         }
     }
@@ -270,23 +275,6 @@ const MAX_COL_ELEMS: usize = 1 << 24;
 /// Images share one im2col matrix until its rows are this long (maps of 7×7 or 14×14).
 const MIN_WEIGHTS_K: usize = 1024;
 
-/// The im2col matrix of images n0..n0 + nb into `col` (rows of `cols` values, image i from
-/// column i·positions), rows in parallel.
-fn fill_batch(g: &Geom, src: &Im2col, n0: usize, nb: usize, cols: usize, col: &mut [f32]) {
-    let [od_n, oh_n, ow_n] = g.output;
-    let np = g.output_size();
-    col[..src.rows() * cols].par_chunks_mut(cols).enumerate().for_each(|(kk, row)| {
-        for i in 0..nb {
-            for od in 0..od_n {
-                for oh in 0..oh_n {
-                    let s = i * np + (od * oh_n + oh) * ow_n;
-                    src.gather_run(kk, n0 + i, od, oh, 0, &mut row[s..s + ow_n]);
-                }
-            }
-        }
-    });
-}
-
 /// f32 backward-weights of one group over explicit im2col matrices: the matrix of a batch of
 /// images (filled by runs, rows in parallel; several images where their maps are small, so each
 /// GEMM still has a long reduction), or x itself when `x_is_col` (a 1×1 stride-1 layer with its
@@ -308,7 +296,7 @@ fn weights_through_im2col(g: &Geom, p: ConvPtrs, group: usize, y_off: &[usize], 
                 let x = unsafe { std::slice::from_raw_parts((p.x as *const f32).add(n0 * xs[0] + group * rows * xs[1]), (rows - 1) * xs[1] + np) };
                 Dense { data: x, outer_stride: xs[1], inner_stride: 1 }
             } else {
-                fill_batch(g, &Im2col::new(g, p.x, p.dt, group, n0), n0, nb, cols, col);
+                super::fill_im2col(g, &Im2col::new(g, p.x, p.dt, group, n0), n0, nb, cols, col);
                 Dense { data: col, outer_stride: cols, inner_stride: 1 }
             };
             let b = ImageRows(ImageTensor { ptr: dy.ptr.wrapping_add(n0 * g.y_strides[0]), ..dy });
@@ -317,12 +305,10 @@ fn weights_through_im2col(g: &Geom, p: ConvPtrs, group: usize, y_off: &[usize], 
             gemm(rows, kg, nb * np, &a, &b, &to_acc);
         }
         // acc is dWᵀ: row kk, column m.
-        let mut t = vec![0f32; kg * rows];
         for (kk, r) in acc.chunks(kg).enumerate() {
             for (m, &v) in r.iter().enumerate() {
-                t[m * rows + kk] = v;
+                sink.put(m, kk, v);
             }
         }
-        sink.store(0..kg, 0..rows, &mut t, rows);
     });
 }

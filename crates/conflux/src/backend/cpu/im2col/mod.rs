@@ -149,7 +149,7 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue, 
             FwdB::Im2col(col) => {
                 for n in 0..g.n {
                     let bx = Im2col::new(g, p.x, p.dt, group, n);
-                    fill_im2col(g, &bx, n, col);
+                    fill_im2col(g, &bx, n, 1, np, col);
                     let bv = Dense { data: col, outer_stride: 1, inner_stride: np };
                     let sink = OutSink { out: out(), c0: group * kg, n0: n, p: np };
                     gemm(kg, np, cg * fs, &a, &bv, &sink);
@@ -159,15 +159,18 @@ pub fn forward(g: &Geom, p: ConvPtrs, alpha: f32, beta: f32, epi: &CpuEpilogue, 
     }
 }
 
-/// The im2col matrix of image n into `col`, rows in parallel.
-fn fill_im2col(g: &Geom, src: &Im2col, n: usize, col: &mut [f32]) {
+/// The im2col matrix of images n0..n0 + nb into `col` (rows of `cols` values, image i from
+/// column i·positions), rows in parallel.
+fn fill_im2col(g: &Geom, src: &Im2col, n0: usize, nb: usize, cols: usize, col: &mut [f32]) {
     let [od_n, oh_n, ow_n] = g.output;
     let np = g.output_size();
-    col[..src.rows() * np].par_chunks_mut(np).enumerate().for_each(|(kk, row)| {
-        for od in 0..od_n {
-            for oh in 0..oh_n {
-                let s = (od * oh_n + oh) * ow_n;
-                src.gather_run(kk, n, od, oh, 0, &mut row[s..s + ow_n]);
+    col[..src.rows() * cols].par_chunks_mut(cols).enumerate().for_each(|(kk, row)| {
+        for i in 0..nb {
+            for od in 0..od_n {
+                for oh in 0..oh_n {
+                    let s = i * np + (od * oh_n + oh) * ow_n;
+                    src.gather_run(kk, n0 + i, od, oh, 0, &mut row[s..s + ow_n]);
+                }
             }
         }
     });
