@@ -13,7 +13,7 @@ use super::cpu::{
     CpuAmx1x1, CpuDepthwiseBlocks, CpuDepthwiseFlat, CpuDepthwiseNhwc, CpuDepthwisePlanes, CpuDirect, CpuDirectTaps, CpuFft, CpuGemm, CpuGemm1x1, CpuGroupedFlat, CpuImplicitGemm, CpuLiveTaps, CpuNaive, CpuPointwise, CpuPooling, CpuQuantized, CpuSinglePixel, CpuSmallGroups, CpuSoftmax, CpuStem, CpuSubsample1x1, CpuWinograd, CpuWinograd4,
 };
 use super::cuda::{
-    CudaConvBwdDataDepthwise, CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataPadChannels, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
+    CudaConvBwdDataDepthwise, CudaConvBwdDataFewChannels, CudaConvBwdDataGemmLt, CudaConvBwdDataPadChannels, CudaConvBwdDataPatch, CudaConvBwdDataStrided, CudaConvBwdDataTc, CudaConvDirect, CudaConvFewChannels, CudaConvFewOutputs, CudaConvGemmLt, CudaConvGroupedTc, CudaConvIgemm, CudaConvIgemmTc, CudaConvIgemmTma, CudaConvIgemmWgmma, CudaConvPadChannels, CudaConvQuantDirect, CudaConvStemTc, CudaConvTcNchw,
     CudaConvWgradFewChannels, CudaConvWgradGemmLt, CudaConvWgradIm2colLt, CudaConvWgradPadChannels, CudaConvWgradSimt, CudaConvWgradTma, CudaPointwise, CudaPooling, CudaSoftmax,
 };
 use super::folded::{CPU_FOLDED_3D, CUDA_FOLDED_3D};
@@ -90,6 +90,7 @@ static CUDA: &[Entry] = &[
     entry(&CudaConvPadChannels, Role::Standalone, "ungrouped 16-bit convolutions whose channels are not a multiple of 8 (stems, odd widths) on tensor cores through channel-padded copies: after the stem kernel, for filters too large for its shared memory; Find times both"),
     entry(&CudaConvTcNchw, Role::ChannelsFirstAdapter, "channels-first problems on the tensor-core kernels through channels-last copies"),
     entry(&CudaConvBwdDataGemmLt, Role::Standalone, "1×1 backward-data as cuBLASLt GEMMs at any column alignment (strided: dx zeroed, one GEMM per output row): ahead of the forward rewrites and the phases, which read w transposed, tile few channels poorly and write each phase separately"),
+    entry(&CudaConvBwdDataPatch, Role::Standalone, "backward-data of patch layers (stride = filter, unpadded: ConvNeXt's stem and downsampling) as one GEMM into non-overlapping patches of dx: ahead of the phase solvers, which read dy once per phase in fy·fx launches"),
     entry(&CudaConvBwdDataDepthwise, Role::Standalone, "backward-data of strided depthwise layers in one launch that gathers each dx tile from the dy columns reaching it: ahead of the phase solver, whose launch and filter gather per phase cost more than these memory-bound layers' bytes"),
     entry(&CudaConvBwdDataFewChannels, Role::Standalone, "backward-data of depthwise, few-channels-per-group and few-channel stem layers by phases on the few-channels and few-outputs kernels, where tensor-core tiles would run nearly empty"),
     entry(&CudaConvBwdDataTc, Role::Standalone, "stride-1 backward-data as a forward convolution with the flipped filter on tensor cores"),

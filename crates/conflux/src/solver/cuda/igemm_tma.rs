@@ -175,6 +175,15 @@ pub enum FilterSource {
     Flipped { rows: usize, row_elems: usize, taps: TapMap },
 }
 
+/// y's channels split into runs (`Y_SEG` in igemm_common.cuh): `channels` per run (even), each
+/// run `stride` elements after the one before. Backward-data of patch layers writes its GEMM
+/// columns (filter row, filter column, channel) so: one run per filter row (bwd_data_patch.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelRuns {
+    pub channels: usize,
+    pub stride: usize,
+}
+
 /// The x and w maps (over stand-in addresses in `check`: the driver validates the geometry —
 /// corner ranges, strides, extents — without touching memory).
 fn encode_maps(g: &Geom, dt: DataType, prec: TcPrecision, (bm, bn): (usize, usize), filter: FilterSource, x: u64, w: u64) -> Result<(TensorMap, TensorMap)> {
@@ -266,12 +275,17 @@ impl CudaConvIgemmTma {
     /// Build with a given tile, launching at most `max_blocks` blocks per group when given
     /// (tests make blocks walk many tiles); `check` must have passed.
     pub fn build_with(&self, problem: &FusedProblem, ctx: &dyn BuildContext, cfg: TmaTile, max_blocks: Option<usize>) -> Result<Arc<dyn Invoker>> {
-        self.build_from(problem, ctx, cfg, max_blocks, FilterSource::Own)
+        self.build_from(problem, ctx, cfg, max_blocks, FilterSource::Own, None)
     }
 
     /// Build for a filter read in place (`FilterSource::Flipped`, 16-bit data), with the tile
     /// `config` names or else the perf-db's or the heuristic's; `check` must have passed.
     pub fn build_flipped(&self, problem: &FusedProblem, ctx: &dyn BuildContext, config: Option<&str>, filter: FilterSource) -> Result<Arc<dyn Invoker>> {
+        self.build_flipped_runs(problem, ctx, config, filter, None)
+    }
+
+    /// `build_flipped` writing y's channels in `runs` when given.
+    pub fn build_flipped_runs(&self, problem: &FusedProblem, ctx: &dyn BuildContext, config: Option<&str>, filter: FilterSource, runs: Option<ChannelRuns>) -> Result<Arc<dyn Invoker>> {
         let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         let cfg = match config {
             Some(l) => TmaTile::parse(l).ok_or_else(|| Error::bad_parm(format!("{}: unknown configuration {l}", self.name())))?,
@@ -280,15 +294,15 @@ impl CudaConvIgemmTma {
                 chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_TMA_TILE", TmaTile::parse, || tma_heuristic(&g, prec, sms))?
             }
         };
-        self.build_from(problem, ctx, cfg, None, filter)
+        self.build_from(problem, ctx, cfg, None, filter, runs)
     }
 
-    fn build_from(&self, problem: &FusedProblem, ctx: &dyn BuildContext, cfg: TmaTile, max_blocks: Option<usize>, filter: FilterSource) -> Result<Arc<dyn Invoker>> {
+    fn build_from(&self, problem: &FusedProblem, ctx: &dyn BuildContext, cfg: TmaTile, max_blocks: Option<usize>, filter: FilterSource, runs: Option<ChannelRuns>) -> Result<Arc<dyn Invoker>> {
         let be = cuda_of(ctx.device())?.clone();
         let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
         let (g, prec) = tma_geometry(problem).map_err(|why| Error::not_implemented(format!("igemm-tma: {why}")))?;
         let sms = be.dev.sm_count() as usize;
-        let KernelPlan { src, cfg, splits, y_align, tma_store, min_blocks } = kernel_plan(problem, &g, prec, cfg, filter, sms)?;
+        let KernelPlan { src, cfg, splits, y_align, tma_store, min_blocks } = kernel_plan(problem, &g, prec, cfg, filter, runs, sms)?;
         let kernel = be.module_arch_specific("conv_igemm_tma", &src)?.function("conv_fwd_igemm_tma")?;
         let smem = cfg.smem_bytes(prec) as u32;
         kernel.reserve_dynamic_smem(&be.dev, smem)?;
@@ -330,7 +344,7 @@ struct KernelPlan {
     min_blocks: usize,
 }
 
-fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile, filter: FilterSource, sms: usize) -> Result<KernelPlan> {
+fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile, filter: FilterSource, runs: Option<ChannelRuns>, sms: usize) -> Result<KernelPlan> {
     let conv = problem.conv_problem().ok_or_else(|| Error::internal("igemm-tma: not a convolution"))?;
     let (dt, ydt) = (conv.dtype(), conv.y.dtype());
     let bk = k_step(g, dt);
@@ -358,8 +372,12 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
     // `TcPrecision::stage_elem`'s buffer); int32, f32 and stochastically rounded fp8 outputs
     // (each element's own random bits) go from registers.
     let stochastic = conv.conv.attribute(crate::types::ConvAttrib::Fp8RoundingMode) == 1 && crate::quant::Fp8::of(ydt).is_some();
+    // Channel runs: staged rows only where every 16-byte chunk lies in one run; no bulk
+    // stores (their boxes are dense pixel rows), no channel-major runs.
+    let runs_fit = |s: Staging| runs.is_none_or(|r| s == Staging::Rows && [r.channels, r.stride].iter().all(|v| v % (16 / ydt.size()) == 0));
     let staging = match (cfg.staged, ydt) {
         (false, _) => Staging::Direct,
+        (true, _) if !runs_fit(Staging::of(g)) => Staging::Direct,
         (true, _) if prec.elem() == 1 && ydt.size() == 1 && !stochastic && Staging::of_elem(g, 1) == Staging::Rows => Staging::Rows,
         (true, _) if prec.elem() == 1 && ydt.size() != 2 => Staging::Direct,
         (true, DataType::Float) if bulk_ok && cfg.smem_bytes(prec) <= SMEM_LIMIT => Staging::Rows,
@@ -369,7 +387,7 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
     // Shared memory must follow from the generated source alone: two configurations that
     // compile to the same kernel share its CUfunction and its dynamic-smem attribute.
     let cfg = TmaTile { staged: staging != Staging::Direct, ..cfg };
-    let tma_store = staging == Staging::Rows && bulk_ok && ydt.size() >= 2;
+    let tma_store = staging == Staging::Rows && bulk_ok && ydt.size() >= 2 && runs.is_none();
     let min_blocks = cfg.min_blocks(prec, splits > 1);
     let mut tile = vec![
         ("BM", cfg.bm), ("BN", cfg.bn), ("BK", bk), ("STAGES", cfg.stages), ("THREADS", cfg.threads()), ("LOADER_THREADS", 128),
@@ -387,6 +405,12 @@ fn kernel_plan(problem: &FusedProblem, g: &Geom, prec: TcPrecision, cfg: TmaTile
             return Err(Error::internal("igemm-tma: the tap map does not fit the 2-D problem's filter"));
         }
         tile.extend([("SRC_FW", taps.src[2]), ("TAP0_H", h.first), ("TAP_STEP_H", h.step), ("TAP0_W", w.first), ("TAP_STEP_W", w.step)]);
+    }
+    if let Some(r) = runs {
+        if r.channels % 2 != 0 || prec != TcPrecision::Bits16 {
+            return Err(Error::internal("igemm-tma: channel runs need 16-bit data and an even run length"));
+        }
+        tile.extend([("Y_SEG", r.channels), ("Y_SEG_STRIDE", r.stride)]);
     }
     tile.extend(staging.defines());
     let (mut defs, pair_store) = tensor_core_defines(g, dt, &tile);

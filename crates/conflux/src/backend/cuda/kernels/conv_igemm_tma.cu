@@ -160,7 +160,7 @@ __device__ __forceinline__ bool split_reduce(const TmaArgs& a, Acc (&acc)[BN / 2
 #endif
 
 #if TMA_STORE
-static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1 && (sizeof(TY) == 2 || sizeof(TY) == 4), "bulk stores need dense channels-last y of 16- or 32-bit values");
+static_assert(STAGE_STORE && Y_PIXEL_LINEAR && YS_C == 1 && !Y_SEG && (sizeof(TY) == 2 || sizeof(TY) == 4), "bulk stores need dense channels-last y of 16- or 32-bit values");
 // One warpgroup's 64 × BN results → staging boxes → bulk stores. `stage` is the warpgroup's
 // 1024-byte aligned buffer (plain stores into it, so the compiler may interleave them with
 // the epilogue's loads); `issuer` the thread that owns its bulk-store groups.
@@ -203,7 +203,7 @@ __device__ __forceinline__ void raw_store(const Params& p, const Acc (&acc)[BN /
         for (int h = 0; h < 2; ++h) {
             const int kn = n0 + j * 8 + (lane & 3) * 2;
             if (!f.live[h] || kn >= KG) continue;
-            s32* y = (s32*)p.y + f.r[h].off + (i64)(g * KG + kn) * YS_C;
+            s32* y = (s32*)p.y + f.r[h].off + y_chan(g * KG + kn);
             y[0].u = acc[4 * j + 2 * h];
             if (kn + 1 < KG) y[YS_C].u = acc[4 * j + 2 * h + 1];
         }

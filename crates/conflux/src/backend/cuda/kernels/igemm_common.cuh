@@ -76,6 +76,21 @@ __device__ __forceinline__ i64 y_row_offset(int m) {
     return out_row(m).off;
 }
 
+// Where output channel k lies in a pixel's row of y: k·YS_C, or, with Y_SEG (the channels
+// split into runs of Y_SEG, each Y_SEG_STRIDE elements after the last: backward-data of patch
+// layers, whose GEMM columns (filter row, filter column, channel) land in fy rows of dx,
+// bwd_data_patch.rs), (k / Y_SEG)·Y_SEG_STRIDE + (k % Y_SEG)·YS_C. Y_SEG is even, so a pair
+// of channels kn, kn + 1 (kn even) never straddles two runs.
+#ifndef Y_SEG
+#define Y_SEG 0
+#define Y_SEG_STRIDE 0
+#endif
+static_assert(Y_SEG % 2 == 0, "channel runs hold whole pairs");
+__device__ __forceinline__ i64 y_chan(int k) {
+    if (Y_SEG) return (i64)(k / (Y_SEG ? Y_SEG : 1)) * Y_SEG_STRIDE + (i64)(k % (Y_SEG ? Y_SEG : 1)) * YS_C;
+    return (i64)k * YS_C;
+}
+
 // Channels kn and kn + 1 (within group g) of one output row through α/β and the generated
 // epilogue chain; channels past KG come out as 0 and must not be stored.
 __device__ __forceinline__ void epilogue_pair(const Params& p, const OutRow& r, int g, int kn, float a0, float a1, float (&v)[2]) {
@@ -86,7 +101,7 @@ __device__ __forceinline__ void epilogue_pair(const Params& p, const OutRow& r, 
         if (kn + e >= KG) continue;   // the epilogue may read per-channel data
         const int k = g * KG + kn + e;
         float t = p.alpha * acc[e];
-        if (p.beta != 0.f) t += p.beta * ld<TY>(p.y, r.off + (i64)k * YS_C);
+        if (p.beta != 0.f) t += p.beta * ld<TY>(p.y, r.off + y_chan(k));
         v[e] = conflux_epilogue(t, p.epi, r.q.n, k, r.q.od, r.q.oh, r.q.ow, r.sp, OSP);
     }
 }
@@ -119,7 +134,7 @@ template <class U = TY> __device__ __forceinline__ void st2(void* y, i64 o, cons
 // PAIR_STORE says they are adjacent and aligned). Stochastically rounded fp8 elements each
 // take the bits of their own logical index.
 __device__ __forceinline__ void put_pair(const Params& p, const OutRow& r, int g, int kn, const float (&v)[2]) {
-    const i64 o = r.off + (i64)(g * KG + kn) * YS_C;
+    const i64 o = r.off + y_chan(g * KG + kn);
 #if FP8_STOCHASTIC
     for (int e = 0; e < 2; ++e)
         if (kn + e < KG) st_q<TY>(p.y, o + e * YS_C, v[e], ((unsigned long long)r.q.n * p.k + g * KG + kn + e) * OSP + r.sp);

@@ -13,6 +13,7 @@
 // pairs per warp) and the row-chunk reads miss each other's banks.
 #define OUT_CHUNK (16 / (int)sizeof(TY))
 #define OUT_SWZ_MASK ((BN / OUT_CHUNK < 8 ? BN / OUT_CHUNK : 8) - 1)
+static_assert(!Y_SEG || !(STAGE_STORE || STAGE_CM) || (!STAGE_CM && Y_SEG % OUT_CHUNK == 0), "staged rows of a split y: whole 16-byte chunks per channel run");
 __device__ __forceinline__ int out_swz(int row, int chunk) { return row * BN + (chunk ^ (row & OUT_SWZ_MASK)) * OUT_CHUNK; }
 // Where channel `ch` of a staged row starts.
 __device__ __forceinline__ int out_at(int row, int ch) { return out_swz(row, ch / OUT_CHUNK) + ch % OUT_CHUNK; }
@@ -120,7 +121,7 @@ __device__ __forceinline__ void wg_epilogue(const Params& p, const float (&acc)[
         const int row = i / (BN / OUT_CHUNK), ch = i % (BN / OUT_CHUNK);
         const int m = m0 + row, kn = n0 + ch * OUT_CHUNK;
         if (m >= M || kn >= KG) continue;
-        const i64 o = y_row_offset(m) + g * KG + kn;
+        const i64 o = y_row_offset(m) + y_chan(g * KG + kn);
         const TY* src = stage + out_swz(row, ch);
         if (kn + OUT_CHUNK <= KG) {
             *(uint4*)((TY*)p.y + o) = *(const uint4*)src;

@@ -89,7 +89,7 @@ fn sources_generate_with_and_without_splits() {
     for (name, p, tile) in cases {
         let (g, prec) = geom(&p);
         let cfg = tile.unwrap_or_else(|| tma_heuristic(&g, prec, 132));
-        let plan = kernel_plan(&p, &g, prec, cfg, FilterSource::Own, 132).unwrap();
+        let plan = kernel_plan(&p, &g, prec, cfg, FilterSource::Own, None, 132).unwrap();
         assert!(plan.src.contains(&format!("#define SPLITS {}", plan.splits)), "{name}");
         assert!(plan.cfg.smem_bytes(prec) <= SMEM_LIMIT, "{name}");
         assert_eq!(plan.splits > 1, g.n == 1, "{name}: {} splits", plan.splits);
@@ -132,7 +132,7 @@ fn quantized_sources_generate() {
         let (g, prec) = geom(&p);
         assert!(prec.elem() == 1, "{name}");
         let cfg = tma_heuristic(&g, prec, 132);
-        let plan = kernel_plan(&p, &g, prec, cfg, FilterSource::Own, 132).unwrap();
+        let plan = kernel_plan(&p, &g, prec, cfg, FilterSource::Own, None, 132).unwrap();
         let bk = if g.cg() % 128 != 0 && g.cg() % 64 == 0 { 64 } else { 128 };
         assert!(plan.src.contains(&format!("#define BK {bk}\n")), "{name}");
         assert_eq!(plan.src.contains("#define CHANNEL_TAIL 1"), g.cg() % 64 != 0, "{name}");
@@ -155,7 +155,7 @@ fn sixteen_bit_half_rows() {
         let p = problem(DataType::Half, 8, c, 28, 128, (3, 3), 1);
         let (g, prec) = geom(&p);
         let tile = TmaTile::new(128, 128, 4, true);
-        let plan = kernel_plan(&p, &g, prec, tile, FilterSource::Own, 132).unwrap();
+        let plan = kernel_plan(&p, &g, prec, tile, FilterSource::Own, None, 132).unwrap();
         assert!(plan.src.contains(&format!("#define BK {bk}\n")), "{c} channels");
         assert_eq!(plan.src.contains("#define CHANNEL_TAIL 1"), c % bk != 0, "{c} channels");
         assert_eq!(plan.cfg.stages, if bk == 32 { 8 } else { 4 }, "{c} channels");
@@ -163,4 +163,34 @@ fn sixteen_bit_half_rows() {
     }
     let few = problem(DataType::Half, 8, 16, 28, 128, (3, 3), 1);
     assert!(tma_check(&geom(&few).0, DataType::Half).unwrap_err().contains("fewer than 32"));
+}
+
+/// Backward-data of a patch layer as the GEMM `bwd_data_patch.rs` builds: dy (k channels) times
+/// W (fy·fx·c columns, read in place) into dx seen as patches, its channels in runs of fx·c one
+/// dx row apart. Staged rows where the runs hold whole 16-byte chunks, else stores from
+/// registers; never bulk stores. Sources written for the offline compile check as above.
+#[test]
+fn patch_runs_sources_generate() {
+    let out = std::env::var("CONFLUX_KERNEL_SOURCES").ok();
+    for (name, n, c, hw, k, f, staged) in [("patch_2x2_c96", 32, 96, 56, 192, 2, true), ("patch_stem_4x4_c3", 32, 3, 224, 96, 4, false)] {
+        let (cols, p) = (f * f * c, hw / f);
+        let one = ConvDesc::new(ConvMode::Convolution, &[0, 0], &[1, 1], &[1, 1]).unwrap();
+        let dy = TensorDesc::with_layout(DataType::Half, Layout::NHWC, &[n, k, p, p]).unwrap();
+        let w = TensorDesc::with_layout(DataType::Half, Layout::NHWC, &[cols, k, 1, 1]).unwrap();
+        let patches = TensorDesc::with_strides(DataType::Half, &[n, cols, p, p], &[hw * hw * c, 1, f * hw * c, f * c]).unwrap();
+        let fp = FusedProblem::conv(ConvProblem::forward(&one, &dy, &w, &patches).unwrap());
+        let (g, prec) = geom(&fp);
+        let single = crate::problem::TapAxis { first: 0, step: 1, count: 1 };
+        let filter = FilterSource::Flipped { rows: k, row_elems: cols, taps: crate::problem::TapMap { axes: [single; 3], src: [1; 3] } };
+        let runs = ChannelRuns { channels: f * c, stride: hw * c };
+        let plan = kernel_plan(&fp, &g, prec, tma_heuristic(&g, prec, 132), filter, Some(runs), 132).unwrap();
+        assert!(plan.src.contains(&format!("#define Y_SEG {}\n", f * c)), "{name}");
+        assert!(plan.src.contains(&format!("#define Y_SEG_STRIDE {}\n", hw * c)), "{name}");
+        assert!(!plan.tma_store && !plan.src.contains("#define TMA_STORE 1"), "{name}");
+        assert_eq!(plan.src.contains("#define STAGE_STORE 1"), staged, "{name}");
+        assert!(plan.src.contains("#define WGMMA_B_MN_MAJOR 1"), "{name}");
+        if let Some(dir) = &out {
+            std::fs::write(format!("{dir}/igemm_tma_{name}.cu"), &plan.src).unwrap();
+        }
+    }
 }
