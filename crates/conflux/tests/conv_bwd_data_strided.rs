@@ -76,3 +76,45 @@ cuda_tests!(chosen_for_a_strided_layer, |h: &Handle| {
         assert_eq!(chosen.name(), SOLVER);
     }
 });
+
+// Frameworks capture whole training steps into CUDA graphs. Inside a capture the phases run one
+// after another on the handle's stream (the side streams are shared by the device's threads),
+// and the 1×1 stride-2 layer's tap-less phases are one memset: the replayed graph gives the
+// reference's dx, and so does the same call outside a capture (phases side by side).
+cuda_tests!(phases_inside_stream_capture, |h: &Handle| {
+    use conflux::conv::api::{Choice, Workspace};
+    use conflux::reference::fill::Fill;
+    use cudarc::driver::{result as cu, sys};
+    let id = solution_id(SOLVER);
+    let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking).unwrap();
+    h.set_stream(stream as u64).unwrap();
+    for spec in [&CASES[0], &CASES[1], &CASES[5]] {
+        let c = case(spec);
+        let (dy, w) = (random(h, &c.y, Fill::SmallInt(-2, 2), 21), random(h, &c.w, Fill::SmallInt(-2, 2), 22));
+        let want = c.reference(Dir::BackwardData, (1.0, 0.0), &dy.host, &w.host, &vec![0.0; c.x.element_space()]);
+        let run = |dx: &Dev| c.run(h, Dir::BackwardData, dy.ptr(), w.ptr(), dx.ptr(), (1.0, 0.0), Choice::Solution(id), Workspace::default());
+        let direct = poisoned(h, &c.x);
+        run(&direct).unwrap();
+        h.synchronize().unwrap();
+        assert_close(&format!("{c:?} outside a capture"), &logical(&c.x, &download(h, &direct)), &logical(&c.x, &want), 0.0);
+        let captured = poisoned(h, &c.x);
+        h.synchronize().unwrap();
+        // SAFETY: a live stream, captured by this thread only; the graph and its instance are
+        // destroyed below.
+        unsafe {
+            cu::stream::begin_capture(stream, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL).unwrap();
+            let queued = run(&captured);
+            let graph = cu::stream::end_capture(stream).unwrap();
+            queued.unwrap();
+            let exec = cu::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)).unwrap();
+            cu::graph::launch(exec, stream).unwrap();
+            h.synchronize().unwrap();
+            cu::graph::exec_destroy(exec).unwrap();
+            cu::graph::destroy(graph).unwrap();
+        }
+        assert_close(&format!("{c:?} replayed from a graph"), &logical(&c.x, &download(h, &captured)), &logical(&c.x, &want), 0.0);
+    }
+    h.set_stream(0).unwrap();
+    // SAFETY: made above; nothing is queued on it any more.
+    unsafe { cu::stream::destroy(stream).unwrap() };
+});

@@ -25,7 +25,16 @@ pub struct CudaDevice {
     stream: AtomicU64,
     /// conflux's own stream-ordered memory pool (a `CUmemoryPool`), made on first use.
     pool: OnceLock<std::result::Result<usize, String>>,
+    /// Non-blocking streams pieces of one operation run on beside the handle's (`fork`).
+    side: OnceLock<std::result::Result<Vec<u64>, String>>,
 }
+
+thread_local! {
+    /// The stream this thread's launches go to instead of the handle's while a forked piece
+    /// runs (`CudaDevice::on_stream`); `NO_OVERRIDE` otherwise.
+    static STREAM_OVERRIDE: std::cell::Cell<u64> = const { std::cell::Cell::new(NO_OVERRIDE) };
+}
+const NO_OVERRIDE: u64 = u64::MAX;
 
 // SAFETY: CUcontext and CUdevice are process-wide handles usable from any thread once the
 // context is made current there (`bind`).
@@ -63,7 +72,7 @@ impl CudaDevice {
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).map_err(|e| driver_err("attribute", e))?;
         let sm_count = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(|e| driver_err("attribute", e))?;
         let name = cu::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
-        let dev = CudaDevice { ordinal, device, context, name, cc: (major, minor), sm_count, stream: AtomicU64::new(0), pool: OnceLock::new() };
+        let dev = CudaDevice { ordinal, device, context, name, cc: (major, minor), sm_count, stream: AtomicU64::new(0), pool: OnceLock::new(), side: OnceLock::new() };
         dev.bind()?;
         Ok(dev)
     }
@@ -83,10 +92,37 @@ impl CudaDevice {
     /// NVRTC architecture name, e.g. `sm_90`.
     pub fn arch(&self) -> String { format!("sm_{}{}", self.cc.0, self.cc.1) }
 
-    pub fn stream(&self) -> sys::CUstream { self.stream.load(Ordering::Relaxed) as sys::CUstream }
+    /// The stream work is queued on: the handle's, or a side stream while this thread runs a
+    /// forked piece.
+    pub fn stream(&self) -> sys::CUstream { self.stream_raw() as sys::CUstream }
     /// Use the caller's stream (borrowed, never destroyed by conflux).
     pub fn set_stream(&self, stream: u64) { self.stream.store(stream, Ordering::Relaxed) }
-    pub fn stream_raw(&self) -> u64 { self.stream.load(Ordering::Relaxed) }
+    pub fn stream_raw(&self) -> u64 {
+        match STREAM_OVERRIDE.with(|o| o.get()) {
+            NO_OVERRIDE => self.stream.load(Ordering::Relaxed),
+            side => side,
+        }
+    }
+
+    /// Run `f` with this thread's launches on `stream` (one of `side_streams`).
+    pub fn on_stream<R>(&self, stream: u64, f: impl FnOnce() -> R) -> R {
+        struct Restore(u64);
+        impl Drop for Restore {
+            fn drop(&mut self) { STREAM_OVERRIDE.with(|o| o.set(self.0)) }
+        }
+        let _restore = Restore(STREAM_OVERRIDE.with(|o| o.replace(stream)));
+        f()
+    }
+
+    /// The device's side streams (`fork`), made on first use.
+    pub fn side_streams(&self) -> Result<&[u64]> {
+        let made = self.side.get_or_init(|| {
+            (0..super::fork::SIDE_STREAMS)
+                .map(|_| cu::stream::create(cu::stream::StreamKind::NonBlocking).map(|s| s as u64).map_err(|e| format!("cuStreamCreate: {:?}", e.0)))
+                .collect()
+        });
+        made.as_ref().map(Vec::as_slice).map_err(|e| Error::internal(e.clone()))
+    }
 
     /// The pool scratch memory comes from. Its release threshold is unlimited, so memory freed
     /// at the end of one execution is reused by the next instead of going back to the driver
@@ -155,6 +191,21 @@ impl DeviceMemory {
     pub fn ptr(&self) -> u64 { self.ptr }
     pub fn len(&self) -> usize { self.bytes }
     pub fn is_empty(&self) -> bool { self.bytes == 0 }
+}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        if let Some(Ok(streams)) = self.side.get() {
+            let _ = self.bind();
+            // SAFETY: made in `side_streams`, used by nobody else; destruction waits for work
+            // already queued on them.
+            for &s in streams {
+                unsafe {
+                    let _ = cu::stream::destroy(s as sys::CUstream);
+                }
+            }
+        }
+    }
 }
 
 impl Drop for DeviceMemory {

@@ -5,6 +5,7 @@ pub mod bias;
 pub mod blas_lt;
 pub mod compile;
 pub mod driver;
+pub mod fork;
 pub mod im2col;
 pub mod layout;
 pub mod module;

@@ -8,6 +8,7 @@
 use super::common::cuda_of;
 use super::igemm_tma::{CudaConvIgemmTma, FilterSource};
 use crate::backend::cuda::driver::Scratch;
+use crate::backend::cuda::fork::fork_join;
 use crate::backend::cuda::layout::{to_channels_last, ChannelsFirst};
 use crate::backend::cuda::scale::scale_view;
 use crate::backend::cuda::sub_filter::SubFilter;
@@ -68,6 +69,8 @@ pub(crate) struct Plan {
     /// dy's channels-last copy, when the phases read one.
     dy_copy: Option<ChannelsFirst>,
     phases: Vec<PhasePlan>,
+    /// dx's bytes when it is packed (no gaps) and some phase is β·dx alone.
+    zero_whole_dx: Option<usize>,
 }
 
 /// The convolution of a backward-data problem without an epilogue (what every phased solver
@@ -101,7 +104,9 @@ pub(crate) fn plan_phases(
         };
         phases.push(PhasePlan { dx_offset: p.dx_offset, dy_offset: p.dy_offset, work });
     }
-    Ok(Plan { dy_copy, phases })
+    let scaled = phases.iter().any(|p| matches!(p.work, PhaseWork::Scale(_)));
+    let zero_whole_dx = (scaled && conv.x.is_packed()).then(|| conv.x.num_bytes());
+    Ok(Plan { dy_copy, phases, zero_whole_dx })
 }
 
 /// The invoker of `plan`: in-place kernels built now, the copy path's where there is none.
@@ -125,7 +130,7 @@ pub(crate) fn build(plan: Plan, elem: usize, ctx: &dyn BuildContext) -> Result<A
         };
         phases.push((p.dx_offset as u64, p.dy_offset as u64, run));
     }
-    Ok(Arc::new(PhasedInvoker { be: cuda_of(ctx.device())?.clone(), elem: elem as u64, dy_copy: plan.dy_copy, phases }))
+    Ok(Arc::new(PhasedInvoker { be: cuda_of(ctx.device())?.clone(), elem: elem as u64, dy_copy: plan.dy_copy, phases, zero_whole_dx: plan.zero_whole_dx }))
 }
 
 enum PhaseRun {
@@ -147,6 +152,8 @@ struct PhasedInvoker {
     dy_copy: Option<ChannelsFirst>,
     /// dx offset, dy offset (elements) and the work of each phase.
     phases: Vec<(u64, u64, PhaseRun)>,
+    /// `Plan::zero_whole_dx`.
+    zero_whole_dx: Option<usize>,
 }
 
 impl Invoker for PhasedInvoker {
@@ -171,26 +178,42 @@ impl Invoker for PhasedInvoker {
                 None => a.y.0,
             };
             let mut filter_at = scratch.ptr() + dy_bytes as u64;
+            // β = 0 over a packed dx: one memset for every tap-less phase (the others overwrite
+            // their positions after it) instead of a launch per phase.
+            let zeroed = match self.zero_whole_dx {
+                Some(bytes) if a.beta == 0.0 => {
+                    self.be.dev.memset_async(a.x.0, bytes)?;
+                    true
+                }
+                _ => false,
+            };
+            // The phases write disjoint positions of dx: side by side (`fork`), each a piece
+            // with its own region of the scratch for a sub-filter copy.
+            let mut pieces: Vec<Box<dyn FnOnce() -> Result<()> + '_>> = Vec::with_capacity(self.phases.len());
             for (dx_off, dy_off, phase) in &self.phases {
                 let (x, y) = (dy + dy_off * self.elem, a.x.0 + dx_off * self.elem);
                 match phase {
-                    PhaseRun::Scale(view) => scale_view(&self.be, view, y, a.beta as f32)?,
+                    PhaseRun::Scale(_) if zeroed => {}
+                    PhaseRun::Scale(view) => pieces.push(Box::new(move || scale_view(&self.be, view, y, a.beta as f32))),
                     PhaseRun::Conv { in_place, copied, solver, forward, copy } => {
                         let args = RunArgs { x: DevPtr(x), y: DevPtr(y), ..*a };
                         match in_place {
                             // The copy engine needs 16-byte aligned tensors.
-                            Some(inv) if x % 16 == 0 && y % 16 == 0 && a.w.0 % 16 == 0 => inv.run(ctx, &args)?,
+                            Some(inv) if x % 16 == 0 && y % 16 == 0 && a.w.0 % 16 == 0 => pieces.push(Box::new(move || inv.run(ctx, &args))),
                             _ => {
                                 let inv = copied.get_or_init(|| solver.build(forward, ctx.device())).as_ref().map_err(Clone::clone)?;
-                                copy.run(&self.be, a.w.0, filter_at)?;
-                                inv.run(ctx, &RunArgs { w: DevPtr(filter_at), ..args })?;
+                                let at = filter_at;
                                 filter_at += copy.bytes().next_multiple_of(256) as u64;
+                                pieces.push(Box::new(move || {
+                                    copy.run(&self.be, a.w.0, at)?;
+                                    inv.run(ctx, &RunArgs { w: DevPtr(at), ..args })
+                                }));
                             }
                         }
                     }
                 }
             }
-            Ok(())
+            fork_join(&self.be.dev, pieces)
         })
     }
 }
