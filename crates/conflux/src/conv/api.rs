@@ -81,8 +81,16 @@ pub(crate) fn check_workspace(op: &str, ws: Workspace) -> Result<()> {
 pub fn run_bound(handle: &Handle, b: &Bound, choice: Choice, alpha: f64, beta: f64, ws: Workspace) -> Result<()> {
     check_workspace(b.op, ws)?;
     let fp = FusedProblem::conv(b.problem.clone());
-    let solver = search::choose(handle, &fp, choice, ws.bytes).map_err(|e| e.context(b.op))?;
-    let inv = handle.invoker(&fp, solver).map_err(|e| e.context(b.op))?;
+    let key = (fp.key(), choice, ws.bytes);
+    let inv = match search::resolved(handle, &key) {
+        Some((_, inv)) => inv,
+        None => {
+            let solver = search::choose(handle, &fp, choice, ws.bytes).map_err(|e| e.context(b.op))?;
+            let inv = handle.invoker(&fp, solver).map_err(|e| e.context(b.op))?;
+            search::remember_resolved(handle, key, (solver, inv.clone()));
+            inv
+        }
+    };
     crate::solver::invoke(&*inv, handle, &RunArgs { x: b.x, w: b.w, y: b.y, alpha, beta, workspace: ws.ptr, workspace_bytes: ws.bytes, ops: &[] })
 }
 

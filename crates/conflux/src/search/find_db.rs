@@ -80,6 +80,7 @@ pub fn store(s: &dyn Session, problem: &FusedProblem, measured: &[FindEntry]) {
         }
     }
     s.search_state().find_memo.lock().unwrap().insert(key, Some(Arc::new(rec)));
+    super::session::forget_resolved(s);
 }
 
 fn encode(device: &Device, key: &str, rec: &FindRecord) -> String {

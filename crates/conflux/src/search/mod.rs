@@ -22,3 +22,4 @@ pub use fusion_find::{benchmark as time_plan_on_scratch, default_find_mode, pick
 pub use progress::{FindProgress, FindProgressFn};
 pub use select::{applicable, choose, first_applicable, solution, support_matrix, Choice};
 pub use session::{cached_invoker, invoker, replace_invoker, SearchState, Session};
+pub(crate) use session::{remember_resolved, resolved};

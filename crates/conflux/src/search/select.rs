@@ -23,7 +23,7 @@ use crate::types::ConvAlgorithm;
 ///   is for another device, does not apply or needs more workspace than given.
 ///
 /// `Auto` and `Algorithm` skip solvers that need more workspace than given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Choice {
     Auto,
     Algorithm(ConvAlgorithm),

@@ -25,9 +25,18 @@ type InvokerSlot = Arc<Mutex<Option<Arc<dyn Invoker>>>>;
 /// Find results read or written by this session, by find-db key (None: no entry on disk).
 pub(crate) type FindMemo = HashMap<String, Option<Arc<FindRecord>>>;
 
+/// A convolution call's choice as the caller states it: (problem key, choice, workspace bytes).
+pub(crate) type RunKey = (String, super::Choice, usize);
+/// What a call resolved to: the solver and its built invoker.
+pub(crate) type Resolved = (&'static dyn Solver, Arc<dyn Invoker>);
+
 #[derive(Default)]
 pub struct SearchState {
     invokers: Mutex<HashMap<InvokerKey, InvokerSlot>>,
+    /// Calls already resolved, so that a repeated call skips the find-db lookup and the
+    /// solvers' applicability checks (tens of µs for the adapters, more than many kernels
+    /// run). Cleared whenever a Find or a tuning run changes what a call would resolve to.
+    resolved: Mutex<HashMap<RunKey, Resolved>>,
     builds: AtomicU64,
     pub(crate) find_memo: Mutex<FindMemo>,
     find_progress: Mutex<Option<FindProgressFn>>,
@@ -51,6 +60,15 @@ impl SearchState {
         self.find_progress.lock().unwrap().clone()
     }
 }
+
+/// The solver and invoker `key` resolved to on an earlier call, if nothing has changed since.
+pub(crate) fn resolved(s: &dyn Session, key: &RunKey) -> Option<Resolved> { s.search_state().resolved.lock().unwrap().get(key).cloned() }
+
+/// Remember what `key` resolved to.
+pub(crate) fn remember_resolved(s: &dyn Session, key: RunKey, r: Resolved) { s.search_state().resolved.lock().unwrap().insert(key, r); }
+
+/// Forget every resolved call: a Find wrote new results, or tuning replaced an invoker.
+pub(crate) fn forget_resolved(s: &dyn Session) { s.search_state().resolved.lock().unwrap().clear(); }
 
 /// Building for a device with the perf-db's tuned configurations.
 pub(crate) struct Tuned<'a>(pub &'a Device);
@@ -86,6 +104,7 @@ fn slot(state: &SearchState, key: InvokerKey) -> InvokerSlot {
 /// tuning picked a configuration other than the one built first).
 pub fn replace_invoker(s: &dyn Session, problem: &FusedProblem, solver: &'static dyn Solver, inv: Arc<dyn Invoker>) {
     *slot(s.search_state(), (problem.key(), solver.name())).lock().unwrap() = Some(inv);
+    forget_resolved(s);
 }
 
 /// The cached invoker of `solver` for `problem`, if one was built.
