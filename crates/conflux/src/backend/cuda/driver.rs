@@ -27,6 +27,9 @@ pub struct CudaDevice {
     pool: OnceLock<std::result::Result<usize, String>>,
     /// Non-blocking streams pieces of one operation run on beside the handle's (`fork`).
     side: OnceLock<std::result::Result<Vec<u64>, String>>,
+    /// Events for fork and join, reused: a wait already queued keeps the record it saw, so an
+    /// event may be recorded again as soon as its waits are queued.
+    events: std::sync::Mutex<Vec<u64>>,
 }
 
 thread_local! {
@@ -72,7 +75,7 @@ impl CudaDevice {
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).map_err(|e| driver_err("attribute", e))?;
         let sm_count = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(|e| driver_err("attribute", e))?;
         let name = cu::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
-        let dev = CudaDevice { ordinal, device, context, name, cc: (major, minor), sm_count, stream: AtomicU64::new(0), pool: OnceLock::new(), side: OnceLock::new() };
+        let dev = CudaDevice { ordinal, device, context, name, cc: (major, minor), sm_count, stream: AtomicU64::new(0), pool: OnceLock::new(), side: OnceLock::new(), events: std::sync::Mutex::new(Vec::new()) };
         dev.bind()?;
         Ok(dev)
     }
@@ -112,6 +115,19 @@ impl CudaDevice {
         }
         let _restore = Restore(STREAM_OVERRIDE.with(|o| o.replace(stream)));
         f()
+    }
+
+    /// A timing-free event from the device's reuse list (made when the list is empty).
+    pub fn take_event(&self) -> Result<sys::CUevent> {
+        if let Some(e) = self.events.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return Ok(e as sys::CUevent);
+        }
+        cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(|e| driver_err("cuEventCreate", e))
+    }
+
+    /// Events back to the reuse list once every wait on their last record is queued.
+    pub fn give_events(&self, events: impl IntoIterator<Item = sys::CUevent>) {
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).extend(events.into_iter().map(|e| e as u64));
     }
 
     /// The device's side streams (`fork`), made on first use.
@@ -195,8 +211,14 @@ impl DeviceMemory {
 
 impl Drop for CudaDevice {
     fn drop(&mut self) {
+        let _ = self.bind();
+        for &e in self.events.get_mut().unwrap_or_else(|p| p.into_inner()).iter() {
+            // SAFETY: made by `take_event`; the driver defers destruction until it completes.
+            unsafe {
+                let _ = cu::event::destroy(e as sys::CUevent);
+            }
+        }
         if let Some(Ok(streams)) = self.side.get() {
-            let _ = self.bind();
             // SAFETY: made in `side_streams`, used by nobody else; destruction waits for work
             // already queued on them.
             for &s in streams {

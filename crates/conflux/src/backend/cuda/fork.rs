@@ -26,7 +26,6 @@ pub fn fork_join(dev: &CudaDevice, pieces: Vec<Box<dyn FnOnce() -> Result<()> + 
         Ok(s) if pieces.len() > 1 && capture == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => s,
         _ => return pieces.into_iter().try_for_each(|p| p()),
     };
-    let event = || cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(|e| driver_err("cuEventCreate", e));
     let wait = |stream: sys::CUstream, e: sys::CUevent| {
         // SAFETY: a live stream and an event recorded before this call.
         unsafe { cu::stream::wait_event(stream, e, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }.map_err(|e| driver_err("cuStreamWaitEvent", e))
@@ -35,9 +34,9 @@ pub fn fork_join(dev: &CudaDevice, pieces: Vec<Box<dyn FnOnce() -> Result<()> + 
         // SAFETY: a live event and stream.
         unsafe { cu::event::record(e, stream) }.map_err(|e| driver_err("cuEventRecord", e))
     };
-    let mut events = Events(Vec::with_capacity(pieces.len()));
-    let forked = event()?;
-    events.0.push(forked);
+    let mut events = Events(dev, Vec::with_capacity(pieces.len()));
+    let forked = dev.take_event()?;
+    events.1.push(forked);
     record(forked, main)?;
     let used = (pieces.len() - 1).min(sides.len());
     for &s in &sides[..used] {
@@ -54,25 +53,17 @@ pub fn fork_join(dev: &CudaDevice, pieces: Vec<Box<dyn FnOnce() -> Result<()> + 
     // Join every side stream used, whatever happened: the handle's stream must not run ahead
     // of work already queued on them.
     for &s in &sides[..used] {
-        let done = event()?;
-        events.0.push(done);
+        let done = dev.take_event()?;
+        events.1.push(done);
         record(done, s as sys::CUstream)?;
         wait(main, done)?;
     }
     result
 }
 
-/// Events of one fork, destroyed once their waits are queued (the driver keeps a recorded
-/// event alive until it completes).
-struct Events(Vec<sys::CUevent>);
+/// Events of one fork, back to the device's reuse list once their waits are queued.
+struct Events<'a>(&'a CudaDevice, Vec<sys::CUevent>);
 
-impl Drop for Events {
-    fn drop(&mut self) {
-        for &e in &self.0 {
-            // SAFETY: created in `fork_join`; destruction is deferred by the driver until done.
-            unsafe {
-                let _ = cu::event::destroy(e);
-            }
-        }
-    }
+impl Drop for Events<'_> {
+    fn drop(&mut self) { self.0.give_events(self.1.drain(..)) }
 }
