@@ -119,7 +119,7 @@ fn refusals_name_the_cause() {
     let ok = |c: &ConvCase| s.check(&c.fused(Dir::Forward), info);
     let c = case([1, 8, 14, 14], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
     assert!(ok(&c).is_ok());
-    assert!(s.check(&c.fused(Dir::BackwardData), info).unwrap_err().contains("forward only"));
+    assert!(s.check(&c.fused(Dir::BackwardData), info).unwrap_err().contains("backward-data: CpuConvDepthwiseBwdData"));
     let small = case([1, 8, 7, 7], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
     assert!(ok(&small).unwrap_err().contains("fill 49 of 64 lanes"));
     let long = case([1, 8, 14, 14], 1, [5, 5], [2, 2], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
@@ -145,4 +145,71 @@ fn refusals_name_the_cause() {
     // Padding that makes the plane 2²⁰ rows tall: too many masks, refused at once.
     let tall = case([1, 2, 4, 4], 1, [3, 3], [1 << 20, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
     assert!(ok(&tall).unwrap_err().contains("masks"));
+}
+
+/// Stride-1 depthwise backward-data runs as the forward convolution with reversed taps
+/// (`CpuConvDepthwiseBwdData`) on whichever forward solver takes it: 3×3, 5×5 with a channel
+/// multiplier, dilation, 7×7, channels-last and gapped tensors, exact and α/β data; immediate
+/// mode picks it for MobileNetV2's layer; strided layers and other directions are refused.
+#[test]
+fn backward_data_through_the_forward_kernels() {
+    let h = Handle::cpu();
+    let id = solution_id("CpuConvDepthwiseBwdData");
+    let cases = [
+        case([2, 24, 30, 33], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed),
+        case([2, 8, 17, 16], 2, [5, 5], [2, 2], [1, 1], [1, 1], Lay::Packed, Lay::Packed),
+        case([1, 16, 20, 21], 1, [3, 3], [2, 2], [1, 1], [2, 2], Lay::Packed, Lay::Gapped),
+        case([2, 16, 14, 14], 1, [7, 7], [3, 3], [1, 1], [1, 1], Lay::Packed, Lay::Packed),
+        case([2, 32, 12, 13], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::ChannelsLast, Lay::ChannelsLast),
+        // Unpadded: dx's border is reached by fewer taps (padding 2 in the forward rewrite).
+        case([1, 16, 9, 11], 1, [3, 3], [0, 0], [1, 1], [1, 1], Lay::Packed, Lay::Packed),
+    ];
+    for (i, c) in cases.into_iter().enumerate() {
+        check_exact_and_scaled(&h, &c.unwrap(), Dir::BackwardData, id, 31000 + 10 * i as u64);
+    }
+    let mbv2 = case([1, 144, 56, 56], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
+    let chosen = conflux::search::choose(&h, &mbv2.fused(Dir::BackwardData), conflux::conv::Choice::Auto, 0).unwrap();
+    assert_eq!(chosen.name(), "CpuConvDepthwiseBwdData");
+    let s = solver("CpuConvDepthwiseBwdData");
+    let why = s.check(&mbv2.fused(Dir::Forward), h.device().info()).unwrap_err();
+    assert!(why.contains("backward-data only"), "{why}");
+    let strided = case([1, 16, 14, 14], 1, [3, 3], [1, 1], [2, 2], [1, 1], Lay::Packed, Lay::Packed).unwrap();
+    let why = s.check(&strided.fused(Dir::BackwardData), h.device().info()).unwrap_err();
+    assert!(why.contains("stride"), "{why}");
+}
+
+/// Backward-weights on the flat planes: random geometries of the forward test (stride 1 and 2,
+/// dilation, padding, multipliers 1–3) through `check_solver` on exact and α/β data; dy planes
+/// with gaps are refused, and so is backward-data.
+#[test]
+fn backward_weights_over_the_flat_planes() {
+    let h = Handle::cpu();
+    if !runs_here(&h) {
+        return;
+    }
+    let id = solution_id(FLAT);
+    let mut r = SplitMix64::new(3131);
+    let (mut ran, mut strided) = (0u64, 0);
+    while ran < 24 {
+        let f = [r.range(1, 3), r.range(1, 3)];
+        let stride = r.pick(&[1, 1, 2]) as i64;
+        let dil = [r.pick(&[1, 1, 2]) as i64, r.pick(&[1, 1, 3]) as i64];
+        let same = |k: usize, d: i64| ((k as i64 - 1) * d + 1) / 2;
+        let pad = [r.pick(&[same(f[0], dil[0]), 0, 1]), same(f[1], dil[1])];
+        let wide = if stride == 2 { r.range(31, 40) } else { r.range(1, 40) };
+        let lx = [r.range(1, 3), r.range(1, 12), r.range(1, 30), wide];
+        let Some(c) = case(lx, r.range(1, 3), f, pad, [stride, stride], dil, Lay::Packed, Lay::Packed) else { continue };
+        if solver(FLAT).check(&c.fused(Dir::BackwardWeights), h.device().info()).is_err() {
+            continue;
+        }
+        check_exact_and_scaled(&h, &c, Dir::BackwardWeights, id, 33000 + 10 * ran);
+        strided += usize::from(stride == 2);
+        ran += 1;
+    }
+    assert!(strided >= 4, "only {strided} strided geometries ran");
+    let gapped = case([1, 16, 32, 32], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Gapped).unwrap();
+    let why = solver(FLAT).check(&gapped.fused(Dir::BackwardWeights), h.device().info()).unwrap_err();
+    assert!(why.contains("dense dy"), "{why}");
+    let why = solver(FLAT).check(&gapped.fused(Dir::BackwardData), h.device().info()).unwrap_err();
+    assert!(why.contains("backward-data"), "{why}");
 }

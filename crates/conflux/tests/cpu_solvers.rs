@@ -188,10 +188,13 @@ fn direct_takes_long_depthwise_filters() {
             for d in ALL {
                 let chosen = conflux::search::choose(&h, &c.fused(d), conflux::conv::Choice::Auto, 0).unwrap();
                 // Depthwise goes to its own solvers first: channels-first forward to the plane
-                // solver (any channel multiplier), the rest with one output per group channels-last
-                // (channels-first tensors too, on planes this small).
+                // solver (any channel multiplier), stride-1 backward-data to the forward
+                // rewrite, the rest with one output per group channels-last (channels-first
+                // tensors too, on planes this small).
                 let want = match (geo.w[0] == geo.x[1], lay, d) {
                     (_, Lay::Packed, Dir::Forward) => "CpuConvDepthwisePlanes",
+                    // Stride-1 backward-data is the forward with reversed taps.
+                    (_, _, Dir::BackwardData) if i == 0 => "CpuConvDepthwiseBwdData",
                     (true, _, _) => "CpuConvDepthwiseNhwc",
                     _ => DIRECT,
                 };

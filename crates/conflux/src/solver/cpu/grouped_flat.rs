@@ -34,12 +34,12 @@ impl Solver for CpuGroupedFlat {
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
     fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
-        check_flat(problem, device, grouped_unsuitable)
+        check_flat(problem, device, grouped_unsuitable, false)
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 { estimate_flat(problem) }
 
     fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
-        build_flat(problem, self.name(), #[cfg(target_arch = "x86_64")] kernels::forward)
+        build_flat(problem, self.name(), #[cfg(target_arch = "x86_64")] kernels::forward, #[cfg(target_arch = "x86_64")] None)
     }
 }

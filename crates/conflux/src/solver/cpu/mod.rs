@@ -4,6 +4,7 @@
 pub mod amx1x1;
 mod common;
 pub mod depthwise_blocks;
+pub mod depthwise_bwd_data;
 pub mod depthwise_flat;
 pub mod depthwise_nhwc;
 pub mod depthwise_planes;
@@ -29,6 +30,7 @@ pub mod winograd_f4;
 
 pub use amx1x1::CpuAmx1x1;
 pub use depthwise_blocks::CpuDepthwiseBlocks;
+pub use depthwise_bwd_data::CpuDepthwiseBwdData;
 pub use depthwise_flat::CpuDepthwiseFlat;
 pub use grouped_flat::CpuGroupedFlat;
 pub use depthwise_nhwc::CpuDepthwiseNhwc;

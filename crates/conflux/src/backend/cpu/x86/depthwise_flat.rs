@@ -107,6 +107,33 @@ unsafe fn store<const G: usize>(t: &PlaneTaps, v0: usize, a: [__m512; G], st: Ou
     }
 }
 
+/// Backward-weights over one plane: for every tap t, `acc[t]` += the 16-lane partial sums of
+/// dy[p] · x[p + offset_t] over the plane's outputs p (lanes masked as `plane` masks them, and
+/// dy's last vector to the plane's outputs). TAPS is the plane's tap count.
+///
+/// # Safety
+/// As `plane`, with `dy` holding the plane's `outputs` f32 and `acc` TAPS entries.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn plane_weights<const TAPS: usize>(t: &PlaneTaps, x: *const f32, dy: *const f32, acc: &mut [[f32; LANES]]) {
+    debug_assert!(t.offsets.len() == TAPS && acc.len() == TAPS);
+    let mut a = [_mm512_setzero_ps(); TAPS];
+    for v in 0..t.vectors {
+        let left = t.outputs - v * LANES;
+        let d = _mm512_maskz_loadu_ps(if left >= LANES { 0xffff } else { (1u16 << left) - 1 }, dy.add(v * LANES));
+        for (ti, at) in a.iter_mut().enumerate() {
+            let xv = _mm512_maskz_loadu_ps(*t.masks.get_unchecked(ti * t.vectors + v), x.wrapping_offset(*t.offsets.get_unchecked(ti)).wrapping_add(v * LANES));
+            *at = _mm512_fmadd_ps(d, xv, *at);
+        }
+    }
+    for (ti, at) in a.iter().enumerate() {
+        let mut sums = [0.0f32; LANES];
+        _mm512_storeu_ps(sums.as_mut_ptr(), *at);
+        for (dst, s) in acc[ti].iter_mut().zip(sums) {
+            *dst += s;
+        }
+    }
+}
+
 /// Split input rows `rows` of a plane of `width` floats per row (row r at `x + r·width`) into
 /// stride phases of `pitch` columns: row r, column c goes to phase (r mod sh, c mod sw), row
 /// r / sh, column c / sw, phase (a, b) starting at `buf + (a·sw + b)·phase_len`; `sw` is 1 or 2.
