@@ -167,6 +167,16 @@ fn backward_data_through_the_forward_kernels() {
     for (i, c) in cases.into_iter().enumerate() {
         check_exact_and_scaled(&h, &c.unwrap(), Dir::BackwardData, id, 31000 + 10 * i as u64);
     }
+    // Under the constant-weights promise, filters at different addresses through one compiled
+    // solution each give their own dx (w' is a fresh copy per call, often at the previous
+    // call's address: the rewrite drops the promise for its inner solver).
+    for lay in [Lay::Packed, Lay::ChannelsLast] {
+        let mut c = case([2, 16, 14, 14], 1, [7, 7], [3, 3], [1, 1], [1, 1], lay, lay).unwrap();
+        c.conv.set_attribute(conflux::types::ConvAttrib::ConstantWeights, 1).unwrap();
+        for seed in [31100, 31200, 31300] {
+            check_exact_and_scaled(&h, &c, Dir::BackwardData, id, seed);
+        }
+    }
     let mbv2 = case([1, 144, 56, 56], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
     let chosen = conflux::search::choose(&h, &mbv2.fused(Dir::BackwardData), conflux::conv::Choice::Auto, 0).unwrap();
     assert_eq!(chosen.name(), "CpuConvDepthwiseBwdData");
