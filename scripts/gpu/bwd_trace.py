@@ -12,11 +12,9 @@ usage: python3 bwd_trace.py --list zoo_public.txt [--models resnet50] [--n 32] [
 """
 import argparse, collections, math
 import torch
-from torch.autograd import DeviceType
-from torch.profiler import profile as torch_profile, ProfilerActivity
 from triton.testing import do_bench
 from miopen_ctypes import MIOpen, MIOpenError, FLOAT, HALF, BF16, find_lib
-from zoo_common import backward_runner, read_list
+from zoo_common import backward_runner, read_list, timed_trace
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--list", default="zoo_public.txt")
@@ -70,25 +68,10 @@ def trace(cfg, kind):
     for side, f in (("conflux", ours), ("cudnn", peer)):
         if not f:
             continue
-        for _ in range(3):
-            f()
-        times = []
-        for _ in range(30):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            flush.zero_()
-            s.record(); f(); e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e) * 1e3)
-        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-            flush.zero_()
-            f()
-            torch.cuda.synchronize()
-        evs = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start)
-        t0 = evs[0].time_range.end if evs else 0
-        busy = sum(e.time_range.elapsed_us() for e in evs[1:])
-        print(f"   {side:8s} median {sorted(times)[len(times) // 2]:8.1f} us, activities {busy:8.1f} us", flush=True)
-        for e in evs[1:]:
-            print(f"      +{e.time_range.start - t0:8.1f} {e.time_range.elapsed_us():8.1f} us  {e.name[:110]}")
+        median, acts = timed_trace(f, flush)
+        print(f"   {side:8s} median {median:8.1f} us, activities {sum(us for _, _, us in acts):8.1f} us", flush=True)
+        for name, at, us in acts:
+            print(f"      +{at:8.1f} {us:8.1f} us  {name[:110]}")
     if ours and not check():
         print("   CHECK FAILED")
     del keep

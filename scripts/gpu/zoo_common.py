@@ -1,6 +1,6 @@
 """Pieces the GPU benchmark scripts share (staged into .gpu/ beside them by build.sh): reading a
-zoo layer list, an N-D convolution descriptor, and a backward convolution found, then run,
-through the C API.
+zoo layer list, an N-D convolution descriptor, a backward convolution found, then run, through
+the C API, and one call's timing and profiler trace.
 """
 import ctypes as C
 from miopen_ctypes import P
@@ -54,3 +54,28 @@ def backward_runner(mio, kind, yd, gy, wd, w, xd, x, cd, od, out):
                                                     1, C.byref(n), C.byref(perf), P(wsb.data_ptr()), C.c_size_t(ws.value), False)
     return lambda: L.miopenConvolutionBackwardWeights(mio.h, C.byref(ONE), yd, P(gy.data_ptr()), xd, P(x.data_ptr()), cd, perf.algo,
                                                       C.byref(ZERO), od, P(out.data_ptr()), P(wsb.data_ptr()), C.c_size_t(ws.value))
+
+
+def timed_trace(f, flush):
+    """(median µs of 30 CUDA-event-timed calls, each after an L2 flush as do_bench does; the GPU
+    activities of one more call under the torch profiler as (name, start µs after the flush,
+    duration µs))."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import profile, ProfilerActivity
+    for _ in range(3):
+        f()
+    times = []
+    for _ in range(30):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        flush.zero_()
+        s.record(); f(); e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        flush.zero_()
+        f()
+        torch.cuda.synchronize()
+    evs = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start)
+    t0 = evs[0].time_range.end if evs else 0
+    return sorted(times)[len(times) // 2], [(e.name, e.time_range.start - t0, e.time_range.elapsed_us()) for e in evs[1:]]

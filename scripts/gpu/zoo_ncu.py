@@ -150,8 +150,7 @@ def profile():
 
 def trace():
     import torch
-    from torch.autograd import DeviceType
-    from torch.profiler import profile as torch_profile, ProfilerActivity
+    from zoo_common import timed_trace
     mio, tdt, code, fmt = setup()
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     for cfg, model, cnt, o, p, best in read_selection(a.sel):
@@ -160,23 +159,9 @@ def trace():
         for side, f in (("conflux", ours), (best, peers[best])):
             if not f:
                 continue
-            for _ in range(3):
-                f()
-            times = []
-            for _ in range(30):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                flush.zero_()
-                s.record(); f(); e.record()
-                e.synchronize()
-                times.append(s.elapsed_time(e) * 1e3)
-            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-                flush.zero_()
-                f()
-                torch.cuda.synchronize()
-            evs = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start)
-            t0 = evs[0].time_range.end if evs else 0
-            acts = ", ".join(f"{e.name[:40]} +{e.time_range.start - t0:.1f} {e.time_range.elapsed_us():.1f}us" for e in evs[1:])
-            print(f"   {side:8s} event-timed median {sorted(times)[len(times) // 2]:8.1f} us | after the flush: {acts}", flush=True)
+            median, acts = timed_trace(f, flush)
+            acts = ", ".join(f"{name[:40]} +{at:.1f} {us:.1f}us" for name, at, us in acts)
+            print(f"   {side:8s} event-timed median {median:8.1f} us | after the flush: {acts}", flush=True)
         del keep
         torch.cuda.empty_cache()
 
