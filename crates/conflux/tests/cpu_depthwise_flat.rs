@@ -223,3 +223,40 @@ fn backward_weights_over_the_flat_planes() {
     let why = solver(FLAT).check(&gapped.fused(Dir::BackwardData), h.device().info()).unwrap_err();
     assert!(why.contains("backward-data"), "{why}");
 }
+
+/// Strided depthwise backward-data by phases on the flat kernel (`CpuConvDepthwiseBwdPhases`):
+/// 3×3 and 5×5 stride 2 on even and odd planes, a gapped dx, exact and α/β data; immediate mode
+/// picks it for MobileNetV2's stride-2 layer; refusals name the cause.
+#[test]
+fn strided_backward_data_by_phases() {
+    let h = Handle::cpu();
+    if !runs_here(&h) {
+        return;
+    }
+    let s = solver("CpuConvDepthwiseBwdPhases");
+    let id = solution_id("CpuConvDepthwiseBwdPhases");
+    let mut ran = 0;
+    for (lx, f, pad, yl) in [
+        ([2, 16, 64, 64], [3, 3], [1, 1], Lay::Packed),
+        ([1, 24, 56, 48], [5, 5], [2, 2], Lay::Packed),
+        ([2, 8, 33, 35], [3, 3], [1, 1], Lay::Packed),
+        ([1, 16, 40, 64], [3, 3], [1, 1], Lay::Gapped),
+    ] {
+        let c = case(lx, 1, f, pad, [2, 2], [1, 1], yl, Lay::Packed).unwrap();
+        match s.check(&c.fused(Dir::BackwardData), h.device().info()) {
+            Ok(()) => {
+                check_exact_and_scaled(&h, &c, Dir::BackwardData, id, 35000 + 10 * ran);
+                ran += 1;
+            }
+            Err(why) => println!("{c:?}: {why}"),
+        }
+    }
+    assert!(ran >= 3, "only {ran} geometries ran");
+    let mbv2 = case([1, 96, 112, 112], 1, [3, 3], [1, 1], [2, 2], [1, 1], Lay::Packed, Lay::Packed).unwrap();
+    let chosen = conflux::search::choose(&h, &mbv2.fused(Dir::BackwardData), conflux::conv::Choice::Auto, 0).unwrap();
+    assert_eq!(chosen.name(), "CpuConvDepthwiseBwdPhases");
+    let stride1 = case([1, 16, 32, 32], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap();
+    assert!(s.check(&stride1.fused(Dir::BackwardData), h.device().info()).unwrap_err().contains("stride 1"));
+    let one = case([1, 16, 32, 32], 1, [1, 1], [0, 0], [2, 2], [1, 1], Lay::Packed, Lay::Packed).unwrap();
+    assert!(s.check(&one.fused(Dir::BackwardData), h.device().info()).unwrap_err().contains("no taps"));
+}
