@@ -2,9 +2,9 @@
 //! order is `registry.rs`'s; the kernels they run are in `backend/cpu/`.
 
 pub mod amx1x1;
-pub mod bwd_data_forward;
 mod common;
 pub mod depthwise_blocks;
+pub mod depthwise_bwd_data;
 pub mod depthwise_bwd_phases;
 pub mod depthwise_flat;
 pub mod depthwise_nhwc;
@@ -31,8 +31,8 @@ pub mod winograd_f4;
 
 pub use amx1x1::CpuAmx1x1;
 pub use depthwise_blocks::CpuDepthwiseBlocks;
+pub use depthwise_bwd_data::CpuDepthwiseBwdData;
 pub use depthwise_bwd_phases::CpuDepthwiseBwdPhases;
-pub use bwd_data_forward::CPU_DEPTHWISE_BWD_DATA;
 pub use depthwise_flat::CpuDepthwiseFlat;
 pub use grouped_flat::CpuGroupedFlat;
 pub use depthwise_nhwc::CpuDepthwiseNhwc;

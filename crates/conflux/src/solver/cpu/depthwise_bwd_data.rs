@@ -1,46 +1,33 @@
-//! Stride-1 f32 backward-data as the forward convolution it is: dx = conv(dy, w') where w'
-//! swaps each group's input and output channels and reverses the taps, and the padding becomes
-//! dilation·(taps − 1) − pad (`ConvProblem::backward_data_as_forward`), run on the first CPU
-//! solver that takes that forward problem without workspace. w' is a copy of the caller's
-//! filter made per call. An instance per family where the forward solvers beat the backward
-//! loops: depthwise (`CpuConvDepthwiseBwdData`: the flat-plane and block kernels read
+//! Backward-data of stride-1 depthwise f32 layers as the forward convolution it is: dx =
+//! conv(dy, w') where w' reverses each filter's taps and the padding becomes dilation·(taps − 1)
+//! − pad (`ConvProblem::backward_data_as_forward`), run on the first CPU solver that takes that
+//! forward problem without workspace — the flat-plane and block kernels, which read
 //! channels-first planes in place, where the direct solver's backward loops pad a copy of every
-//! plane and run scalar). Ungrouped 1×1 layers measured slower this way
-//! (bench/results/2026-11-29-cpu-bwd-zoo-n8/bwd-data-1x1-as-forward.md).
+//! plane and run scalar. w' is a copy of the caller's filter made per call.
 
 use super::common::f32_geometry;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
 use crate::memory::DevPtr;
-use crate::problem::{FusedKind, FusedProblem, Geom};
+use crate::problem::{FusedKind, FusedProblem};
 use crate::solver::registry::first_without_workspace;
 use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
 use crate::tensor::TensorDesc;
 use crate::types::{ConvAlgorithm, ConvAttrib, Direction, Layout};
 use std::sync::Arc;
 
-/// Stride-1 backward-data through the forward solvers, for the layers `applies` accepts.
-pub struct BwdDataAsForward {
-    name: &'static str,
-    id: u64,
-    /// Why a layer (its normal geometry) is not this instance's, or None.
-    applies: fn(&Geom) -> Option<String>,
-}
+pub struct CpuDepthwiseBwdData;
 
-pub const CPU_DEPTHWISE_BWD_DATA: BwdDataAsForward = BwdDataAsForward { name: "CpuConvDepthwiseBwdData", id: 26, applies: depthwise };
-
-fn depthwise(g: &Geom) -> Option<String> {
-    (g.groups == 1 || g.cg() != 1).then(|| format!("depthwise (one input channel per group) only ({} groups, {} channels)", g.groups, g.c))
-}
+const ID: u64 = 26;
 
 /// The forward problem dx = conv(dy, w') (epilogue kept) and the solver that runs it.
-fn rewrite(me: &BwdDataAsForward, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(FusedProblem, &'static dyn Solver), String> {
+fn rewrite(problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(FusedProblem, &'static dyn Solver), String> {
     let (conv, g) = f32_geometry(problem, false)?;
     if conv.direction != Direction::BackwardData {
         return Err(format!("backward-data only (this is {:?})", conv.direction));
     }
-    if let Some(why) = (me.applies)(&g) {
-        return Err(why);
+    if g.groups == 1 || g.cg() != 1 {
+        return Err(format!("depthwise (one input channel per group) only ({} groups, {} channels)", g.groups, g.c));
     }
     if g.stride != [1; 3] {
         return Err(format!("stride {:?}: only stride 1 is a forward convolution of dy", &g.stride[3 - conv.spatial_dims()..]));
@@ -50,14 +37,13 @@ fn rewrite(me: &BwdDataAsForward, problem: &FusedProblem, device: &DeviceInfo) -
     // transformed filters by address under the constant-weights promise must not see it.
     forward.conv.set_attribute(ConvAttrib::ConstantWeights, 0).map_err(|e| e.reason)?;
     let fp = FusedProblem { kind: FusedKind::Conv { conv: forward, epilogue: problem.epilogue().to_vec() } };
-    let id = me.id;
-    let inner = first_without_workspace(&fp, device, |e| e.solver.solution_id() != id).map_err(|why| format!("no solver takes dx = conv(dy, w') ({why})"))?;
+    let inner = first_without_workspace(&fp, device, |e| e.solver.solution_id() != ID).map_err(|why| format!("no solver takes dx = conv(dy, w') ({why})"))?;
     Ok((fp, inner))
 }
 
-impl Solver for BwdDataAsForward {
-    fn name(&self) -> &'static str { self.name }
-    fn solution_id(&self) -> u64 { self.id }
+impl Solver for CpuDepthwiseBwdData {
+    fn name(&self) -> &'static str { "CpuConvDepthwiseBwdData" }
+    fn solution_id(&self) -> u64 { ID }
     fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Direct }
     fn device(&self) -> DeviceKind { DeviceKind::Cpu }
 
@@ -65,14 +51,14 @@ impl Solver for BwdDataAsForward {
         if device.kind != DeviceKind::Cpu {
             return Err("runs on the CPU".into());
         }
-        rewrite(self, problem, device).map(|_| ())
+        rewrite(problem, device).map(|_| ())
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 { super::depthwise_flat::estimate_flat(problem) }
 
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
-        let (forward, inner) = rewrite(self, problem, ctx.device().info()).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name)))?;
-        let conv = problem.conv_problem().ok_or_else(|| Error::internal(format!("{}: not a convolution", self.name)))?;
+        let (forward, inner) = rewrite(problem, ctx.device().info()).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let conv = problem.conv_problem().ok_or_else(|| Error::internal(format!("{}: not a convolution", self.name())))?;
         Ok(Arc::new(FlippedInvoker { inner: inner.build(&forward, ctx)?, w: conv.w.clone(), groups: conv.groups() }))
     }
 }
