@@ -75,7 +75,11 @@ fn plan_shape(problem: &FusedProblem) -> std::result::Result<(Geom, Im2colRows, 
         trans_a: false,
         // dy stored K × P is op(B) = Bᵀ; stored P × K it is B.
         trans_b: dy.channels_contiguous,
-        m: col.cols as u64,
+        // The window rows' zero columns up to ld are multiplied too: an M that is a whole number
+        // of 16-byte chunks lets cuBLASLt take its aligned kernels (147 real columns of a 7×7
+        // stem ran on an unaligned Turing-era one at half the speed); the partial sums' extra
+        // rows are zeros the reduction never reads.
+        m: col.ld as u64,
         n: g.k as u64,
         k: share as u64,
         lda: col.ld as i64,

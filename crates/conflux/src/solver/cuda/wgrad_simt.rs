@@ -5,7 +5,7 @@
 //! kernel (109) stays first for the 16-bit problems it takes.
 
 use super::common::{check_dtype, conv_run_params, cuda_of};
-use super::wgrad_tma::wgrad_splits;
+use super::wgrad_tma::{wgrad_splits, SplitCosts};
 use crate::solver::{Invoker, RunArgs, Solver};
 use crate::backend::cuda::driver::Scratch;
 use crate::backend::cuda::module::Kernel;
@@ -74,8 +74,10 @@ impl Solver for CudaConvWgradSimt {
         let (kernel, reduce) = (module.function("conv_wgrad_simt")?, module.function("conv_wgrad_simt_reduce")?);
         let tiles = g.kg().div_ceil(bm) * (g.cg() * g.filter_size()).div_ceil(bn);
         let slices = (g.n * g.output_size()).div_ceil(BK);
-        // Enough blocks for about four per SM (256 threads, at most 32 KiB of shared memory).
-        let splits = wgrad_splits(tiles * g.groups, slices, be.dev.sm_count() as usize * 4);
+        // About four blocks per SM (256 threads, at most 32 KiB of shared memory), sharing the
+        // SM's 128 FMA lanes at ~1.8 GHz; each split's f32 partial sums cost a pass at ~3 TB/s.
+        let cost = SplitCosts { kstep_us: (bm * bn * BK) as f64 / 32.0 / 1.8e3, partial_us: (tiles * g.groups * bm * bn) as f64 * 8.0 / 3e6 };
+        let splits = wgrad_splits(tiles * g.groups, slices, be.dev.sm_count() as usize * 4, cost);
         Ok(Arc::new(WgradSimtInvoker { be, kernel, reduce, geom: g, tiles, tile: (bm, bn), splits, problem: problem.clone() }))
     }
 }

@@ -81,29 +81,72 @@ pub const WGRAD_CONFIGS: &[WgradTile] = &[
 ];
 
 /// Heuristic, fitted to the tile sweep on the ResNet-50 layers (H200, N = 64, f16;
-/// bench/results/2026-11-21-h200-bwd-weights.md): 64 output channels per block when a group has
-/// at most 64 (no half-empty warpgroup); 128 × 256 for filters with taps and at least 256
-/// output channels (many columns: wider tiles read each dy box once for more of them); else
-/// 128 × 128 with 6 stages.
-pub fn wgrad_heuristic(g: &Geom) -> WgradTile {
+/// bench/results/2026-11-21-h200-bwd-weights.md) and on small maps (N = 32,
+/// 2026-11-29-h200-wgrad-splits.md): 64 output channels per block when a group has at most 64
+/// (no half-empty warpgroup); for filters with taps and at least 256 output channels, 128 × 256
+/// (wider tiles read each dy box once for more columns) unless 128 × 128 tiles fill the GPU's
+/// waves enough better to make up for reading the boxes twice as often (`modelled_us`: 7×7 to
+/// 17×17 maps of 256–448 channels); else 128 × 128 with 6 stages.
+pub fn wgrad_heuristic(g: &Geom, sms: usize) -> WgradTile {
+    let (wide, square) = (WgradTile::new(128, 256, 3), WgradTile::new(128, 128, 6));
     if g.kg() <= 64 {
         WgradTile::new(64, 128, 6)
     } else if g.filter_size() > 1 && g.kg() >= 256 {
-        WgradTile::new(128, 256, 3)
+        if modelled_us(g, square, sms).1 < modelled_us(g, wide, sms).1 { square } else { wide }
     } else {
-        WgradTile::new(128, 128, 6)
+        square
     }
 }
 
-/// Splits of the pixel reduction, at least 4 k-steps each: enough blocks to fill the GPU's
-/// `blocks` resident slots once, then more if that leaves a last wave mostly idle (144 tiles
-/// on 132 slots take two full waves' time unsplit; split 4 ways they fill 87% of five).
-pub fn wgrad_splits(tiles: usize, ksteps: usize, blocks: usize) -> usize {
-    let (tiles, blocks, most) = (tiles.max(1), blocks.max(1), (ksteps / 4).max(1));
-    let fill = |s: usize| (tiles * s) as f64 / ((tiles * s).div_ceil(blocks) * blocks) as f64;
-    let first = (blocks / tiles).clamp(1, most);
-    let candidates = first..=most.min(first * 4);
-    candidates.clone().find(|&s| fill(s) >= 0.85).unwrap_or_else(|| candidates.max_by(|&a, &b| fill(a).total_cmp(&fill(b)).then(b.cmp(&a))).unwrap_or(first))
+/// The split count and modelled µs of a 16-bit problem on tile `cfg` with `sms` SMs: k-step
+/// waves plus the partial sums' passes (`SplitCosts`, `wgrad_splits`).
+pub fn modelled_us(g: &Geom, cfg: WgradTile, sms: usize) -> (usize, f64) {
+    let ksteps = (g.n * g.output_size()).div_ceil(64);
+    let tiles = g.kg().div_ceil(cfg.bm) * (g.filter_size() * g.cg()).div_ceil(cfg.bn) * g.groups;
+    let per_sm = blocks_per_sm(cfg.smem_bytes());
+    let cost = SplitCosts::of(cfg.bm, cfg.bn, per_sm, tiles * cfg.bm * cfg.bn);
+    let splits = wgrad_splits(tiles, ksteps, sms * per_sm, cost);
+    (splits, cost.time(tiles, ksteps, sms * per_sm, splits))
+}
+
+/// Blocks of `smem` bytes of shared memory an SM holds (of its 228 KiB), one or two.
+fn blocks_per_sm(smem: usize) -> usize { (228 * 1024 / (smem + 1024)).clamp(1, 2) }
+
+/// What one split of the pixel reduction costs, in µs: a k-step of a block, and one pass of the
+/// split's f32 partial sums (written by the GEMM kernel, read by the reduction).
+#[derive(Clone, Copy, Debug)]
+pub struct SplitCosts {
+    pub kstep_us: f64,
+    pub partial_us: f64,
+}
+
+impl SplitCosts {
+    /// Fitted to sweeps of forced split counts and tiles on the H200 (fp16, N = 32, 7×7 to
+    /// 56×56 maps; bench/results/2026-11-29-h200-wgrad-splits.md): a 128 × 256 k-step takes
+    /// ~1 µs with one block per SM, a 128 × 128 one ~0.55 (the products scale with the tile's
+    /// area, the box loads with its perimeter), twice as long when two blocks share an SM; each
+    /// split's partial sums move 8 bytes per output at ~3 TB/s.
+    pub fn of(bm: usize, bn: usize, blocks_per_sm: usize, outputs: usize) -> SplitCosts {
+        let kstep = 2.14e-5 * (bm * bn) as f64 + 7.8e-4 * (bm + bn) as f64;
+        SplitCosts { kstep_us: kstep * blocks_per_sm as f64, partial_us: outputs as f64 * 8.0 / 3e6 }
+    }
+
+    /// Modelled µs of `splits` splits of `tiles` tiles' `ksteps` k-steps on `blocks` slots.
+    pub fn time(&self, tiles: usize, ksteps: usize, blocks: usize, splits: usize) -> f64 {
+        let waves = (tiles * splits).div_ceil(blocks.max(1));
+        (waves * ksteps.div_ceil(splits.max(1))) as f64 * self.kstep_us + splits as f64 * self.partial_us
+    }
+}
+
+/// Splits of the pixel reduction (at least 4 k-steps each) with the least modelled time: the
+/// waves of blocks the GPU's `blocks` resident slots run, each as long as a split's k-steps,
+/// plus a pass of partial sums per split. Long reductions into small outputs split until the
+/// GPU is full (64-56-56 3×3: 26 splits); short ones into large outputs (512-7-7 3×3, 4.7 MB of
+/// dw) stay whole, where each split's partial sums cost more than the wave it fills.
+pub fn wgrad_splits(tiles: usize, ksteps: usize, blocks: usize, cost: SplitCosts) -> usize {
+    let (tiles, most) = (tiles.max(1), (ksteps / 4).max(1));
+    let time = |s: usize| cost.time(tiles, ksteps, blocks, s);
+    (1..=most).min_by(|&a, &b| time(a).total_cmp(&time(b)).then(a.cmp(&b))).unwrap_or(1)
 }
 
 /// How a 16-bit problem's channels fill the kernel's 64-channel boxes. The kernel runs on
@@ -198,8 +241,8 @@ fn encode_maps(g: &Geom, dt: DataType, x: u64, dy: u64) -> Result<(TensorMap, Te
 }
 
 /// The heuristic's tile for a precision.
-fn heuristic(g: &Geom, prec: TcPrecision) -> WgradTile {
-    if prec == TcPrecision::Bits16 { wgrad_heuristic(g) } else { tf32::tf32_heuristic(g) }
+fn heuristic(g: &Geom, prec: TcPrecision, sms: usize) -> WgradTile {
+    if prec == TcPrecision::Bits16 { wgrad_heuristic(g, sms) } else { tf32::tf32_heuristic(g) }
 }
 
 pub struct CudaConvWgradTma;
@@ -216,7 +259,7 @@ impl Solver for CudaConvWgradTma {
         hopper_check(device)?;
         let maps = match prec {
             TcPrecision::Bits16 => encode_maps(&g, problem.conv_problem().map_or(DataType::Half, |c| c.dtype()), 1 << 20, 1 << 20),
-            _ => tf32::encode_maps(&g, &heuristic(&g, prec), &TLayout::of(&g, prec), 1 << 20, 1 << 20, 1 << 20),
+            _ => tf32::encode_maps(&g, &heuristic(&g, prec, device.cuda.as_ref().map_or(132, |c| c.sm_count as usize)), &TLayout::of(&g, prec), 1 << 20, 1 << 20, 1 << 20),
         };
         maps.map(|_| ()).map_err(|e| format!("tensor map refused: {e}"))
     }
@@ -236,7 +279,8 @@ impl Solver for CudaConvWgradTma {
     fn build(&self, problem: &FusedProblem, ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
         let (b, prec) = geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
         let parse = |s: &str| WgradTile::space(prec).iter().copied().find(|c| c.label() == s);
-        let cfg = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_WGRAD_TILE", parse, || heuristic(&b.boxed, prec))?;
+        let sms = cuda_of(ctx.device())?.dev.sm_count() as usize;
+        let cfg = chosen_config(ctx, self.name(), &problem.key(), "CONFLUX_WGRAD_TILE", parse, || heuristic(&b.boxed, prec, sms))?;
         self.build_with(problem, ctx, cfg)
     }
 
@@ -289,8 +333,13 @@ impl CudaConvWgradTma {
         };
         kernel.reserve_dynamic_smem(&be.dev, smem as u32)?;
         let tiles = g.kg().div_ceil(tile_k) * (g.filter_size() * g.cg()).div_ceil(tile_cols);
-        let blocks_per_sm = (228 * 1024 / (smem + 1024)).clamp(1, 2);
-        let splits = wgrad_splits(tiles * g.groups, ksteps, be.dev.sm_count() as usize * blocks_per_sm);
+        let per_sm = blocks_per_sm(smem);
+        let cost = SplitCosts::of(tile_k, tile_cols, per_sm, tiles * g.groups * tile_k * tile_cols);
+        let splits = match std::env::var("CONFLUX_WGRAD_SPLITS").ok().and_then(|v| v.parse::<usize>().ok()) {
+            // Sweeps of the split count (bwd_layer_table.py); at most one split per k-step.
+            Some(forced) => forced.clamp(1, ksteps.max(1)),
+            None => wgrad_splits(tiles * g.groups, ksteps, be.dev.sm_count() as usize * per_sm, cost),
+        };
         Ok(Arc::new(WgradInvoker {
             be,
             kernel,
@@ -400,16 +449,35 @@ impl Invoker for WgradInvoker {
 
 #[cfg(test)]
 mod tests {
-    use super::wgrad_splits;
+    use super::{wgrad_splits, SplitCosts};
 
     #[test]
-    fn splits_fill_the_last_wave() {
-        // 144 tiles on 132 slots: unsplit, the second wave is 9% full.
-        assert_eq!(wgrad_splits(144, 98, 132), 4);
-        // Few tiles: one full wave of splits.
-        assert_eq!(wgrad_splits(4, 1568, 132), 33);
+    fn square_tiles_where_they_fill_the_waves() {
+        use super::{wgrad_heuristic, WgradTile};
+        use crate::problem::Geom;
+        let geom = |c: usize, hw: usize, k: usize, f: usize| Geom {
+            n: 32, c, k, groups: 1, input: [1, hw, hw], output: [1, hw, hw], filter: [1, f, f], pad: [0, f / 2, f / 2], pad_end: [0, f / 2, f / 2],
+            stride: [1; 3], dilation: [1; 3], x_strides: [0; 5], w_strides: [0; 5], y_strides: [0; 5],
+        };
+        let (wide, square) = (WgradTile::new(128, 256, 3), WgradTile::new(128, 128, 6));
+        // 512-7-7 3×3: wide tiles (one wave either way, fewer box loads).
+        assert_eq!(wgrad_heuristic(&geom(512, 7, 512, 3), 132), wide);
+        // 448-8-8 → 384 and 256-14-14 3×3: square tiles fill more of the GPU.
+        assert_eq!(wgrad_heuristic(&geom(448, 8, 384, 3), 132), square);
+        assert_eq!(wgrad_heuristic(&geom(256, 14, 256, 3), 132), square);
+    }
+
+    #[test]
+    fn splits_weigh_waves_against_partial_sums() {
+        let costs = |bm, bn, outputs| SplitCosts::of(bm, bn, 1, outputs);
+        // 512-7-7 3×3 at N = 32: 72 tiles of 128 × 256, 25 k-steps, 2.4 M outputs: one wave unsplit.
+        assert_eq!(wgrad_splits(72, 25, 132, costs(128, 256, 72 * 32768)), 1);
+        // 448-8-8 3×3: 48 tiles, 32 k-steps: two splits still fit one wave.
+        assert_eq!(wgrad_splits(48, 32, 132, costs(128, 256, 48 * 32768)), 2);
+        // 64-56-56 3×3: 5 tiles of 64 × 128, 1568 k-steps, a small output: fill the GPU once.
+        assert_eq!(wgrad_splits(5, 1568, 132, costs(64, 128, 5 * 8192)), 26);
         // Short reductions keep at least 4 k-steps per split.
-        assert_eq!(wgrad_splits(4, 20, 132), 5);
-        assert_eq!(wgrad_splits(1000, 3, 132), 1);
+        assert_eq!(wgrad_splits(4, 20, 132, costs(128, 128, 4 * 16384)), 5);
+        assert_eq!(wgrad_splits(1000, 3, 132, costs(128, 128, 1000 * 16384)), 1);
     }
 }

@@ -21,18 +21,18 @@ struct Im2colArgs {
     long long pixels;
 };
 
-extern "C" __global__ void im2col_rows(const Im2colArgs a) {
-    const E* __restrict__ x = a.x;
-    E* __restrict__ col = a.col;
-    const long long pixels = a.pixels;
+// One thread per 16-byte chunk, in a grid-stride loop. The index arithmetic runs in I: 32-bit
+// unsigned where the chunk count allows: its divisions by the constant sizes become multiplies,
+// where 64-bit ones are emulated in long instruction sequences per chunk.
+template <typename I>
+__device__ __forceinline__ void im2col_chunks(const E* __restrict__ x, E* __restrict__ col, I total) {
     constexpr int CHUNKS = LD / VEC;
-    const long long total = pixels * CHUNKS;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-        const long long p = i / CHUNKS;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const I p = i / CHUNKS;
         const int j0 = (int)(i % CHUNKS) * VEC;
         const int ow = (int)(p % OW), oh = (int)(p / OW % OH);
-        const long long n = p / ((long long)OW * OH);
-        const E* xn = x + n * XS_N;
+        const I n = p / ((I)OW * OH);
+        const E* xn = x + (long long)n * XS_N;
         union { uint4 v; E e[VEC]; } out;
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
@@ -41,7 +41,16 @@ extern "C" __global__ void im2col_rows(const Im2colArgs a) {
             const bool inside = j < COLS && h >= 0 && h < IH && w >= 0 && w < IW;
             out.e[e] = inside ? xn[(long long)c * XS_C + (long long)h * XS_H + (long long)w * XS_W] : (E)0;
         }
-        *(uint4*)(col + p * LD + j0) = out.v;
+        *(uint4*)(col + (long long)p * LD + j0) = out.v;
+    }
+}
+
+extern "C" __global__ void im2col_rows(const Im2colArgs a) {
+    const long long total = a.pixels * (LD / VEC);
+    if (total < 0x7fffffffLL - 0x10000000LL) {
+        im2col_chunks<unsigned>(a.x, a.col, (unsigned)total);
+    } else {
+        im2col_chunks<unsigned long long>(a.x, a.col, (unsigned long long)total);
     }
 }
 
