@@ -85,6 +85,7 @@ fn run(cs: &Case, split: Option<Split>, exact: bool, seed: u64) {
         xp,
         w: w.as_ptr(),
         ws0,
+        wc: 1,
         y: y.as_mut_ptr(),
         ys: [ys0, ys1],
         yp,
@@ -208,7 +209,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
     w[5 * c] = f32::NAN;
     for kern in available() {
         let mut y = vec![-1.0f32; k * hw];
-        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: Clamp::RELU };
+        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, wc: 1, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: Clamp::RELU };
         // SAFETY: as above.
         unsafe { forward_with(&p, &kern, Split::choose(&p, 2), None) };
         assert!(y[5 * hw..6 * hw].iter().all(|v| *v == 0.0), "{}: {:?}", kern.name, &y[5 * hw..6 * hw]);
@@ -217,7 +218,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
     // The AMX driver: the NaN weight's hi part stays NaN.
     if amx::available() {
         let mut y = vec![-1.0f32; k * hw];
-        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: Clamp::RELU };
+        let p = Problem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], xp: 1, w: w.as_ptr(), ws0: c, wc: 1, y: y.as_mut_ptr(), ys: [k * hw, hw], yp: 1, bias: std::ptr::null(), relu: Clamp::RELU };
         let mut buf = vec![0u16; conv1x1_amx::packed_len(&p) + amx::ALIGN_SLACK];
         let skip = amx::skip_to_64(buf.as_ptr());
         let packed = &mut buf[skip..skip + conv1x1_amx::packed_len(&p)];
@@ -233,7 +234,7 @@ fn relu_turns_nan_into_zero_like_the_generic_path() {
 
 #[test]
 fn split_choice_keeps_both_threads_busy() {
-    let p = |n, c, k, hw| Problem { n, c, k, hw, x: std::ptr::null(), xs: [0, 0], xp: 1, w: std::ptr::null(), ws0: 0, y: std::ptr::null_mut(), ys: [0, 0], yp: 1, bias: std::ptr::null(), relu: Clamp::NONE };
+    let p = |n, c, k, hw| Problem { n, c, k, hw, x: std::ptr::null(), xs: [0, 0], xp: 1, w: std::ptr::null(), ws0: 0, wc: 1, y: std::ptr::null_mut(), ys: [0, 0], yp: 1, bias: std::ptr::null(), relu: Clamp::NONE };
     for (n, c, k, hw) in [(1, 2048, 512, 49), (1, 64, 64, 3025), (8, 256, 1024, 196), (1, 3, 1, 1)] {
         let pr = p(n, c, k, hw);
         let s = Split::choose(&pr, 2);
@@ -298,5 +299,124 @@ fn bias_then_other_activations_through_a_plan() {
         plan.execute(&h, &x, xv.ptr(), &y, out.ptr(), &args).unwrap();
         let what = format!("1x1 {lx:?} -> {k} {lay:?} groups {groups} alpha {alpha} + bias + {mode:?}");
         assert_close(&what, &download(&h, &out), &want, 1e-5);
+    }
+}
+
+/// Backward-data of 1×1 stride-1 layers through `CpuConv1x1BwdData` (the positions tiles on dy
+/// with W transposed by its strides): random groups, channels (1–40 each side, several row
+/// blocks and K blocks) and maps (one position to several tiles per image), packed
+/// channels-first tensors, exact small integers bit for bit and α/β (the GEMM fallback); the
+/// registry's choice for such a layer; channels-last and row-gapped tensors refused with the
+/// reason.
+#[test]
+fn transposed_backward_data() {
+    use conflux::search::Choice;
+    use conflux::{ConvDesc, ConvMode, DataType, Handle};
+    use support::{check_exact_and_scaled, desc, solution_id, solver, ConvCase, Dir, Lay};
+    let h = Handle::cpu();
+    let name = "CpuConv1x1BwdData";
+    let case = |n: usize, g: usize, cg: usize, kg: usize, (hh, ww): (usize, usize), lay: Lay| {
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[0, 0], &[1, 1], &[1, 1]).unwrap();
+        conv.set_groups(g as i64).unwrap();
+        let x = desc(DataType::Float, &[n, g * cg, hh, ww], lay);
+        let w = desc(DataType::Float, &[g * kg, cg, 1, 1], lay);
+        let y = desc(DataType::Float, conv.output_desc(&x, &w).unwrap().lens(), lay);
+        ConvCase::new(&conv, &x, &w, &y)
+    };
+    let probe = case(1, 1, 16, 32, (9, 9), Lay::Packed);
+    if let Err(why) = solver(name).check(&probe.fused(Dir::BackwardData), h.device().info()) {
+        assert!(why.contains("AVX-512"), "{name}: {why}");
+        return;
+    }
+    assert_eq!(conflux::search::choose(&h, &probe.fused(Dir::BackwardData), Choice::Auto, 0).unwrap().name(), name);
+    for lay in [Lay::ChannelsLast, Lay::Gapped] {
+        let c = case(1, 1, 16, 32, (9, 9), lay);
+        let why = solver(name).check(&c.fused(Dir::BackwardData), h.device().info()).unwrap_err();
+        assert!(why.contains("positions consecutive"), "{why}");
+    }
+    // Several K blocks: 300 dy channels in blocks of 256, and of 64 where dy's channel rows
+    // are 4 KiB or longer (33 × 35 positions).
+    for (i, map) in [(7, 7), (33, 35)].into_iter().enumerate() {
+        check_exact_and_scaled(&h, &case(2, 1, 20, 300, map, Lay::Packed), Dir::BackwardData, solution_id(name), 6000 + 10 * i as u64);
+    }
+    let mut r = SplitMix64::new(41);
+    for i in 0..20 {
+        let (g, cg, kg, n) = (r.pick(&[1, 1, 2, 3]), r.range(1, 40), r.range(1, 40), r.range(1, 3));
+        let map = r.pick(&[(1, 1), (7, 7), (14, 14), (5, 13), (33, 35), (3, 70)]);
+        let c = case(n, g, cg, kg, map, Lay::Packed);
+        check_exact_and_scaled(&h, &c, Dir::BackwardData, solution_id(name), 7000 + 10 * i as u64);
+    }
+}
+
+/// Backward-weights of 1×1 stride-1 layers through `CpuConv1x1BwdWeights` (dot products of dy
+/// and x rows): random groups, channels (ragged tiles of 4 dy × 6 x rows, blocks past 64) and
+/// maps (a masked last vector, whole images or runs of positions per chunk), packed
+/// channels-first tensors, exact small integers bit for bit and α/β; the registry's choice;
+/// channels-last, row-gapped and small maps refused with the reason; the portable tile agrees with the one this CPU runs.
+#[test]
+fn dot_product_backward_weights() {
+    use conflux::backend::cpu::conv1x1::weights::{self, Span, WeightsProblem, WeightsSplit};
+    use conflux::search::Choice;
+    use conflux::{ConvDesc, ConvMode, DataType, Handle};
+    use support::{check_exact_and_scaled, desc, solution_id, solver, ConvCase, Dir, Lay};
+    let h = Handle::cpu();
+    let name = "CpuConv1x1BwdWeights";
+    let case = |n: usize, g: usize, cg: usize, kg: usize, (hh, ww): (usize, usize), lay: Lay| {
+        let mut conv = ConvDesc::new(ConvMode::Convolution, &[0, 0], &[1, 1], &[1, 1]).unwrap();
+        conv.set_groups(g as i64).unwrap();
+        let x = desc(DataType::Float, &[n, g * cg, hh, ww], lay);
+        let w = desc(DataType::Float, &[g * kg, cg, 1, 1], lay);
+        let y = desc(DataType::Float, conv.output_desc(&x, &w).unwrap().lens(), lay);
+        ConvCase::new(&conv, &x, &w, &y)
+    };
+    // The portable kernels against the vector ones (when there are): ragged rows, a masked
+    // tail, two images.
+    let (xv, dv): (Vec<f32>, Vec<f32>) = ((0..2 * 6 * 37).map(|i| (i % 7) as f32 - 3.0).collect(), (0..2 * 4 * 37).map(|i| (i % 5) as f32 - 2.0).collect());
+    let run = |kern: weights::WeightsKernels| {
+        let mut acc = vec![0.0f32; 4 * 6 * 16];
+        let (dr, xr): ([*const f32; 4], [*const f32; 6]) = (std::array::from_fn(|i| dv[i * 37..].as_ptr()), std::array::from_fn(|j| xv[j * 37..].as_ptr()));
+        // SAFETY: every row holds 37 values in each of two images (4 and 6 rows apart), acc 4·6·16.
+        unsafe { (kern.tile)(acc.as_mut_ptr(), &dr, &xr, Span { len: 37, images: 2, dy_image: 4 * 37, x_image: 6 * 37 }) };
+        let mut sums = vec![0.0f32; 24];
+        (kern.lane_sums)(&acc, &mut sums);
+        sums
+    };
+    let want = run(weights::PORTABLE);
+    if let Some(k) = weights::best() {
+        assert_eq!(run(k), want);
+    }
+    let probe = case(1, 1, 16, 32, (16, 16), Lay::Packed);
+    if let Err(why) = solver(name).check(&probe.fused(Dir::BackwardWeights), h.device().info()) {
+        assert!(why.contains("AVX-512"), "{name}: {why}");
+        // The driver on the portable tile still matches a plain loop.
+        let (n, c, k, hw) = (2, 7, 5, 40);
+        let x: Vec<f32> = (0..n * c * hw).map(|i| (i % 5) as f32 - 2.0).collect();
+        let dy: Vec<f32> = (0..n * k * hw).map(|i| (i % 3) as f32 - 1.0).collect();
+        let mut dw = vec![0.0f32; k * c];
+        let p = WeightsProblem { n, c, k, hw, x: x.as_ptr(), xs: [c * hw, hw], dy: dy.as_ptr(), ys: [k * hw, hw], dw: dw.as_mut_ptr(), dws: [c, 1], alpha: 1.0, beta: 0.0 };
+        // SAFETY: the vectors hold the tensors p describes.
+        unsafe { weights::backward_weights(&p, weights::PORTABLE, WeightsSplit::choose(&p, 2)) };
+        for (kc, v) in dw.iter().enumerate() {
+            let (kk, cc) = (kc / c, kc % c);
+            let s: f32 = (0..n).flat_map(|ni| (0..hw).map(move |q| (ni, q))).map(|(ni, q)| dy[(ni * k + kk) * hw + q] * x[(ni * c + cc) * hw + q]).sum();
+            assert_eq!(*v, s);
+        }
+        return;
+    }
+    assert_eq!(conflux::search::choose(&h, &probe.fused(Dir::BackwardWeights), Choice::Auto, 0).unwrap().name(), name);
+    for (lay, map, needle) in [(Lay::ChannelsLast, (16, 16), "positions consecutive"), (Lay::Gapped, (16, 16), "positions consecutive"), (Lay::Packed, (14, 14), "fewer than 256")] {
+        let c = case(2, 1, 16, 32, map, lay);
+        let why = solver(name).check(&c.fused(Dir::BackwardWeights), h.device().info()).unwrap_err();
+        assert!(why.contains(needle), "{why}");
+    }
+    // Blocks of 64 dy rows and more x rows than one block takes; several chunks of positions.
+    for (i, (cg, kg, map)) in [(150, 130, (16, 17)), (20, 300, (33, 35)), (70, 9, (64, 70))].into_iter().enumerate() {
+        check_exact_and_scaled(&h, &case(2, 1, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 8000 + 10 * i as u64);
+    }
+    let mut r = SplitMix64::new(43);
+    for i in 0..20 {
+        let (g, cg, kg, n) = (r.pick(&[1, 1, 2, 3]), r.range(1, 40), r.range(1, 40), r.range(1, 4));
+        let map = r.pick(&[(16, 16), (17, 19), (20, 20), (5, 53), (33, 35), (3, 90)]);
+        check_exact_and_scaled(&h, &case(n, g, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 9000 + 10 * i as u64);
     }
 }

@@ -48,7 +48,7 @@ struct Gemm1x1Invoker {
 /// The element stride between consecutive positions of a tensor with strides `s` (N, C, D,
 /// H, W) and spatial sizes `[d, h, w]`, if its positions form one sequence (a length-1
 /// dimension's stride does not matter).
-fn position_stride(s: [usize; 5], [d, h, w]: [usize; 3]) -> Option<usize> {
+pub(super) fn position_stride(s: [usize; 5], [d, h, w]: [usize; 3]) -> Option<usize> {
     let p = s[4];
     ((s[3] == w * p || h <= 1) && (s[2] == h * w * p || d <= 1)).then_some(p)
 }
@@ -170,6 +170,7 @@ pub(super) fn group_problems(g: &Geom, r: &RunParts, bias: Option<&[f32]>, relu:
             xp: if g.input.iter().product::<usize>() <= 1 { 1 } else { position_stride(g.x_strides, g.input).unwrap_or(1) },
             w: (r.ptrs.w as *const f32).wrapping_add(group * kg * g.w_strides[0]),
             ws0: g.w_strides[0],
+            wc: 1,
             y: (r.ptrs.y as *mut f32).wrapping_add(group * kg * g.y_strides[1]),
             ys: [g.y_strides[0], g.y_strides[1]],
             yp: if g.output_size() <= 1 { 1 } else { position_stride(g.y_strides, g.output).unwrap_or(1) },

@@ -2,6 +2,8 @@
 //! order is `registry.rs`'s; the kernels they run are in `backend/cpu/`.
 
 pub mod amx1x1;
+pub mod bwd_data_1x1;
+pub mod bwd_weights_1x1;
 mod common;
 pub mod depthwise_blocks;
 pub mod depthwise_bwd_data;
@@ -32,6 +34,8 @@ pub mod winograd_f4;
 pub use amx1x1::CpuAmx1x1;
 pub use depthwise_blocks::CpuDepthwiseBlocks;
 pub use depthwise_bwd_data::CpuDepthwiseBwdData;
+pub use bwd_data_1x1::CpuConv1x1BwdData;
+pub use bwd_weights_1x1::CpuConv1x1BwdWeights;
 pub use depthwise_bwd_phases::CpuDepthwiseBwdPhases;
 pub use depthwise_flat::CpuDepthwiseFlat;
 pub use grouped_flat::CpuGroupedFlat;

@@ -80,6 +80,7 @@ unsafe fn split_w_block(p: &Problem, fb: usize, dst: *mut u16) {
 /// `p.w` addresses K filters of C values at row stride `p.ws0`; `dst` has `packed_len(p)`
 /// values; AVX-512F.
 pub unsafe fn pack_w(p: &Problem, dst: &mut [u16]) {
+    assert_eq!(p.wc, 1, "conv1x1 (AMX): each filter's channels must be consecutive");
     let (st, fblocks) = (steps(p), p.k.div_ceil(BLOCK));
     let base = dst.as_mut_ptr() as usize;
     if !channels_last(p) {
@@ -273,6 +274,7 @@ pub enum SplitW<'a> {
 /// does not overlap x or W; a packed `w` holds `pack_w`'s result for this W; `amx::available()`.
 pub unsafe fn forward(p: &Problem, w: SplitW, split: AmxSplit, walk: Walk) {
     let nchw = p.xp == 1 && p.yp == 1;
+    assert_eq!(p.wc, 1, "conv1x1 (AMX): each filter's channels must be consecutive");
     assert!(nchw || (p.xs[1] == 1 && p.ys[1] == 1), "conv1x1_amx: x and y need their positions or their channels consecutive");
     if let SplitW::Packed(w) = w {
         assert!(w.len() >= packed_len(p), "conv1x1_amx: packed W too short");

@@ -26,7 +26,11 @@ pub struct Problem {
     pub xs: [usize; 2],
     pub xp: usize,
     pub w: *const f32,
+    /// Element strides of W between filters and between a filter's channels (1 for KCRS; the
+    /// backward-data rewrite reads W transposed by swapping them). The channels-in-lanes and
+    /// AMX drivers need wc = 1; the positions-in-lanes one takes any.
     pub ws0: usize,
+    pub wc: usize,
     pub y: *mut f32,
     pub ys: [usize; 2],
     pub yp: usize,
@@ -129,6 +133,7 @@ pub fn packed_len(p: &Problem) -> usize { p.k.div_ceil(NR) * p.c * NR }
 /// # Safety
 /// `p.w` addresses K filters of C values at row stride `p.ws0`; `dst` has `packed_len(p)` values.
 pub unsafe fn pack_all(p: &Problem, kern: &Kernels, dst: &mut [f32]) {
+    assert_eq!(p.wc, 1, "conv1x1: the channels-in-lanes driver reads each filter's channels consecutively");
     dst[..packed_len(p)].par_chunks_mut(p.c * NR).enumerate().for_each(|(q, panel)| pack_w(p, q * NR, 0, p.c, panel, kern.transpose));
 }
 
@@ -139,6 +144,7 @@ pub unsafe fn pack_all(p: &Problem, kern: &Kernels, dst: &mut [f32]) {
 /// The pointers and strides of `p` address valid tensors; `kern` runs on this CPU; y does not
 /// overlap x or W; `packed`, if given, holds `pack_all`'s result for this W.
 pub unsafe fn forward_with(p: &Problem, kern: &Kernels, split: Split, packed: Option<&[f32]>) {
+    assert_eq!(p.wc, 1, "conv1x1: the channels-in-lanes driver reads each filter's channels consecutively");
     if p.n == 0 || p.k == 0 || p.hw == 0 {
         return;
     }

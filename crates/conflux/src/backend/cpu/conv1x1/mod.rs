@@ -1,9 +1,11 @@
-//! Forward 1×1 convolutions (stride 1, no padding), f32: output channels in the vector lanes
+//! 1×1 convolutions (stride 1, no padding), f32. Forward: output channels in the vector lanes
 //! (`channels`, its micro-tiles in `channels_kernel`), spatial positions in the lanes
-//! (`positions`, `positions_kernel`), and AMX tiles at f32 accuracy (`amx`).
+//! (`positions`, `positions_kernel`), and AMX tiles at f32 accuracy (`amx`); backward-weights as
+//! dot products of channel rows (`weights`).
 
 pub mod amx;
 pub mod channels;
 pub mod channels_kernel;
 pub mod positions;
 pub mod positions_kernel;
+pub mod weights;

@@ -91,9 +91,9 @@ pub unsafe fn forward(p: &Problem, kern: &PosKernels, split: PosSplit) {
                         rows: ks.len(),
                         live,
                         kc: cs.len(),
-                        w: p.w.add(ks.start * p.ws0 + cs.start),
+                        w: p.w.add(ks.start * p.ws0 + cs.start * p.wc),
                         ws: p.ws0,
-                        wc: 1,
+                        wc: p.wc,
                         x: p.x.add(n * p.xs[0] + cs.start * p.xs[1] + p0),
                         xs: p.xs[1],
                         y: p.y.add(n * p.ys[0] + ks.start * p.ys[1] + p0),
@@ -101,6 +101,7 @@ pub unsafe fn forward(p: &Problem, kern: &PosKernels, split: PosSplit) {
                         first: kb == 0,
                         prefetch: r == rows.start,
                         copy_to: std::ptr::null_mut(),
+                        x_padded: false,
                     };
                     let bias = if p.bias.is_null() { p.bias } else { p.bias.add(ks.start) };
                     let fin = Finish { bias, relu: p.relu };
@@ -150,7 +151,7 @@ pub unsafe fn pack_rows(p: &Problem, dst: &mut [f32]) {
         for (i, k) in ks.clone().enumerate() {
             for c in 0..p.c {
                 // SAFETY: filter k < K, channel c < C.
-                block[c * ks.len() + i] = unsafe { *p.w.add(k * p.ws0 + c) };
+                block[c * ks.len() + i] = unsafe { *p.w.add(k * p.ws0 + c * p.wc) };
             }
         }
     }
@@ -207,6 +208,7 @@ pub unsafe fn forward_packed(p: &Problem, kern: &PosKernels, split: PosSplit, wa
                                 first: kb == 0,
                                 prefetch: copying,
                                 copy_to: if copying { copy } else { std::ptr::null_mut() },
+                                x_padded: !copying,
                             };
                             (kern.tile)(&tile, (kb + 1 == kblocks).then_some(&fin));
                         }

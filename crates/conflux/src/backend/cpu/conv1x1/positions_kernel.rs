@@ -43,6 +43,8 @@ pub struct PosTile {
     /// Where to copy the x tile while it is read, or null: kc channels of PR values at
     /// channel stride PR, zeros past `live`. Packed W only.
     pub copy_to: *mut f32,
+    /// x is such a copy (zeros past `live`), so it is loaded without masks.
+    pub x_padded: bool,
 }
 
 /// `tile(t, finish)` with rows in 1..=KR and live in 1..=PR.
@@ -88,8 +90,9 @@ pub mod x86 {
     use std::arch::x86_64::*;
 
     /// `R` × V vectors of accumulators over the tile's kc channels.
-    /// - `PACKED`: W packed as [channel][R] (`ws` = 1, `wc` = R), so the broadcasts come from
-    ///   one pointer at fixed offsets; else each filter row read in place (`wc` = 1).
+    /// - `PACKED`: W's filters consecutive (`ws` = 1: packed as [channel][R] with `wc` = R, or a
+    ///   filter read transposed with `wc` = its filter stride), so the broadcasts come from one
+    ///   pointer at fixed offsets; else each filter row read in place (`wc` = 1).
     /// - `PF`: prefetch the next tile's lines of each channel into L2 (x read in place, V lines
     ///   per channel per tile: too many streams for the hardware prefetchers; into L1 they were
     ///   evicted by W before use).
@@ -123,7 +126,7 @@ pub mod x86 {
                     row[h] = _mm512_fmadd_ps(a, b[h], row[h]);
                 }
             }
-            wp = wp.wrapping_add(R);
+            wp = wp.wrapping_add(t.wc);
             xp = xp.add(t.xs);
             if COPY {
                 dp = dp.add(16 * V);
@@ -149,12 +152,17 @@ pub mod x86 {
                 (false, false) => acc::<R, false, false, false, false>(t, m),
             }
         } else {
-            debug_assert!(t.ws == 1 && t.wc == R, "conv1x1 position tile: W neither in place nor packed by rows");
-            match (t.copy_to.is_null(), full) {
+            debug_assert!(t.ws == 1, "conv1x1 position tile: W has neither its channels (wc = 1) nor its filters (ws = 1) consecutive");
+            match (t.copy_to.is_null(), t.x_padded, t.prefetch, full) {
+                (false, _, _, true) => acc::<R, true, true, true, true>(t, m),
+                (false, _, _, false) => acc::<R, true, true, false, true>(t, m),
                 // Copied tiles hold zeros past `live`.
-                (true, _) => acc::<R, true, false, true, false>(t, m),
-                (false, true) => acc::<R, true, true, true, true>(t, m),
-                (false, false) => acc::<R, true, true, false, true>(t, m),
+                (true, true, _, _) => acc::<R, true, false, true, false>(t, m),
+                // W read transposed in place (backward-data), x in place.
+                (true, false, true, true) => acc::<R, true, true, true, false>(t, m),
+                (true, false, true, false) => acc::<R, true, true, false, false>(t, m),
+                (true, false, false, true) => acc::<R, true, false, true, false>(t, m),
+                (true, false, false, false) => acc::<R, true, false, false, false>(t, m),
             }
         };
         let zero = _mm512_setzero_ps();

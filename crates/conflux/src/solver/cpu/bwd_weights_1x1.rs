@@ -1,0 +1,99 @@
+//! Backward-weights of 1×1 stride-1 unpadded f32 layers with channels-first x and dy: every
+//! dW element is a dot product of a dy row and an x row over the batch's positions
+//! (`conv1x1::weights`), computed from the tensors in place with any α/β. The GEMM path packs
+//! dy (or x) into panels across the reduction first, a transpose of a whole tensor.
+
+use super::common::{f32_geometry, run_parts};
+use super::gemm1x1::position_stride;
+use crate::backend::cpu::conv1x1::weights::{self, WeightsKernels, WeightsProblem, WeightsSplit};
+use crate::backend::{DeviceInfo, DeviceKind, RunContext};
+use crate::error::{Error, Result};
+use crate::problem::{FusedProblem, Geom};
+use crate::solver::{BuildContext, Invoker, RunArgs, Solver};
+use crate::types::{ConvAlgorithm, Direction};
+use std::sync::Arc;
+
+pub struct CpuConv1x1BwdWeights;
+
+/// Fewest positions per image. On 14 × 14 and 7 × 7 maps the GEMM path measured as fast or
+/// faster (AMD EPYC, N = 8; bench/results/2026-11-29-cpu-bwd-1x1.md): each tile's run is short
+/// against its sums' round trip, and the last vector of a 49-position row is mostly masked.
+const MIN_POSITIONS: usize = 256;
+
+fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
+    let (conv, g) = f32_geometry(problem, false)?;
+    if conv.direction != Direction::BackwardWeights {
+        return Err(format!("backward-weights only (this is {:?})", conv.direction));
+    }
+    if g.filter != [1, 1, 1] || g.stride != [1, 1, 1] || g.pad != [0, 0, 0] || g.pad_end != [0, 0, 0] {
+        return Err(format!("not a 1×1 stride-1 unpadded filter (filter {:?}, stride {:?}, pad {:?})", g.filter, g.stride, g.pad));
+    }
+    if position_stride(g.x_strides, g.input) != Some(1) || position_stride(g.y_strides, g.output) != Some(1) {
+        return Err("x or dy does not have its positions consecutive (channels-first)".into());
+    }
+    if g.output_size() < MIN_POSITIONS {
+        return Err(format!("{} positions per image, fewer than {MIN_POSITIONS}", g.output_size()));
+    }
+    Ok(g)
+}
+
+impl Solver for CpuConv1x1BwdWeights {
+    fn name(&self) -> &'static str { "CpuConv1x1BwdWeights" }
+    fn solution_id(&self) -> u64 { 29 }
+    fn algorithm(&self) -> ConvAlgorithm { ConvAlgorithm::Gemm }
+    fn device(&self) -> DeviceKind { DeviceKind::Cpu }
+
+    fn check(&self, problem: &FusedProblem, device: &DeviceInfo) -> std::result::Result<(), String> {
+        if device.kind != DeviceKind::Cpu {
+            return Err("runs on the CPU".into());
+        }
+        geometry(problem)?;
+        weights::best().map(|_| ()).ok_or_else(|| "needs AVX-512".into())
+    }
+
+    fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
+        // ~180 GFLOP/s on 2 AVX-512 cores.
+        problem.conv_problem().map_or(f64::MAX, |c| 2.0 * c.macs() / 180e9 * 1e3 + 0.01)
+    }
+
+    fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
+        geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let kern = weights::best().ok_or_else(|| Error::unsupported(format!("{}: needs AVX-512", self.name())))?;
+        Ok(Arc::new(DotInvoker { problem: problem.clone(), kern }))
+    }
+}
+
+struct DotInvoker {
+    problem: FusedProblem,
+    kern: WeightsKernels,
+}
+
+impl Invoker for DotInvoker {
+    fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
+        // Backward-weights arguments: x = x, w = dW (written), y = dy.
+        let (g, _, r) = run_parts(&self.problem, a, "CpuConv1x1BwdWeights")?;
+        let (kg, cg) = (g.kg(), g.cg());
+        let threads = rayon::current_num_threads();
+        for group in 0..g.groups {
+            let p = WeightsProblem {
+                n: g.n,
+                c: cg,
+                k: kg,
+                hw: g.output_size(),
+                x: (r.ptrs.x as *const f32).wrapping_add(group * cg * g.x_strides[1]),
+                xs: [g.x_strides[0], g.x_strides[1]],
+                dy: (r.ptrs.y as *const f32).wrapping_add(group * kg * g.y_strides[1]),
+                ys: [g.y_strides[0], g.y_strides[1]],
+                dw: (r.ptrs.w as *mut f32).wrapping_add(group * kg * g.w_strides[0]),
+                dws: [g.w_strides[0], g.w_strides[1]],
+                alpha: r.alpha,
+                beta: r.beta,
+            };
+            // SAFETY: the API validated x, dW and dy against the problem's descriptors; `p`
+            // addresses group `group`'s channels of each with their strides (positions
+            // consecutive in x and dy, checked at build); dW overlaps neither.
+            unsafe { weights::backward_weights(&p, self.kern, WeightsSplit::choose(&p, threads)) };
+        }
+        Ok(())
+    }
+}
