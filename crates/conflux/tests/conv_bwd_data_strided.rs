@@ -100,9 +100,11 @@ cuda_tests!(phases_inside_stream_capture, |h: &Handle| {
         let captured = poisoned(h, &c.x);
         h.synchronize().unwrap();
         // SAFETY: a live stream, captured by this thread only; the graph and its instance are
-        // destroyed below.
+        // destroyed below. Thread-local mode: this binary's other tests run on other threads,
+        // and a global capture forbids their (uncaptured) stream-ordered allocations, which
+        // then fail and invalidate this capture.
         unsafe {
-            cu::stream::begin_capture(stream, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL).unwrap();
+            cu::stream::begin_capture(stream, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
             let queued = run(&captured);
             let graph = cu::stream::end_capture(stream).unwrap();
             queued.unwrap();
