@@ -404,13 +404,13 @@ fn dot_product_backward_weights() {
         return;
     }
     assert_eq!(conflux::search::choose(&h, &probe.fused(Dir::BackwardWeights), Choice::Auto, 0).unwrap().name(), name);
-    for (lay, map, needle) in [(Lay::ChannelsLast, (16, 16), "positions consecutive"), (Lay::Gapped, (16, 16), "positions consecutive"), (Lay::Packed, (14, 14), "fewer than 256")] {
-        let c = case(2, 1, 16, 32, map, lay);
+    for (lay, map, cg, needle) in [(Lay::ChannelsLast, (16, 16), 16, "positions consecutive"), (Lay::Gapped, (16, 16), 16, "positions consecutive"), (Lay::Packed, (14, 14), 16, "fewer than 256"), (Lay::Packed, (16, 16), 160, "both over 128")] {
+        let c = case(2, 1, cg, if cg > 128 { 130 } else { 32 }, map, lay);
         let why = solver(name).check(&c.fused(Dir::BackwardWeights), h.device().info()).unwrap_err();
         assert!(why.contains(needle), "{why}");
     }
     // Blocks of 64 dy rows and more x rows than one block takes; several chunks of positions.
-    for (i, (cg, kg, map)) in [(150, 130, (16, 17)), (20, 300, (33, 35)), (70, 9, (64, 70))].into_iter().enumerate() {
+    for (i, (cg, kg, map)) in [(150, 120, (16, 17)), (20, 300, (33, 35)), (70, 9, (64, 70))].into_iter().enumerate() {
         check_exact_and_scaled(&h, &case(2, 1, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 8000 + 10 * i as u64);
     }
     let mut r = SplitMix64::new(43);
