@@ -302,6 +302,18 @@ fn bias_then_other_activations_through_a_plan() {
     }
 }
 
+/// A 1×1 stride-1 layer: n images of g groups of cg → kg channels on an hh × ww map, every
+/// tensor in layout `lay`.
+fn pointwise_case(n: usize, g: usize, cg: usize, kg: usize, (hh, ww): (usize, usize), lay: support::Lay) -> support::ConvCase {
+    use conflux::{ConvDesc, ConvMode, DataType};
+    let mut conv = ConvDesc::new(ConvMode::Convolution, &[0, 0], &[1, 1], &[1, 1]).unwrap();
+    conv.set_groups(g as i64).unwrap();
+    let x = support::desc(DataType::Float, &[n, g * cg, hh, ww], lay);
+    let w = support::desc(DataType::Float, &[g * kg, cg, 1, 1], lay);
+    let y = support::desc(DataType::Float, conv.output_desc(&x, &w).unwrap().lens(), lay);
+    support::ConvCase::new(&conv, &x, &w, &y)
+}
+
 /// Backward-data of 1×1 stride-1 layers through `CpuConv1x1BwdData` (the positions tiles on dy
 /// with W transposed by its strides): random groups, channels (1–40 each side, several row
 /// blocks and K blocks) and maps (one position to several tiles per image), packed
@@ -311,39 +323,31 @@ fn bias_then_other_activations_through_a_plan() {
 #[test]
 fn transposed_backward_data() {
     use conflux::search::Choice;
-    use conflux::{ConvDesc, ConvMode, DataType, Handle};
-    use support::{check_exact_and_scaled, desc, solution_id, solver, ConvCase, Dir, Lay};
+    use conflux::Handle;
+    use support::{check_exact_and_scaled, solution_id, solver, Dir, Lay};
     let h = Handle::cpu();
     let name = "CpuConv1x1BwdData";
-    let case = |n: usize, g: usize, cg: usize, kg: usize, (hh, ww): (usize, usize), lay: Lay| {
-        let mut conv = ConvDesc::new(ConvMode::Convolution, &[0, 0], &[1, 1], &[1, 1]).unwrap();
-        conv.set_groups(g as i64).unwrap();
-        let x = desc(DataType::Float, &[n, g * cg, hh, ww], lay);
-        let w = desc(DataType::Float, &[g * kg, cg, 1, 1], lay);
-        let y = desc(DataType::Float, conv.output_desc(&x, &w).unwrap().lens(), lay);
-        ConvCase::new(&conv, &x, &w, &y)
-    };
-    let probe = case(1, 1, 16, 32, (9, 9), Lay::Packed);
+    let probe = pointwise_case(1, 1, 16, 32, (9, 9), Lay::Packed);
     if let Err(why) = solver(name).check(&probe.fused(Dir::BackwardData), h.device().info()) {
         assert!(why.contains("AVX-512"), "{name}: {why}");
         return;
     }
     assert_eq!(conflux::search::choose(&h, &probe.fused(Dir::BackwardData), Choice::Auto, 0).unwrap().name(), name);
     for lay in [Lay::ChannelsLast, Lay::Gapped] {
-        let c = case(1, 1, 16, 32, (9, 9), lay);
+        let c = pointwise_case(1, 1, 16, 32, (9, 9), lay);
         let why = solver(name).check(&c.fused(Dir::BackwardData), h.device().info()).unwrap_err();
         assert!(why.contains("positions consecutive"), "{why}");
     }
     // Several K blocks: 300 dy channels in blocks of 256, and of 64 where dy's channel rows
     // are 4 KiB or longer (33 × 35 positions).
     for (i, map) in [(7, 7), (33, 35)].into_iter().enumerate() {
-        check_exact_and_scaled(&h, &case(2, 1, 20, 300, map, Lay::Packed), Dir::BackwardData, solution_id(name), 6000 + 10 * i as u64);
+        check_exact_and_scaled(&h, &pointwise_case(2, 1, 20, 300, map, Lay::Packed), Dir::BackwardData, solution_id(name), 6000 + 10 * i as u64);
     }
     let mut r = SplitMix64::new(41);
     for i in 0..20 {
         let (g, cg, kg, n) = (r.pick(&[1, 1, 2, 3]), r.range(1, 40), r.range(1, 40), r.range(1, 3));
         let map = r.pick(&[(1, 1), (7, 7), (14, 14), (5, 13), (33, 35), (3, 70)]);
-        let c = case(n, g, cg, kg, map, Lay::Packed);
+        let c = pointwise_case(n, g, cg, kg, map, Lay::Packed);
         check_exact_and_scaled(&h, &c, Dir::BackwardData, solution_id(name), 7000 + 10 * i as u64);
     }
 }
@@ -357,18 +361,10 @@ fn transposed_backward_data() {
 fn dot_product_backward_weights() {
     use conflux::backend::cpu::conv1x1::weights::{self, Span, WeightsProblem, WeightsSplit};
     use conflux::search::Choice;
-    use conflux::{ConvDesc, ConvMode, DataType, Handle};
-    use support::{check_exact_and_scaled, desc, solution_id, solver, ConvCase, Dir, Lay};
+    use conflux::Handle;
+    use support::{check_exact_and_scaled, solution_id, solver, Dir, Lay};
     let h = Handle::cpu();
     let name = "CpuConv1x1BwdWeights";
-    let case = |n: usize, g: usize, cg: usize, kg: usize, (hh, ww): (usize, usize), lay: Lay| {
-        let mut conv = ConvDesc::new(ConvMode::Convolution, &[0, 0], &[1, 1], &[1, 1]).unwrap();
-        conv.set_groups(g as i64).unwrap();
-        let x = desc(DataType::Float, &[n, g * cg, hh, ww], lay);
-        let w = desc(DataType::Float, &[g * kg, cg, 1, 1], lay);
-        let y = desc(DataType::Float, conv.output_desc(&x, &w).unwrap().lens(), lay);
-        ConvCase::new(&conv, &x, &w, &y)
-    };
     // The portable kernels against the vector ones (when there are): ragged rows, a masked
     // tail, two images.
     let (xv, dv): (Vec<f32>, Vec<f32>) = ((0..2 * 6 * 37).map(|i| (i % 7) as f32 - 3.0).collect(), (0..2 * 4 * 37).map(|i| (i % 5) as f32 - 2.0).collect());
@@ -385,7 +381,7 @@ fn dot_product_backward_weights() {
     if let Some(k) = weights::best() {
         assert_eq!(run(k), want);
     }
-    let probe = case(1, 1, 16, 32, (16, 16), Lay::Packed);
+    let probe = pointwise_case(1, 1, 16, 32, (16, 16), Lay::Packed);
     if let Err(why) = solver(name).check(&probe.fused(Dir::BackwardWeights), h.device().info()) {
         assert!(why.contains("AVX-512"), "{name}: {why}");
         // The driver on the portable tile still matches a plain loop.
@@ -405,18 +401,18 @@ fn dot_product_backward_weights() {
     }
     assert_eq!(conflux::search::choose(&h, &probe.fused(Dir::BackwardWeights), Choice::Auto, 0).unwrap().name(), name);
     for (lay, map, cg, needle) in [(Lay::ChannelsLast, (16, 16), 16, "positions consecutive"), (Lay::Gapped, (16, 16), 16, "positions consecutive"), (Lay::Packed, (14, 14), 16, "fewer than 256"), (Lay::Packed, (16, 16), 160, "both over 128")] {
-        let c = case(2, 1, cg, if cg > 128 { 130 } else { 32 }, map, lay);
+        let c = pointwise_case(2, 1, cg, if cg > 128 { 130 } else { 32 }, map, lay);
         let why = solver(name).check(&c.fused(Dir::BackwardWeights), h.device().info()).unwrap_err();
         assert!(why.contains(needle), "{why}");
     }
     // Blocks of 64 dy rows and more x rows than one block takes; several chunks of positions.
     for (i, (cg, kg, map)) in [(150, 120, (16, 17)), (20, 300, (33, 35)), (70, 9, (64, 70))].into_iter().enumerate() {
-        check_exact_and_scaled(&h, &case(2, 1, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 8000 + 10 * i as u64);
+        check_exact_and_scaled(&h, &pointwise_case(2, 1, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 8000 + 10 * i as u64);
     }
     let mut r = SplitMix64::new(43);
     for i in 0..20 {
         let (g, cg, kg, n) = (r.pick(&[1, 1, 2, 3]), r.range(1, 40), r.range(1, 40), r.range(1, 4));
         let map = r.pick(&[(16, 16), (17, 19), (20, 20), (5, 53), (33, 35), (3, 90)]);
-        check_exact_and_scaled(&h, &case(n, g, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 9000 + 10 * i as u64);
+        check_exact_and_scaled(&h, &pointwise_case(n, g, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 9000 + 10 * i as u64);
     }
 }
