@@ -352,11 +352,14 @@ fn transposed_backward_data() {
     }
 }
 
-/// Backward-weights of 1×1 stride-1 layers through `CpuConv1x1BwdWeights` (dot products of dy
-/// and x rows): random groups, channels (ragged tiles of 4 dy × 6 x rows, blocks past 64) and
-/// maps (a masked last vector, whole images or runs of positions per chunk), packed
-/// channels-first tensors, exact small integers bit for bit and α/β; the registry's choice;
-/// channels-last, row-gapped and small maps refused with the reason; the portable tile agrees with the one this CPU runs.
+/// Backward-weights of 1×1 stride-1 layers through `CpuConv1x1BwdWeights`: on maps of ≥ 256
+/// positions dot products of dy and x rows (ragged tiles of 4 dy × 6 x rows, blocks past 64, a
+/// masked last vector, whole images or runs of positions per chunk), on smaller ones (1 × 1 to
+/// 14 × 14) the positions tiles with x's channels in the lanes (partial channel tiles, several
+/// row blocks); random groups and channels, packed channels-first tensors, exact small integers
+/// bit for bit and α/β (on small maps through the GEMM); the registry's choice; channels-last,
+/// row-gapped, wide and small-map contracting layers refused with the reason; the portable dot-product kernels agree
+/// with the ones this CPU runs.
 #[test]
 fn dot_product_backward_weights() {
     use conflux::backend::cpu::conv1x1::weights::{self, Span, WeightsProblem, WeightsSplit};
@@ -400,19 +403,21 @@ fn dot_product_backward_weights() {
         return;
     }
     assert_eq!(conflux::search::choose(&h, &probe.fused(Dir::BackwardWeights), Choice::Auto, 0).unwrap().name(), name);
-    for (lay, map, cg, needle) in [(Lay::ChannelsLast, (16, 16), 16, "positions consecutive"), (Lay::Gapped, (16, 16), 16, "positions consecutive"), (Lay::Packed, (14, 14), 16, "fewer than 256"), (Lay::Packed, (16, 16), 160, "both over 128")] {
+    for (lay, map, cg, needle) in [(Lay::ChannelsLast, (16, 16), 16, "positions consecutive"), (Lay::Gapped, (16, 16), 16, "positions consecutive"), (Lay::Packed, (16, 16), 160, "both over 128"), (Lay::Packed, (7, 7), 60, "fewer output channels")] {
         let c = pointwise_case(2, 1, cg, if cg > 128 { 130 } else { 32 }, map, lay);
         let why = solver(name).check(&c.fused(Dir::BackwardWeights), h.device().info()).unwrap_err();
         assert!(why.contains(needle), "{why}");
     }
     // Blocks of 64 dy rows and more x rows than one block takes; several chunks of positions.
-    for (i, (cg, kg, map)) in [(150, 120, (16, 17)), (20, 300, (33, 35)), (70, 9, (64, 70))].into_iter().enumerate() {
+    for (i, (cg, kg, map)) in [(150, 120, (16, 17)), (20, 300, (33, 35)), (70, 9, (64, 70)), (45, 70, (7, 7)), (20, 300, (14, 14))].into_iter().enumerate() {
         check_exact_and_scaled(&h, &pointwise_case(2, 1, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 8000 + 10 * i as u64);
     }
     let mut r = SplitMix64::new(43);
-    for i in 0..20 {
+    for i in 0..30 {
         let (g, cg, kg, n) = (r.pick(&[1, 1, 2, 3]), r.range(1, 40), r.range(1, 40), r.range(1, 4));
-        let map = r.pick(&[(16, 16), (17, 19), (20, 20), (5, 53), (33, 35), (3, 90)]);
+        let map = r.pick(&[(1, 1), (4, 4), (7, 7), (14, 14), (5, 13), (16, 16), (17, 19), (5, 53), (33, 35), (3, 90)]);
+        // Small maps of contracting layers stay on the GEMM path (refused below).
+        let (cg, kg) = if map.0 * map.1 < 256 { (cg.min(kg), cg.max(kg)) } else { (cg, kg) };
         check_exact_and_scaled(&h, &pointwise_case(n, g, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 9000 + 10 * i as u64);
     }
 }

@@ -1,11 +1,21 @@
-//! Backward-weights of 1×1 stride-1 unpadded f32 layers with channels-first x and dy: every
-//! dW element is a dot product of a dy row and an x row over the batch's positions
-//! (`conv1x1::weights`), computed from the tensors in place with any α/β. The GEMM path packs
-//! dy (or x) into panels across the reduction first, a transpose of a whole tensor.
+//! Backward-weights of 1×1 stride-1 unpadded f32 layers with channels-first x and dy, computed
+//! from the tensors in place where the GEMM path packs dy or x across the reduction first (a
+//! transpose of a whole tensor):
+//! - maps of ≥ 256 positions: each dW element a dot product of a dy row and an x row over the
+//!   batch's positions (`conv1x1::weights`), any α/β;
+//! - smaller maps (7 × 7, 14 × 14) of layers with at least as many output as input channels: the
+//!   forward positions tiles with x's channels in the lanes over a per-image transpose of x
+//!   (`conv1x1::weights_lanes`); other α/β than 1 and 0 go through the GEMM backward-weights
+//!   (`im2col::backward`), which blends them in. Contracting layers (1024 → 256 on 14 × 14:
+//!   10.9 against 5.0 ms) spend more on the element-wise transpose of the larger x than the
+//!   lanes save (bench/results/2026-11-29-cpu-bwd-1x1.md).
 
 use super::common::{f32_geometry, run_parts};
 use super::gemm1x1::position_stride;
+use crate::backend::cpu::conv1x1::positions_kernel::{self, PosKernels};
 use crate::backend::cpu::conv1x1::weights::{self, WeightsKernels, WeightsProblem, WeightsSplit};
+use crate::backend::cpu::conv1x1::weights_lanes;
+use crate::backend::cpu::im2col::backward::backward_weights;
 use crate::backend::{DeviceInfo, DeviceKind, RunContext};
 use crate::error::{Error, Result};
 use crate::problem::{FusedProblem, Geom};
@@ -15,17 +25,25 @@ use std::sync::Arc;
 
 pub struct CpuConv1x1BwdWeights;
 
-/// Fewest positions per image. On 14 × 14 and 7 × 7 maps the GEMM path measured as fast or
-/// faster (AMD EPYC, N = 8; bench/results/2026-11-29-cpu-bwd-1x1.md): each tile's run is short
-/// against its sums' round trip, and the last vector of a 49-position row is mostly masked.
-const MIN_POSITIONS: usize = 256;
-/// Most channels on the narrower side (per group). Where both sides are wider the GEMM path's
-/// register tiles, which reuse each load across more products, measured faster (256 → 256 on
-/// 56 × 56: 18.2 against 21.4 ms; same file); at 128 and below the layer is bound by reading
-/// x and dy, which this path does once and in place.
+/// Fewest positions per image for the dot products. On 14 × 14 and 7 × 7 maps they measured
+/// slower than the GEMM path (AMD EPYC, N = 8; bench/results/2026-11-29-cpu-bwd-1x1.md): each
+/// tile's run is short against its sums' round trip, and the last vector of a 49-position row is
+/// mostly masked. Those maps take the channels-in-lanes path.
+const MIN_DOT_POSITIONS: usize = 256;
+/// Most channels on the narrower side (per group) for the dot products. Where both sides are
+/// wider the GEMM path's register tiles, which reuse each load across more products, measured
+/// faster (256 → 256 on 56 × 56: 18.2 against 21.4 ms; same file); at 128 and below the layer
+/// is bound by reading x and dy, which this path does once and in place.
 const MAX_NARROW_SIDE: usize = 128;
 
-fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
+/// Which kernels a problem's map takes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Path {
+    DotProducts,
+    ChannelLanes,
+}
+
+fn plan(problem: &FusedProblem) -> std::result::Result<(Geom, Path), String> {
     let (conv, g) = f32_geometry(problem, false)?;
     if conv.direction != Direction::BackwardWeights {
         return Err(format!("backward-weights only (this is {:?})", conv.direction));
@@ -36,13 +54,19 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
     if position_stride(g.x_strides, g.input) != Some(1) || position_stride(g.y_strides, g.output) != Some(1) {
         return Err("x or dy does not have its positions consecutive (channels-first)".into());
     }
-    if g.cg().min(g.kg()) > MAX_NARROW_SIDE {
-        return Err(format!("{} input and {} output channels per group, both over {MAX_NARROW_SIDE}", g.cg(), g.kg()));
+    if g.output_size() >= MIN_DOT_POSITIONS {
+        if g.cg().min(g.kg()) > MAX_NARROW_SIDE {
+            return Err(format!("{} input and {} output channels per group, both over {MAX_NARROW_SIDE}", g.cg(), g.kg()));
+        }
+        return Ok((g, Path::DotProducts));
     }
-    if g.output_size() < MIN_POSITIONS {
-        return Err(format!("{} positions per image, fewer than {MIN_POSITIONS}", g.output_size()));
+    if g.kg() < g.cg() {
+        return Err(format!("{} positions per image with fewer output channels ({}) than input channels ({}): transposing x costs more than the GEMM path on such maps", g.output_size(), g.kg(), g.cg()));
     }
-    Ok(g)
+    if g.w_strides[1] != 1 {
+        return Err("dW's channels are not consecutive (the channels-in-lanes tiles store rows of them)".into());
+    }
+    Ok((g, Path::ChannelLanes))
 }
 
 impl Solver for CpuConv1x1BwdWeights {
@@ -55,8 +79,11 @@ impl Solver for CpuConv1x1BwdWeights {
         if device.kind != DeviceKind::Cpu {
             return Err("runs on the CPU".into());
         }
-        geometry(problem)?;
-        weights::best().map(|_| ()).ok_or_else(|| "needs AVX-512".into())
+        plan(problem)?;
+        match (weights::best(), positions_kernel::best()) {
+            (Some(_), Some(_)) => Ok(()),
+            _ => Err("needs AVX-512".into()),
+        }
     }
 
     fn estimate_ms(&self, problem: &FusedProblem) -> f64 {
@@ -65,21 +92,27 @@ impl Solver for CpuConv1x1BwdWeights {
     }
 
     fn build(&self, problem: &FusedProblem, _ctx: &dyn BuildContext) -> Result<Arc<dyn Invoker>> {
-        geometry(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
-        let kern = weights::best().ok_or_else(|| Error::unsupported(format!("{}: needs AVX-512", self.name())))?;
-        Ok(Arc::new(DotInvoker { problem: problem.clone(), kern }))
+        let (_, path) = plan(problem).map_err(|why| Error::not_implemented(format!("{}: {why}", self.name())))?;
+        let need = || Error::unsupported(format!("{}: needs AVX-512", self.name()));
+        Ok(Arc::new(InPlaceInvoker { problem: problem.clone(), path, dots: weights::best().ok_or_else(need)?, lanes: positions_kernel::best().ok_or_else(need)? }))
     }
 }
 
-struct DotInvoker {
+struct InPlaceInvoker {
     problem: FusedProblem,
-    kern: WeightsKernels,
+    path: Path,
+    dots: WeightsKernels,
+    lanes: PosKernels,
 }
 
-impl Invoker for DotInvoker {
+impl Invoker for InPlaceInvoker {
     fn run(&self, _ctx: &dyn RunContext, a: &RunArgs) -> Result<()> {
         // Backward-weights arguments: x = x, w = dW (written), y = dy.
         let (g, _, r) = run_parts(&self.problem, a, "CpuConv1x1BwdWeights")?;
+        if self.path == Path::ChannelLanes && (r.alpha != 1.0 || r.beta != 0.0) {
+            backward_weights(&g, r.ptrs, r.alpha, r.beta);
+            return Ok(());
+        }
         let (kg, cg) = (g.kg(), g.cg());
         let threads = rayon::current_num_threads();
         for group in 0..g.groups {
@@ -99,8 +132,14 @@ impl Invoker for DotInvoker {
             };
             // SAFETY: the API validated x, dW and dy against the problem's descriptors; `p`
             // addresses group `group`'s channels of each with their strides (positions
-            // consecutive in x and dy, checked at build); dW overlaps neither.
-            unsafe { weights::backward_weights(&p, self.kern, WeightsSplit::choose(&p, threads)) };
+            // consecutive in x and dy, and on the lanes path dW's channels, checked at build);
+            // dW overlaps neither.
+            unsafe {
+                match self.path {
+                    Path::DotProducts => weights::backward_weights(&p, self.dots, WeightsSplit::choose(&p, threads)),
+                    Path::ChannelLanes => weights_lanes::backward_weights(&p, &self.lanes, threads),
+                }
+            }
         }
         Ok(())
     }
