@@ -343,6 +343,22 @@ fn transposed_backward_data() {
     for (i, map) in [(7, 7), (33, 35)].into_iter().enumerate() {
         check_exact_and_scaled(&h, &pointwise_case(2, 1, 20, 300, map, Lay::Packed), Dir::BackwardData, solution_id(name), 6000 + 10 * i as u64);
     }
+    // Filters in other layouts (the fuzzer's seed 1714 found the second one wrong): filters
+    // consecutive (the transposed read is then in place) taken, neither consecutive refused.
+    for (ws, takes) in [([1, 6, 1, 1], true), ([12, 4, 2, 1], false)] {
+        let base = pointwise_case(2, 1, 3, 6, (5, 7), Lay::Packed);
+        let w = conflux::TensorDesc::with_strides(conflux::DataType::Float, &[6, 3, 1, 1], &ws).unwrap();
+        let mut conv = conflux::ConvDesc::new(conflux::ConvMode::Convolution, &[0, 0], &[1, 1], &[1, 1]).unwrap();
+        conv.set_groups(1).unwrap();
+        let c = support::ConvCase::new(&conv, &base.x, &w, &base.y);
+        match solver(name).check(&c.fused(Dir::BackwardData), h.device().info()) {
+            Ok(()) => {
+                assert!(takes, "{ws:?}");
+                check_exact_and_scaled(&h, &c, Dir::BackwardData, solution_id(name), 6500);
+            }
+            Err(why) => assert!(!takes && why.contains("neither its channels nor its filters"), "{ws:?}: {why}"),
+        }
+    }
     let mut r = SplitMix64::new(41);
     for i in 0..20 {
         let (g, cg, kg, n) = (r.pick(&[1, 1, 2, 3]), r.range(1, 40), r.range(1, 40), r.range(1, 3));

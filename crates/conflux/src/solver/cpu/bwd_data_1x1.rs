@@ -41,6 +41,11 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
     if position_stride(g.x_strides, g.input) != Some(1) || position_stride(g.y_strides, g.output) != Some(1) {
         return Err("dx or dy does not have its positions consecutive (channels-first)".into());
     }
+    // The tiles read a filter's values either consecutively or, transposed, each filter's
+    // value of one channel consecutively (the rewrite's filters are W's channels).
+    if g.w_strides[0] != 1 && g.w_strides[1] != 1 {
+        return Err(format!("the filter's strides ({}, {}) put neither its channels nor its filters next to each other", g.w_strides[0], g.w_strides[1]));
+    }
     if g.kg() * g.cg() * 4 > MAX_W_BYTES {
         return Err(format!("a group's filter ({} × {} values) does not stay in L2 while every tile reads it", g.kg(), g.cg()));
     }

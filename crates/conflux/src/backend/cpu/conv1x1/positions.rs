@@ -69,6 +69,7 @@ impl PosSplit {
 /// overlap x or W.
 pub unsafe fn forward(p: &Problem, kern: &PosKernels, split: PosSplit) {
     assert!(p.xp == 1 && p.yp == 1, "conv1x1_pos: positions must be consecutive in x and y");
+    assert!(p.wc == 1 || p.ws0 == 1, "conv1x1_pos: W needs its channels or its filters consecutive");
     if p.n == 0 || p.k == 0 || p.hw == 0 {
         return;
     }
