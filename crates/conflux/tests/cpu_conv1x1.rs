@@ -437,3 +437,30 @@ fn dot_product_backward_weights() {
         check_exact_and_scaled(&h, &pointwise_case(n, g, cg, kg, map, Lay::Packed), Dir::BackwardWeights, solution_id(name), 9000 + 10 * i as u64);
     }
 }
+
+/// The GEMM solver's backward-weights with few im2col rows per group runs as dot products of
+/// dy's rows and the explicit im2col's rows (`im2col::backward`, `conv1x1::weights`) when dy's
+/// positions are consecutive and the output has ≥ 256 of them: 7×7 and 3×3 stride-2 and 4×4
+/// patch stems, groups of 4 channels, several images per im2col matrix, against the reference
+/// exactly and with α/β; channels-last and row-gapped dy (the GEMM path) in the same cases.
+#[test]
+fn few_im2col_rows_backward_weights_as_dot_products() {
+    use conflux::Handle;
+    use support::{check_exact_and_scaled, grouped_case, solution_id, Dir, Lay};
+    let h = Handle::cpu();
+    let id = solution_id("CpuConvGemm");
+    let specs: [(&'static [usize], &'static [usize], usize, i64, i64); 5] = [
+        (&[2, 3, 40, 40], &[8, 3, 7, 7], 1, 3, 2),
+        (&[3, 3, 33, 35], &[5, 3, 3, 3], 1, 1, 2),
+        (&[2, 3, 64, 68], &[6, 3, 4, 4], 1, 0, 4),
+        (&[1, 4, 20, 20], &[130, 4, 3, 3], 1, 1, 1),
+        // Groups of 4 channels (ResNeXt): 36 im2col rows per group.
+        (&[2, 16, 18, 18], &[12, 4, 3, 3], 4, 1, 1),
+    ];
+    for (i, (lx, lw, groups, pad, stride)) in specs.into_iter().enumerate() {
+        for lay in [Lay::Packed, Lay::ChannelsLast, Lay::Gapped] {
+            let c = grouped_case(&(conflux::DataType::Float, lx, lw, groups, pad, stride, 1, lay));
+            check_exact_and_scaled(&h, &c, Dir::BackwardWeights, id, 9500 + 10 * i as u64);
+        }
+    }
+}

@@ -8,6 +8,9 @@
 //! - f32 operands over image positions (dY always, x of 1×1 layers) pack through
 //!   `image_panels`; a 1×1 stride-1 unpadded backward-data without epilogue writes dx straight
 //!   from the GEMM (its col2im would be a copy).
+//! - f32 backward-weights with few im2col rows per group (few-channel stems, groups of a few
+//!   channels) runs as dot products of dy's rows and the explicit im2col's rows
+//!   (`conv1x1::weights`) instead of the GEMM.
 //!
 //! Both keep their buffers in per-thread scratch and need no caller workspace.
 
@@ -17,6 +20,7 @@ use crate::backend::cpu::direct::naive::ConvPtrs;
 use crate::backend::cpu::tensor_io::conv_out::{spatial_offsets, OutTensor};
 use crate::backend::cpu::pointwise::epilogue::CpuEpilogue;
 use crate::backend::cpu::clamp::Clamp;
+use crate::backend::cpu::conv1x1::weights::{self, WeightsKernels, WeightsProblem, WeightsSplit};
 use crate::backend::cpu::gemm::{gemm, with_scratch, Dense, DenseSink, Direct, Elem, Sink, Slot};
 use crate::backend::cpu::im2col::image_panels::{consecutive, ImageCols, ImageRows, ImageTensor};
 use crate::backend::cpu::im2col::matrix::{Im2col, Im2colT};
@@ -283,6 +287,9 @@ const MIN_WEIGHTS_K: usize = 1024;
 /// (Packing im2col(x)ᵀ element by element from x cost more than the products.)
 fn weights_through_im2col(g: &Geom, p: ConvPtrs, group: usize, y_off: &[usize], sink: &WeightSink, x_is_col: bool) {
     let (kg, rows, np) = (g.kg(), g.cg() * g.filter_size(), g.output_size());
+    if let (false, Some(kern)) = (x_is_col, dot_products_suit(g, rows)) {
+        return weights_by_dot_products(g, p, group, sink, kern);
+    }
     let dy = dy_view(g, p, group, y_off);
     let xs = g.x_strides;
     let batch = if x_is_col { 1 } else { (MIN_WEIGHTS_K / np).clamp(1, g.n).min((MAX_COL_ELEMS / (rows * np)).max(1)) };
@@ -307,6 +314,60 @@ fn weights_through_im2col(g: &Geom, p: ConvPtrs, group: usize, y_off: &[usize], 
         // acc is dWᵀ: row kk, column m.
         for (kk, r) in acc.chunks(kg).enumerate() {
             for (m, &v) in r.iter().enumerate() {
+                sink.put(m, kk, v);
+            }
+        }
+    });
+}
+
+/// The dot-product kernels (`conv1x1::weights`) where they suit an explicit im2col of `rows`
+/// rows: dense dy rows of many positions, and few im2col rows per group (few-channel stems:
+/// 27–147; ResNeXt's groups of 4 channels: 36), so that the GEMM would pack dy across its long
+/// reduction for few products per element. With hundreds of rows (64-56-56 3×3: 576) the GEMM's
+/// register tiles reuse each load more and measured 1.2–1.4× faster
+/// (bench/results/2026-11-29-cpu-bwd-1x1.md).
+fn dot_products_suit(g: &Geom, rows: usize) -> Option<WeightsKernels> {
+    let dense_dy = g.y_strides[4] == 1 && consecutive(&spatial_offsets(g.output, g.y_strides));
+    (dense_dy && g.output_size() >= 256 && rows <= MAX_DOT_ROWS).then(weights::best).flatten()
+}
+
+/// Most im2col rows per group for the dot products (`dot_products_suit`).
+const MAX_DOT_ROWS: usize = 256;
+
+/// f32 backward-weights of one group as dot products of dy's rows and an explicit im2col's rows
+/// (one matrix for as many images as `MAX_COL_ELEMS` allows), batches added into dW in order.
+fn weights_by_dot_products(g: &Geom, p: ConvPtrs, group: usize, sink: &WeightSink, kern: WeightsKernels) {
+    let (kg, rows, np) = (g.kg(), g.cg() * g.filter_size(), g.output_size());
+    let batch = (MAX_COL_ELEMS / (rows * np)).clamp(1, g.n);
+    let threads = rayon::current_num_threads();
+    with_scratch(Slot::Conv, rows * batch * np + kg * rows, |buf| {
+        let (col, acc) = buf.split_at_mut(rows * batch * np);
+        for n0 in (0..g.n).step_by(batch) {
+            let nb = batch.min(g.n - n0);
+            let cols = nb * np;
+            super::fill_im2col(g, &Im2col::new(g, p.x, p.dt, group, n0), n0, nb, cols, col);
+            // Each batch's sums, row k of dW, column kk of the im2col rows; later batches add.
+            let wp = WeightsProblem {
+                n: nb,
+                c: rows,
+                k: kg,
+                hw: np,
+                x: col.as_ptr(),
+                xs: [np, cols],
+                dy: (p.y as *const f32).wrapping_add(n0 * g.y_strides[0] + group * kg * g.y_strides[1]),
+                ys: [g.y_strides[0], g.y_strides[1]],
+                dw: acc.as_mut_ptr(),
+                dws: [rows, 1],
+                alpha: 1.0,
+                beta: if n0 == 0 { 0.0 } else { 1.0 },
+            };
+            // SAFETY: col holds the batch's im2col rows (cols values each, an image every np),
+            // dy's rows of the group hold np consecutive positions per image (`dot_products_suit`),
+            // acc holds kg × rows sums.
+            unsafe { weights::backward_weights(&wp, kern, WeightsSplit::choose(&wp, threads)) };
+        }
+        for (m, r) in acc.chunks(rows).enumerate() {
+            for (kk, &v) in r.iter().enumerate() {
                 sink.put(m, kk, v);
             }
         }
