@@ -6,9 +6,9 @@
 //! - smaller maps (7 × 7, 14 × 14) of layers with at least as many output as input channels: the
 //!   forward positions tiles with x's channels in the lanes over a per-image transpose of x
 //!   (`conv1x1::weights_lanes`); other α/β than 1 and 0 go through the GEMM backward-weights
-//!   (`im2col::backward`), which blends them in. Contracting layers (1024 → 256 on 14 × 14:
-//!   10.9 against 5.0 ms) spend more on the element-wise transpose of the larger x than the
-//!   lanes save (bench/results/2026-11-29-cpu-bwd-1x1.md).
+//!   (`im2col::backward`), which blends them in. Contracting layers spend more on the
+//!   element-wise transpose of the larger x than the lanes save
+//!   (bench/results/2026-11-29-cpu-bwd-1x1.md).
 
 use super::common::{f32_geometry, run_parts};
 use super::gemm1x1::position_stride;
@@ -32,8 +32,8 @@ pub struct CpuConv1x1BwdWeights;
 const MIN_DOT_POSITIONS: usize = 256;
 /// Most channels on the narrower side (per group) for the dot products. Where both sides are
 /// wider the GEMM path's register tiles, which reuse each load across more products, measured
-/// faster (256 → 256 on 56 × 56: 18.2 against 21.4 ms; same file); at 128 and below the layer
-/// is bound by reading x and dy, which this path does once and in place.
+/// faster (same file); at 128 and below the layer is bound by reading x and dy, which this path
+/// does once and in place.
 const MAX_NARROW_SIDE: usize = 128;
 
 /// Which kernels a problem's map takes.

@@ -76,9 +76,10 @@ fn plan_shape(problem: &FusedProblem) -> std::result::Result<(Geom, Im2colRows, 
         // dy stored K × P is op(B) = Bᵀ; stored P × K it is B.
         trans_b: dy.channels_contiguous,
         // The window rows' zero columns up to ld are multiplied too: an M that is a whole number
-        // of 16-byte chunks lets cuBLASLt take its aligned kernels (147 real columns of a 7×7
-        // stem ran on an unaligned Turing-era one at half the speed); the partial sums' extra
-        // rows are zeros the reduction never reads.
+        // of 16-byte chunks lets cuBLASLt take its aligned kernels (with 147 real columns of a
+        // 7×7 stem it chose an unaligned Turing-era one;
+        // bench/results/2026-11-29-h200-wgrad-splits.md); the partial sums' extra rows are zeros
+        // the reduction never reads.
         m: col.ld as u64,
         n: g.k as u64,
         k: share as u64,

@@ -54,7 +54,8 @@ pub unsafe fn backward_weights(p: &WeightsProblem, kern: &PosKernels, threads: u
     // Units (a row block × a channel tile) in row-block-major order, three tasks per thread
     // where there are that many units; a unit runs all images before the next (its 14 × 32
     // sums stay in L1 between images). Walking images outermost, all of a task's units per
-    // image, measured 5–10 % slower on the layers this path takes.
+    // image, measured slower on the layers this path takes
+    // (bench/results/2026-11-29-cpu-bwd-1x1.md).
     let units = rblocks * ctiles;
     let tasks = units.min(3 * threads.max(1)).max(1);
     with_scratch(Slot::Conv, p.n * p.hw * p.c, |xt| {

@@ -324,7 +324,7 @@ fn weights_through_im2col(g: &Geom, p: ConvPtrs, group: usize, y_off: &[usize], 
 /// rows: dense dy rows of many positions, and few im2col rows per group (few-channel stems:
 /// 27–147; ResNeXt's groups of 4 channels: 36), so that the GEMM would pack dy across its long
 /// reduction for few products per element. With hundreds of rows (64-56-56 3×3: 576) the GEMM's
-/// register tiles reuse each load more and measured 1.2–1.4× faster
+/// register tiles reuse each load more and measured faster
 /// (bench/results/2026-11-29-cpu-bwd-1x1.md).
 fn dot_products_suit(g: &Geom, rows: usize) -> Option<WeightsKernels> {
     let dense_dy = g.y_strides[4] == 1 && consecutive(&spatial_offsets(g.output, g.y_strides));
