@@ -25,6 +25,36 @@ fn case(lx: [usize; 4], mult: usize, f: [usize; 2], pad: [i64; 2], stride: [i64;
     Some(ConvCase::new(&conv, &x, &w, &y))
 }
 
+/// `want` random geometries the flat solver takes in direction `dir` (filters up to 3 × 3,
+/// stride 1 or 2 on rows 31–40 wide, dilation, padding mostly keeping each output row as wide as
+/// the input's stride phase, multipliers 1–3, batch 1–2), at least `min_strided` of them strided,
+/// through `check_exact_and_scaled`; forward outputs packed or gapped (backward-weights refuses
+/// gapped dy, `backward_weights_over_the_flat_planes`). Geometries it leaves to other solvers
+/// are skipped (their causes: `refusals_name_the_cause`).
+fn random_flat_cases(h: &Handle, dir: Dir, seed: u64, want: u64, min_strided: usize) {
+    let id = solution_id(FLAT);
+    let mut r = SplitMix64::new(seed);
+    let (mut ran, mut strided) = (0u64, 0);
+    while ran < want {
+        let f = [r.range(1, 3), r.range(1, 3)];
+        let stride = r.pick(&[1, 1, 2]) as i64;
+        let dil = [r.pick(&[1, 1, 2]) as i64, r.pick(&[1, 1, 3]) as i64];
+        let same = |k: usize, d: i64| ((k as i64 - 1) * d + 1) / 2;
+        let pad = [r.pick(&[same(f[0], dil[0]), 0, 1]), if r.range(0, 5) == 0 { 0 } else { same(f[1], dil[1]) }];
+        let wide = if stride == 2 { r.range(31, 40) } else { r.range(1, 40) };
+        let lx = [r.range(1, 2), r.range(1, 24), r.range(1, 30), wide];
+        let yl = if dir == Dir::Forward { r.pick(&[Lay::Packed, Lay::Gapped]) } else { Lay::Packed };
+        let Some(c) = case(lx, r.range(1, 3), f, pad, [stride, stride], dil, Lay::Packed, yl) else { continue };
+        if solver(FLAT).check(&c.fused(dir), h.device().info()).is_err() {
+            continue;
+        }
+        check_exact_and_scaled(h, &c, dir, id, seed * 10 + 10 * ran);
+        strided += usize::from(stride == 2);
+        ran += 1;
+    }
+    assert!(strided >= min_strided, "{dir:?}: only {strided} strided cases ran");
+}
+
 /// Whether this CPU runs the solver; elsewhere its check must say it needs AVX-512.
 fn runs_here(h: &Handle) -> bool {
     avx512_solver_runs(h, FLAT, &case([1, 16, 14, 14], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Packed).unwrap())
@@ -36,29 +66,7 @@ fn random_geometries_and_outputs() {
     if !runs_here(&h) {
         return;
     }
-    let id = solution_id(FLAT);
-    let mut r = SplitMix64::new(2929);
-    let (mut ran, mut strided) = (0u64, 0);
-    while ran < 48 {
-        let f = [r.range(1, 3), r.range(1, 3)];
-        let stride = r.pick(&[1, 1, 2]) as i64;
-        let dil = [r.pick(&[1, 1, 2]) as i64, r.pick(&[1, 1, 3]) as i64];
-        // Padding that keeps each output row as wide as the input's stride phase, mostly.
-        let same = |k: usize, d: i64| ((k as i64 - 1) * d + 1) / 2;
-        let pad = [r.pick(&[same(f[0], dil[0]), 0, 1]), if r.range(0, 5) == 0 { 0 } else { same(f[1], dil[1]) }];
-        let wide = if stride == 2 { r.range(31, 40) } else { r.range(1, 40) };
-        let lx = [r.range(1, 2), r.range(1, 24), r.range(1, 30), wide];
-        let yl = r.pick(&[Lay::Packed, Lay::Gapped]);
-        let Some(c) = case(lx, r.range(1, 3), f, pad, [stride, stride], dil, Lay::Packed, yl) else { continue };
-        // Geometries it leaves to other solvers (checked in refusals_name_the_cause).
-        if solver(FLAT).check(&c.fused(Dir::Forward), h.device().info()).is_err() {
-            continue;
-        }
-        check_exact_and_scaled(&h, &c, Dir::Forward, id, 29000 + 10 * ran);
-        strided += usize::from(stride == 2);
-        ran += 1;
-    }
-    assert!(strided >= 8, "only {strided} strided cases ran");
+    random_flat_cases(&h, Dir::Forward, 2929, 48, 8);
 }
 
 /// Depthwise 3 × 3 layers of MobileNet / EfficientNet (12 × 12 to 112 × 112 planes at stride 1,
@@ -197,26 +205,7 @@ fn backward_weights_over_the_flat_planes() {
     if !runs_here(&h) {
         return;
     }
-    let id = solution_id(FLAT);
-    let mut r = SplitMix64::new(3131);
-    let (mut ran, mut strided) = (0u64, 0);
-    while ran < 24 {
-        let f = [r.range(1, 3), r.range(1, 3)];
-        let stride = r.pick(&[1, 1, 2]) as i64;
-        let dil = [r.pick(&[1, 1, 2]) as i64, r.pick(&[1, 1, 3]) as i64];
-        let same = |k: usize, d: i64| ((k as i64 - 1) * d + 1) / 2;
-        let pad = [r.pick(&[same(f[0], dil[0]), 0, 1]), same(f[1], dil[1])];
-        let wide = if stride == 2 { r.range(31, 40) } else { r.range(1, 40) };
-        let lx = [r.range(1, 3), r.range(1, 12), r.range(1, 30), wide];
-        let Some(c) = case(lx, r.range(1, 3), f, pad, [stride, stride], dil, Lay::Packed, Lay::Packed) else { continue };
-        if solver(FLAT).check(&c.fused(Dir::BackwardWeights), h.device().info()).is_err() {
-            continue;
-        }
-        check_exact_and_scaled(&h, &c, Dir::BackwardWeights, id, 33000 + 10 * ran);
-        strided += usize::from(stride == 2);
-        ran += 1;
-    }
-    assert!(strided >= 4, "only {strided} strided geometries ran");
+    random_flat_cases(&h, Dir::BackwardWeights, 3131, 24, 4);
     let gapped = case([1, 16, 32, 32], 1, [3, 3], [1, 1], [1, 1], [1, 1], Lay::Packed, Lay::Gapped).unwrap();
     let why = solver(FLAT).check(&gapped.fused(Dir::BackwardWeights), h.device().info()).unwrap_err();
     assert!(why.contains("dense dy"), "{why}");

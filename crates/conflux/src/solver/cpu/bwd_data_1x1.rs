@@ -10,7 +10,7 @@
 //! backward-data (`im2col::backward::backward_data`), which blends them in.
 
 use super::common::{f32_geometry, run_parts};
-use super::gemm1x1::position_stride;
+use super::gemm1x1::{not_pointwise, position_stride};
 use crate::backend::cpu::clamp::Clamp;
 use crate::backend::cpu::conv1x1::channels::Problem;
 use crate::backend::cpu::conv1x1::positions::{self, PosSplit, MAX_W_BYTES};
@@ -34,8 +34,8 @@ fn geometry(problem: &FusedProblem) -> std::result::Result<Geom, String> {
     if !problem.epilogue().is_empty() {
         return Err("an epilogue (fused transpose convolution)".into());
     }
-    if g.filter != [1, 1, 1] || g.stride != [1, 1, 1] || g.pad != [0, 0, 0] || g.pad_end != [0, 0, 0] {
-        return Err(format!("not a 1×1 stride-1 unpadded filter (filter {:?}, stride {:?}, pad {:?})", g.filter, g.stride, g.pad));
+    if let Some(why) = not_pointwise(&g) {
+        return Err(why);
     }
     // dy is the tiles' x and dx their y: both need their positions consecutive.
     if position_stride(g.x_strides, g.input) != Some(1) || position_stride(g.y_strides, g.output) != Some(1) {

@@ -11,7 +11,7 @@
 //!   (bench/results/2026-11-29-cpu-bwd-1x1.md).
 
 use super::common::{f32_geometry, run_parts};
-use super::gemm1x1::position_stride;
+use super::gemm1x1::{not_pointwise, position_stride};
 use crate::backend::cpu::conv1x1::positions_kernel::{self, PosKernels};
 use crate::backend::cpu::conv1x1::weights::{self, WeightsKernels, WeightsProblem, WeightsSplit};
 use crate::backend::cpu::conv1x1::weights_lanes;
@@ -48,8 +48,8 @@ fn plan(problem: &FusedProblem) -> std::result::Result<(Geom, Path), String> {
     if conv.direction != Direction::BackwardWeights {
         return Err(format!("backward-weights only (this is {:?})", conv.direction));
     }
-    if g.filter != [1, 1, 1] || g.stride != [1, 1, 1] || g.pad != [0, 0, 0] || g.pad_end != [0, 0, 0] {
-        return Err(format!("not a 1×1 stride-1 unpadded filter (filter {:?}, stride {:?}, pad {:?})", g.filter, g.stride, g.pad));
+    if let Some(why) = not_pointwise(&g) {
+        return Err(why);
     }
     if position_stride(g.x_strides, g.input) != Some(1) || position_stride(g.y_strides, g.output) != Some(1) {
         return Err("x or dy does not have its positions consecutive (channels-first)".into());

@@ -53,10 +53,16 @@ pub(super) fn position_stride(s: [usize; 5], [d, h, w]: [usize; 3]) -> Option<us
     ((s[3] == w * p || h <= 1) && (s[2] == h * w * p || d <= 1)).then_some(p)
 }
 
+/// Why the filter is not 1×1 stride-1 unpadded, if it is not (every 1×1 solver's first check).
+pub(super) fn not_pointwise(g: &Geom) -> Option<String> {
+    (g.filter != [1, 1, 1] || g.stride != [1, 1, 1] || g.pad != [0, 0, 0] || g.pad_end != [0, 0, 0])
+        .then(|| format!("not a 1×1 stride-1 unpadded filter (filter {:?}, stride {:?}, pad {:?})", g.filter, g.stride, g.pad))
+}
+
 /// Why the geometry does not fit, if it does not.
 fn geometry_refusal(g: &Geom) -> Option<String> {
-    if g.filter != [1, 1, 1] || g.stride != [1, 1, 1] || g.pad != [0, 0, 0] || g.pad_end != [0, 0, 0] {
-        return Some(format!("not a 1×1 stride-1 unpadded filter (filter {:?}, stride {:?}, pad {:?})", g.filter, g.stride, g.pad));
+    if let Some(why) = not_pointwise(g) {
+        return Some(why);
     }
     // Per tensor: positions consecutive (NCHW-like) or channels consecutive (NHWC-like).
     let fits = |s: [usize; 5], sp: [usize; 3]| position_stride(s, sp).is_some_and(|p| p == 1 || s[1] == 1 || sp.iter().product::<usize>() <= 1);

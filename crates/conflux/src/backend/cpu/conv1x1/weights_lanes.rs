@@ -50,6 +50,14 @@ pub unsafe fn backward_weights(p: &WeightsProblem, kern: &PosKernels, threads: u
     if p.k == 0 || p.c == 0 {
         return;
     }
+    if p.n == 0 {
+        // An empty batch: dW = 0.
+        for k in 0..p.k {
+            // SAFETY: dW's row k holds C consecutive channels.
+            unsafe { std::slice::from_raw_parts_mut(p.dw.add(k * p.dws[0]), p.c).fill(0.0) };
+        }
+        return;
+    }
     let (rblocks, ctiles) = (p.k.div_ceil(KR), p.c.div_ceil(PR));
     // Units (a row block × a channel tile) in row-block-major order, three tasks per thread
     // where there are that many units; a unit runs all images before the next (its 14 × 32
@@ -67,15 +75,15 @@ pub unsafe fn backward_weights(p: &WeightsProblem, kern: &PosKernels, threads: u
                 let (r, ct) = (u / ctiles, u % ctiles);
                 let ks = part(p.k, rblocks, r);
                 let c0 = ct * PR;
-                for n in 0..p.n.max(1) {
+                for n in 0..p.n {
                     let tile = PosTile {
                         rows: ks.len(),
                         live: PR.min(p.c - c0),
-                        kc: if p.n == 0 { 0 } else { p.hw },
+                        kc: p.hw,
                         w: p.dy.wrapping_add(n * p.ys[0] + ks.start * p.ys[1]),
                         ws: p.ys[1],
                         wc: 1,
-                        x: xt[(n * p.hw * p.c + c0).min(xt.len().saturating_sub(1))..].as_ptr(),
+                        x: xt[n * p.hw * p.c + c0..].as_ptr(),
                         xs: p.c,
                         y: p.dw.wrapping_add(ks.start * p.dws[0] + c0),
                         ys: p.dws[0],
